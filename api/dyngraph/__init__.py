@@ -1,0 +1,42 @@
+"""dyngraph: compile once, run any shape.
+
+A oneDNN-Graph-style API (logical tensors, ops, graphs, partitions, compiled
+partitions) whose dimensions may be dynamic, on top of ggml. A partition is
+compiled once; each new binding of the dynamic dimensions builds a ggml graph
+once and keeps it in a cache.
+"""
+
+from ._loader import load_ggml as _load_ggml
+
+_load_ggml()
+
+from . import _backend  # noqa: E402
+from .compiled_partition import CacheInfo, CompiledPartition  # noqa: E402
+from .dtypes import DataType, bf16, boolean, f16, f32, i32, i64  # noqa: E402
+from .engine import Engine, EngineKind, Stream  # noqa: E402
+from .errors import (  # noqa: E402
+    CompileError,
+    DTypeError,
+    DyngraphError,
+    ExecutionError,
+    GraphError,
+    IRError,
+    ShapeError,
+)
+from .graph import Graph  # noqa: E402
+from .logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor, Property  # noqa: E402
+from .op import Op, OpKind  # noqa: E402
+from .partition import Partition  # noqa: E402
+from .serialization import load  # noqa: E402
+from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr, sym_max, sym_min  # noqa: E402
+from .tensor import Tensor  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CONSTANT", "DYNAMIC_DIM", "STATE", "UNKNOWN_DIM", "VARIABLE",
+    "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "Dim", "DyngraphError", "Engine",
+    "EngineKind", "ExecutionError", "Expr", "Graph", "GraphError", "IRError", "LogicalTensor", "Op", "OpKind",
+    "Partition", "Property", "ShapeError", "Stream", "Tensor",
+    "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "sym_max", "sym_min",
+]

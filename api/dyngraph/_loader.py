@@ -1,0 +1,23 @@
+"""Load the ggml shared libraries of the libggml-python wheel before the extension.
+
+The extension is linked against them (and carries an rpath to the wheel's
+folder); loading them first by path also covers layouts where that rpath does
+not apply, such as an in-tree build.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+
+def load_ggml() -> None:
+    try:
+        import libggml
+    except ImportError:  # ggml built from source: the libraries sit next to the extension
+        return
+    libdir = os.path.join(os.path.dirname(libggml.__file__), "lib64")
+    for name in ("libggml-base.so", "libggml-cpu.so", "libggml.so"):
+        path = os.path.join(libdir, name)
+        if os.path.exists(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)

@@ -1,0 +1,178 @@
+"""Compiled partitions: compiled once, executed at any shape the dynamic
+dimensions allow."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from . import _backend
+from .errors import ShapeError
+from .ir_codes import DTYPE_CODE
+from .ir_writer import write_program
+from .logical_tensor import LogicalTensor, Property
+from .program import Program
+from .symbolic import format_shape
+from .tensor import Tensor
+
+
+class CacheInfo(NamedTuple):
+    """Statistics of a compiled partition's graph cache."""
+
+    hits: int
+    misses: int  # graphs built
+    evictions: int
+    executions: int
+    entries: int
+    capacity: int
+    build_seconds: float
+    last_build_seconds: float
+    metadata_bytes: int  # graph metadata held by the cached entries
+    arena_bytes: int  # the compute buffer all entries share
+    constant_bytes: int
+    state_bytes: int
+
+    @property
+    def builds(self) -> int:
+        return self.misses
+
+
+class CompiledPartition:
+    """The executable form of a partition.
+
+    ``infer_outputs(inputs)`` gives the concrete output logical tensors for
+    concrete input shapes (and builds the ggml graph for them on a cache
+    miss); ``execute(stream, inputs, outputs)`` computes into the caller's
+    buffers.
+    """
+
+    def __init__(self, program: Program, impl, engine):
+        self._program = program
+        self._impl = impl
+        self._engine = engine
+        self._inputs = [program.tensors[i].logical_tensor() for i in program.inputs]
+        self._outputs = [program.tensors[i].logical_tensor() for i in program.outputs]
+        self._input_ids = [lt.id for lt in self._inputs]
+        self._dtype_codes = [DTYPE_CODE[lt.dtype] for lt in self._inputs]
+
+    @classmethod
+    def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int) -> "CompiledPartition":
+        impl = _backend.CompiledPartition(write_program(program), data, engine.impl, cache_capacity)
+        return cls(program, impl, engine)
+
+    # -- ports -----------------------------------------------------------------
+    def get_inputs(self) -> List[LogicalTensor]:
+        """The runtime inputs, in the order execute() takes them (constants and state excluded)."""
+        return list(self._inputs)
+
+    def get_outputs(self) -> List[LogicalTensor]:
+        return list(self._outputs)
+
+    def query_logical_tensor(self, tid: int) -> LogicalTensor:
+        """A tensor of the partition as compiled: dynamic dimensions are expressions."""
+        for t in self._program.tensors:
+            if t.id == tid:
+                return t.logical_tensor()
+        raise ShapeError(f"tensor id {tid} is not in this compiled partition")
+
+    @property
+    def program(self) -> Program:
+        return self._program
+
+    @property
+    def engine(self):
+        return self._engine
+
+    # -- execution ---------------------------------------------------------------
+    def infer_outputs(self, inputs: Sequence, build: bool = True) -> List[LogicalTensor]:
+        """Concrete output logical tensors for concrete inputs (logical tensors or
+        Tensors, in execute() order). With ``build`` (the default) the graph for
+        these shapes is built now on a cache miss, so execute() computes at once;
+        ``build=False`` only computes shapes."""
+        if len(inputs) != len(self._inputs):
+            raise ShapeError(f"expected {len(self._inputs)} inputs {self._input_ids}, got {len(inputs)}")
+        specs = []
+        for i, x in enumerate(inputs):
+            if isinstance(x, Tensor):
+                specs.append(x)
+                continue
+            if not isinstance(x, LogicalTensor):
+                raise TypeError(f"input {i}: expected a LogicalTensor or Tensor, got {x!r}")
+            if not x.is_concrete():
+                raise ShapeError(f"input {i} (tensor {x.label}): shape {format_shape(x.shape)} is not concrete")
+            specs.append((x.id, DTYPE_CODE[x.dtype], list(x.shape)))
+        shapes = self._impl.infer(specs, build, True)
+        return [lt.with_shape(s) for lt, s in zip(self._outputs, shapes)]
+
+    def execute(self, stream, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Compute: ``inputs`` in get_inputs() order, ``outputs`` shaped as infer_outputs() says."""
+        self._impl.execute(inputs, outputs)
+
+    def __call__(self, *arrays) -> List[np.ndarray]:
+        """Convenience: run on numpy arrays, returning new output arrays."""
+        if len(arrays) != len(self._inputs):
+            raise ShapeError(f"expected {len(self._inputs)} input arrays, got {len(arrays)}")
+        ins = [a if isinstance(a, Tensor) else Tensor(lt, self._engine, a) for lt, a in zip(self._inputs, arrays)]
+        outs = [Tensor(lt, self._engine) for lt in self.infer_outputs(ins)]
+        self._impl.execute(ins, outs)
+        return [t.get_data_handle() for t in outs]
+
+    # -- cache -------------------------------------------------------------------
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(**self._impl.stats())
+
+    def clear_cache(self) -> None:
+        self._impl.clear_cache()
+
+    def set_cache_capacity(self, capacity: int) -> None:
+        self._impl.set_capacity(capacity)
+
+    # -- state -------------------------------------------------------------------
+    def _state_index(self, tid: int) -> int:
+        for i, t in enumerate(self._program.tensors):
+            if t.id == tid and t.property is Property.STATE:
+                return i
+        raise ShapeError(f"tensor id {tid} is not a state tensor of this compiled partition")
+
+    def read_state(self, tid: int) -> np.ndarray:
+        """A copy of a state tensor's current value."""
+        i = self._state_index(tid)
+        t = self._program.tensors[i]
+        out = np.empty(t.concrete_shape(), dtype=t.dtype.numpy)
+        self._impl.read_state(i, out)
+        return out
+
+    def write_state(self, tid: int, data) -> None:
+        i = self._state_index(tid)
+        t = self._program.tensors[i]
+        arr = np.ascontiguousarray(data, dtype=t.dtype.numpy)
+        if arr.shape != t.concrete_shape():
+            raise ShapeError(f"state {t.name or tid}: expected shape {list(t.concrete_shape())}, got {list(arr.shape)}")
+        self._impl.write_state(i, arr)
+
+    def reset_state(self) -> None:
+        """Every state tensor back to its initial value (zeros unless one was given)."""
+        self._impl.reset_state()
+
+    # -- persistence -------------------------------------------------------------
+    def save(self, path: "os.PathLike | str") -> None:
+        """Write this compiled partition (IR and data) to one FlatBuffers file."""
+        data = {}
+        for i, t in enumerate(self._program.tensors):
+            if t.property is Property.CONSTANT or t.property is Property.STATE:
+                d = self._impl.export_data(i)  # a state's initial value, if it has one
+                if d.size:
+                    data[i] = d
+        blob = write_program(self._program, data)
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{lt.label}{format_shape(lt.shape)}" for lt in self._inputs)
+        outs = ", ".join(f"{lt.label}{format_shape(lt.shape)}" for lt in self._outputs)
+        return f"CompiledPartition(inputs=[{ins}], outputs=[{outs}])"
+

@@ -1,0 +1,48 @@
+"""Typed errors raised by dyngraph.
+
+Every error names what was wrong: which tensor, which dimension, what was
+expected and what was given. The C++ runtime raises the same classes (its
+exceptions are translated when they cross into Python).
+"""
+
+
+class DyngraphError(Exception):
+    """Base class of every error dyngraph raises on purpose."""
+
+
+class GraphError(DyngraphError, ValueError):
+    """A graph is malformed: unknown op kind or attribute, a tensor id used
+    inconsistently, a cycle, a wrong number of inputs or outputs."""
+
+
+class ShapeError(DyngraphError, ValueError):
+    """Shapes do not fit: at finalize/compile (inconsistent graph) or at
+    execution (input shapes that do not match what was compiled)."""
+
+
+class DTypeError(DyngraphError, TypeError):
+    """A data type does not fit what an op or a compiled partition expects."""
+
+
+class CompileError(DyngraphError):
+    """A partition cannot be compiled as asked (missing constant data, a
+    symbol that no input determines, an unsupported partition)."""
+
+
+class ExecutionError(DyngraphError):
+    """Execution failed: bad buffers, or the backend refused to compute."""
+
+
+class IRError(DyngraphError, ValueError):
+    """A serialized IR (a saved compiled partition) is malformed."""
+
+
+__all__ = [
+    "DyngraphError",
+    "GraphError",
+    "ShapeError",
+    "DTypeError",
+    "CompileError",
+    "ExecutionError",
+    "IRError",
+]

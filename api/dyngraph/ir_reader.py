@@ -1,0 +1,173 @@
+"""Read a serialized Program back, and check it as untrusted input.
+
+The C++ runtime verifies the FlatBuffer and every index in it first
+(``_backend.check_ir``); this module then rebuilds the Program and infers its
+shapes again from its ops, so an IR whose recorded shapes, resolved
+attributes or runtime checks disagree with the op rules is refused before
+the backend builds anything from it.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from . import _backend
+from .errors import DyngraphError, IRError
+from .fb.Program import Program as FbProgram
+from .inference import infer_op
+from .ir_codes import CODE_ATOM, CODE_DTYPE, CODE_PROPERTY, CODE_SOURCE, AttrType, ExprOp
+from .logical_tensor import Property
+from .op import Op, OpKind
+from .ops import TensorType, schema_of
+from .program import STORAGE_TYPES, OpSpec, Program, SourceSpec, TensorSpec
+from .symbolic import Expr, Symbol, as_expr, format_shape, sym_max, sym_min
+
+
+def _s(b) -> str:
+    return b.decode("utf-8", errors="replace") if b is not None else ""
+
+
+def _expr_nodes(fb: FbProgram, symbols: List[Symbol]) -> List[Expr]:
+    nodes: List[Expr] = []
+    for i in range(fb.ExprsLength()):
+        n = fb.Exprs(i)
+        op, a, b = n.Op(), n.A(), n.B()
+        if op == ExprOp.CONST:
+            e = Expr.const(a)
+        elif op == ExprOp.SYMBOL:
+            e = Expr.symbol(symbols[a])
+        elif op == ExprOp.ADD:
+            e = nodes[a] + nodes[b]
+        elif op == ExprOp.SUB:
+            e = nodes[a] - nodes[b]
+        elif op == ExprOp.MUL:
+            e = nodes[a] * nodes[b]
+        elif op == ExprOp.MINIMUM:
+            e = sym_min(nodes[a], nodes[b])
+        elif op == ExprOp.MAXIMUM:
+            e = sym_max(nodes[a], nodes[b])
+        elif CODE_ATOM.get(op) == "floordiv":
+            e = nodes[a] // nodes[b]
+        else:
+            e = nodes[a] % nodes[b]
+        nodes.append(e)
+    return nodes
+
+
+def _attr_value(a, exprs: List[Expr]):
+    t = a.Type()
+    if t == AttrType.INT:
+        return int(a.Ints(0)) if a.IntsLength() else 0
+    if t == AttrType.INTS:
+        return tuple(int(a.Ints(i)) for i in range(a.IntsLength()))
+    if t == AttrType.FLOAT:
+        return float(a.Floats(0)) if a.FloatsLength() else 0.0
+    if t == AttrType.FLOATS:
+        return tuple(float(a.Floats(i)) for i in range(a.FloatsLength()))
+    if t == AttrType.STRING:
+        return _s(a.Str())
+    return tuple(exprs[a.Exprs(i)] for i in range(a.ExprsLength()))
+
+
+def read_program(buf) -> Program:
+    """Parse IR bytes into a Program. Raises IRError when they are malformed."""
+    _backend.check_ir(buf)  # verifies the FlatBuffer and every index before Python reads it
+    try:
+        fb = FbProgram.GetRootAs(buf, 0)
+        symbols = []
+        for i in range(fb.SymbolsLength()):
+            s = fb.Symbols(i)
+            symbols.append(Symbol(_s(s.Name()) or f"s{i}", s.Min(), s.Max()))
+        exprs = _expr_nodes(fb, symbols)
+        prog = Program(symbols=symbols)
+        for i in range(fb.TensorsLength()):
+            t = fb.Tensors(i)
+            shape = tuple(exprs[t.Shape(d)] for d in range(t.ShapeLength()))
+            prog.tensors.append(
+                TensorSpec(int(t.Id()), _s(t.Name()), CODE_DTYPE[t.Dtype()], shape, CODE_PROPERTY[t.Property()], STORAGE_TYPES[t.Storage()])
+            )
+        for i in range(fb.OpsLength()):
+            o = fb.Ops(i)
+            attrs = {}
+            for k in range(o.AttrsLength()):
+                a = o.Attrs(k)
+                attrs[_s(a.Name())] = _attr_value(a, exprs)
+            prog.ops.append(
+                OpSpec(
+                    int(o.Id()),
+                    OpKind(o.Kind()),
+                    _s(o.Name()),
+                    [int(o.Inputs(k)) for k in range(o.InputsLength())],
+                    [int(o.Outputs(k)) for k in range(o.OutputsLength())],
+                    attrs,
+                )
+            )
+        prog.inputs = [int(fb.Inputs(i)) for i in range(fb.InputsLength())]
+        prog.outputs = [int(fb.Outputs(i)) for i in range(fb.OutputsLength())]
+        for i in range(fb.SourcesLength()):
+            s = fb.Sources(i)
+            off = exprs[s.Offset()] if s.Offset() >= 0 else None
+            prog.sources.append(SourceSpec(symbols[s.Symbol()], CODE_SOURCE[s.Kind()], s.Input(), s.Index(), s.Coeff(), off))
+        for i in range(fb.GuardsLength()):
+            g = fb.Guards(i)
+            prog.guards.append((exprs[g.Lhs()], exprs[g.Rhs()], _s(g.Message())))
+    except DyngraphError as e:
+        raise IRError(f"malformed IR: {e}") from e
+    except (ValueError, KeyError, IndexError) as e:
+        raise IRError(f"malformed IR: {e}") from e
+    return prog
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, Expr)) and isinstance(b, (int, Expr)) and not isinstance(a, bool) and not isinstance(b, bool):
+        return as_expr(a) == as_expr(b)
+    return a == b
+
+
+def validate_program(prog: Program) -> None:
+    """Infer the program's shapes again and compare with what it records."""
+    types: Dict[int, TensorType] = {}
+    produced = {i for op in prog.ops for i in op.outputs}
+    for i, t in enumerate(prog.tensors):
+        if i not in produced:
+            types[i] = TensorType(t.dtype, t.shape)
+    recorded_guards = {(lhs, rhs) for lhs, rhs, _ in prog.guards}
+    recorded_guards |= {(rhs, lhs) for lhs, rhs in list(recorded_guards)}
+    try:
+        lts = [t.logical_tensor() for t in prog.tensors]
+    except DyngraphError as e:
+        raise IRError(f"malformed IR: {e}") from e
+    for spec in prog.ops:
+        schema = schema_of(spec.kind)
+        where = f"op '{spec.name}' ({spec.kind.name})"
+        if schema is None:
+            raise IRError(f"malformed IR: {where} has no shape rule")
+        user = {k: v for k, v in spec.attrs.items() if k in schema.attrs}
+        resolved = {k: v for k, v in spec.attrs.items() if k not in schema.attrs}
+        op = Op(max(spec.id, 0), spec.kind, [lts[i] for i in spec.inputs], [lts[i] for i in spec.outputs], user, spec.name)
+        try:
+            outs, ctx, attrs = infer_op(op, [types[i] for i in spec.inputs])
+        except DyngraphError as e:
+            raise IRError(f"malformed IR: {where}: {e}") from e
+        for i, t in zip(spec.outputs, outs):
+            rec = prog.tensors[i]
+            if t.dtype is not rec.dtype or t.shape != rec.shape:
+                raise IRError(
+                    f"malformed IR: {where} produces {t.dtype} {format_shape(t.shape)} for tensor {rec.name or rec.id}, "
+                    f"the IR records {rec.dtype} {format_shape(rec.shape)}"
+                )
+            types[i] = t
+        for k, v in resolved.items():
+            if k not in attrs or not _same(attrs[k], v):
+                raise IRError(f"malformed IR: {where}: attribute {k!r} is {v!r}, the op rule resolves {attrs.get(k)!r}")
+        for k in ctx.backend_attrs:
+            if k not in resolved:
+                raise IRError(f"malformed IR: {where}: attribute {k!r} is missing")
+        for lhs, rhs, _ in ctx.guards:
+            if lhs != rhs and (lhs, rhs) not in recorded_guards:
+                raise IRError(f"malformed IR: {where}: the shape check {lhs} == {rhs} is missing")
+    for i in prog.inputs:
+        if prog.tensors[i].property is not Property.VARIABLE:
+            raise IRError("malformed IR: a runtime input is not a VARIABLE tensor")

@@ -1,0 +1,50 @@
+"""Shape rules of elementwise ops: binary with numpy broadcasting, unary, BiasAdd."""
+
+from __future__ import annotations
+
+from ..op import OpKind as K
+from .common import broadcast_shapes, normalize_axis, require_float, same_dtype
+from .registry import AttrSpec, TensorType, register
+
+BINARY = (K.Add, K.Subtract, K.Multiply, K.Divide, K.Maximum, K.Minimum)
+UNARY_FLOAT = (K.ReLU, K.SiLU, K.Sigmoid, K.Tanh, K.Exp, K.Log, K.Sqrt, K.Square, K.Abs, K.Neg)
+
+
+@register(BINARY, inputs=(2, 2), attrs={"auto_broadcast": AttrSpec("str", "numpy", ("numpy", "none"))})
+def binary(attrs, ins, ctx):
+    """Elementwise a (op) b with numpy broadcasting; both inputs share one dtype."""
+    a, b = ins
+    dt = same_dtype(ins, ctx)
+    if attrs["auto_broadcast"] == "none":
+        if a.rank != b.rank:
+            raise ctx.error(f"auto_broadcast='none' needs equal shapes, got ranks {a.rank} and {b.rank}")
+        shape = tuple(ctx.equal(x, y, f"dimension {i}") for i, (x, y) in enumerate(zip(a.shape, b.shape)))
+    else:
+        shape = broadcast_shapes(a.shape, b.shape, ctx)
+    return [TensorType(dt, shape)]
+
+
+@register(UNARY_FLOAT)
+def unary(attrs, ins, ctx):
+    """y = f(x), same shape and dtype; x is floating point."""
+    require_float(ins[0], ctx)
+    return [ins[0]]
+
+
+@register(K.GELU, attrs={"mode": AttrSpec("str", "erf", ("erf", "tanh"))})
+def gelu(attrs, ins, ctx):
+    """GELU, exact (erf) or tanh-approximated."""
+    require_float(ins[0], ctx)
+    return [ins[0]]
+
+
+@register(K.BiasAdd, inputs=(2, 2), attrs={"data_format": AttrSpec("str", "NXC", ("NXC", "NCX"))})
+def bias_add(attrs, ins, ctx):
+    """x + bias along the channel axis (last for NXC, 1 for NCX); bias is 1-D."""
+    x, b = ins
+    same_dtype(ins, ctx)
+    if b.rank != 1:
+        raise ctx.error(f"bias must be 1-D, got rank {b.rank}")
+    axis = normalize_axis(-1 if attrs["data_format"] == "NXC" else 1, x.rank, ctx, "channel axis")
+    ctx.equal(b.shape[0], x.shape[axis], f"bias length vs channel dimension {axis}")
+    return [x]

@@ -1,0 +1,150 @@
+"""Shape rules of ops that move data without computing: reshape, transpose,
+concat, slice and type cast."""
+
+from __future__ import annotations
+
+from ..op import OpKind as K
+from ..symbolic import Expr, as_expr, format_shape, sym_max, sym_min
+from .common import normalize_axis, numel, same_dtype
+from .registry import AttrSpec, TensorType, register
+
+# Slice bounds at or above this mean "to the end" (like INT64_MAX in ONNX / torch).
+TO_END = 2**62
+
+
+def reshape_target(src: TensorType, target, special_zero: bool, ctx) -> tuple:
+    """Resolve a reshape target (ints / expressions, at most one -1, 0 copies
+    the input dimension when special_zero) against the source shape."""
+    dims = []
+    infer_at = None
+    for i, t in enumerate(target):
+        e = as_expr(t)
+        if e.is_const and e.value == -1:
+            if infer_at is not None:
+                raise ctx.error(f"shape {list(target)} has more than one -1")
+            infer_at = i
+            dims.append(None)
+        elif e.is_const and e.value == 0 and special_zero:
+            if i >= src.rank:
+                raise ctx.error(f"shape {list(target)}: 0 at position {i} copies an input dimension the input (rank {src.rank}) does not have")
+            dims.append(src.shape[i])
+        elif e.is_const and e.value < (0 if special_zero else 1):
+            raise ctx.error(f"shape {list(target)}: invalid dimension {e.value} at position {i}")
+        else:
+            dims.append(e)
+    total = numel(src.shape)
+    known = numel([d for d in dims if d is not None])
+    if infer_at is not None:
+        q = total // known
+        if (total % known) != Expr.const(0):
+            ctx.equal(total % known, Expr.const(0), f"the input's {total} elements divide into the known dimensions {known}")
+        dims[infer_at] = q
+    else:
+        ctx.equal(known, total, f"reshape of {format_shape(src.shape)} to {format_shape(dims)} keeps the element count")
+    return tuple(dims)
+
+
+@register(K.StaticReshape, attrs={"shape": AttrSpec("exprs"), "special_zero": AttrSpec("bool", False)})
+def static_reshape(attrs, ins, ctx):
+    """Reshape to `shape`: ints or dimension expressions, one -1 inferred, 0 copies when special_zero."""
+    return [TensorType(ins[0].dtype, reshape_target(ins[0], attrs["shape"], attrs["special_zero"], ctx))]
+
+
+def permutation(order, rank: int, ctx) -> tuple:
+    if len(order) == 0:
+        return tuple(reversed(range(rank)))
+    if len(order) != rank:
+        raise ctx.error(f"order {list(order)} has {len(order)} axes, the input has rank {rank}")
+    perm = tuple(normalize_axis(a, rank, ctx, "order axis") for a in order)
+    if len(set(perm)) != rank:
+        raise ctx.error(f"order {list(order)} repeats an axis")
+    return perm
+
+
+@register(K.StaticTranspose, attrs={"order": AttrSpec("ints")})
+def static_transpose(attrs, ins, ctx):
+    """out.shape[i] = in.shape[order[i]]; negative axes count from the end, empty order reverses."""
+    x = ins[0]
+    perm = permutation(attrs["order"], x.rank, ctx)
+    return [TensorType(x.dtype, tuple(x.shape[p] for p in perm))]
+
+
+@register(K.Concat, inputs=(1, -1), attrs={"axis": AttrSpec("int")})
+def concat(attrs, ins, ctx):
+    """Join inputs along `axis`; every other dimension must match."""
+    dt = same_dtype(ins, ctx)
+    rank = ins[0].rank
+    axis = normalize_axis(attrs["axis"], rank, ctx)
+    shape = list(ins[0].shape)
+    for i, t in enumerate(ins[1:], 1):
+        if t.rank != rank:
+            raise ctx.error(f"input {i} has rank {t.rank}, input 0 has rank {rank}")
+        for d in range(rank):
+            if d == axis:
+                shape[d] = shape[d] + t.shape[d]
+            else:
+                shape[d] = ctx.equal(shape[d], t.shape[d], f"input {i} dimension {d}")
+    return [TensorType(dt, tuple(shape))]
+
+
+def _clamp(v: Expr, dim: Expr) -> Expr:
+    """Clamp a slice bound to [0, dim]; negative constants count from the end."""
+    if v.is_const:
+        if v.value >= TO_END:
+            return dim
+        if v.value < 0:
+            v = dim + v.value
+            return v if v.bounds()[0] >= 0 else sym_max(v, 0)
+        return v if v.provably_le(dim) else sym_min(v, dim)
+    if v.bounds()[0] < 0:
+        v = sym_max(v, 0)
+    return v if v.provably_le(dim) else sym_min(v, dim)
+
+
+@register(
+    K.Slice,
+    attrs={
+        "begin": AttrSpec("exprs"),
+        "end": AttrSpec("exprs"),
+        "axes": AttrSpec("ints", ()),
+        "steps": AttrSpec("ints", ()),
+    },
+)
+def slice_(attrs, ins, ctx):
+    """x[begin:end:step] along `axes` (default: the first len(begin) axes).
+    Bounds are clamped to the dimension; negative ones count from the end."""
+    x = ins[0]
+    begin, end = attrs["begin"], attrs["end"]
+    axes = attrs["axes"] or tuple(range(len(begin)))
+    steps = attrs["steps"] or (1,) * len(axes)
+    if not (len(begin) == len(end) == len(axes) == len(steps)):
+        raise ctx.error("begin, end, axes and steps must have the same length")
+    shape = list(x.shape)
+    seen = set()
+    starts = [Expr.const(0)] * x.rank
+    strides = [1] * x.rank
+    for b, e, a, s in zip(begin, end, axes, steps):
+        a = normalize_axis(a, x.rank, ctx)
+        if a in seen:
+            raise ctx.error(f"axis {a} is sliced twice")
+        seen.add(a)
+        if s < 1:
+            raise ctx.error(f"step {s} on axis {a} must be positive")
+        lo, hi = _clamp(as_expr(b), x.shape[a]), _clamp(as_expr(e), x.shape[a])
+        n = (hi - lo + (s - 1)) // s
+        if n.is_const and n.value < 1:
+            raise ctx.error(f"axis {a}: slice [{b}:{e}:{s}] of a dimension of {x.shape[a]} is empty")
+        shape[a] = n
+        starts[a], strides[a] = lo, s
+    # the backend gets, per input axis, the resolved (clamped) start and the step
+    ctx.backend_attrs.update(starts=tuple(starts), strides=tuple(strides))
+    return [TensorType(x.dtype, tuple(shape))]
+
+
+@register(K.TypeCast)
+def type_cast(attrs, ins, ctx):
+    """Convert to the dtype declared on the output logical tensor."""
+    if not ctx.declared_outputs or ctx.declared_outputs[0] is None:
+        raise ctx.error("TypeCast takes its target dtype from its output logical tensor")
+    return [TensorType(ctx.declared_outputs[0].dtype, ins[0].shape)]
+

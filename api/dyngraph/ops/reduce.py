@@ -1,0 +1,28 @@
+"""Shape rules of reductions."""
+
+from __future__ import annotations
+
+from ..op import OpKind as K
+from .common import ONE, normalize_axis
+from .registry import AttrSpec, TensorType, register
+
+
+@register(
+    (K.ReduceSum, K.ReduceMean, K.ReduceMax, K.ReduceMin),
+    attrs={"axes": AttrSpec("ints"), "keep_dims": AttrSpec("bool", False)},
+)
+def reduce(attrs, ins, ctx):
+    """Reduce over `axes` (negative axes count from the end)."""
+    x = ins[0]
+    if x.dtype.name == "boolean":
+        raise ctx.dtype_error("cannot reduce a bool tensor")
+    if not attrs["axes"]:
+        raise ctx.error("axes must name at least one axis")
+    axes = sorted({normalize_axis(a, x.rank, ctx) for a in attrs["axes"]})
+    if len(axes) != len(attrs["axes"]):
+        raise ctx.error(f"axes {list(attrs['axes'])} name an axis twice")
+    if attrs["keep_dims"]:
+        shape = tuple(ONE if i in axes else d for i, d in enumerate(x.shape))
+    else:
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    return [TensorType(x.dtype, shape)]

@@ -1,0 +1,186 @@
+"""Partitions: the pieces a finalized graph is split into.
+
+Supported ops (those the backend can lower) are grouped into connected
+partitions; every other op gets a partition of its own whose
+``is_supported()`` is False, for the caller to run itself.
+
+Grouping never creates a cycle between partitions: each op gets a *stage*,
+the largest number of unsupported ops on a path leading to it, and only
+connected supported ops of the same stage share a partition. A path that
+leaves a partition through an unsupported op arrives at a higher stage, so it
+cannot come back.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+from .errors import CompileError
+from .logical_tensor import MAX_RANK, LogicalTensor
+from .op import Op, OpKind
+
+
+def backend_supported_kinds() -> frozenset:
+    from . import _backend
+
+    return frozenset(OpKind(k) for k in _backend.supported_op_kinds())
+
+
+def _op_supported(op: Op, kinds: frozenset, graph) -> bool:
+    if op.kind not in kinds:
+        return False
+    for lt in list(op.inputs) + list(op.outputs):
+        shape = graph.logical_tensor(lt.id).shape
+        if shape is not None and len(shape) > MAX_RANK:
+            return False
+    return True
+
+
+class _UnionFind:
+    def __init__(self):
+        self.parent: Dict[int, int] = {}
+
+    def find(self, x: int) -> int:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def make_partitions(graph) -> List["Partition"]:
+    kinds = backend_supported_kinds()
+    order = graph.get_ops()
+    pos = {op.id: i for i, op in enumerate(order)}
+    producer = {lt.id: op for op in order for lt in op.outputs}
+    supported = {op.id: _op_supported(op, kinds, graph) for op in order}
+    stage: Dict[int, int] = {}
+    uf = _UnionFind()
+    for op in order:
+        s = 0
+        for lt in op.inputs:
+            p = producer.get(lt.id)
+            if p is not None:
+                s = max(s, stage[p.id] + (0 if supported[p.id] else 1))
+        stage[op.id] = s
+        uf.find(op.id)
+        if not supported[op.id]:
+            continue
+        for lt in op.inputs:
+            p = producer.get(lt.id)
+            if p is not None and supported[p.id] and stage[p.id] == s:
+                uf.union(p.id, op.id)
+    groups: Dict[int, List[Op]] = {}
+    for op in order:
+        groups.setdefault(uf.find(op.id), []).append(op)
+    # order partitions so that every partition comes after those it consumes from
+    parts = sorted(groups.values(), key=lambda ops: (stage[ops[0].id], pos[ops[-1].id]))
+    parts = _topological(parts, producer)
+    return [Partition(graph, ops, supported[ops[0].id], i) for i, ops in enumerate(parts)]
+
+
+def _topological(parts: List[List[Op]], producer) -> List[List[Op]]:
+    owner = {op.id: i for i, ops in enumerate(parts) for op in ops}
+    deps = []
+    for i, ops in enumerate(parts):
+        d = set()
+        for op in ops:
+            for lt in op.inputs:
+                p = producer.get(lt.id)
+                if p is not None and owner[p.id] != i:
+                    d.add(owner[p.id])
+        deps.append(d)
+    done, out = set(), []
+    while len(out) < len(parts):
+        for i in range(len(parts)):
+            if i not in done and deps[i] <= done:
+                done.add(i)
+                out.append(parts[i])
+                break
+    return out
+
+
+class Partition:
+    """A group of ops compiled and executed together."""
+
+    def __init__(self, graph, ops: Sequence[Op], supported: bool, pid: int):
+        self._graph = graph
+        self._ops = list(ops)
+        self._supported = supported
+        self._id = pid
+        produced = {lt.id for op in self._ops for lt in op.outputs}
+        mine = {op.id for op in self._ops}
+        consumed_outside = set()
+        consumed = set()
+        for op in graph.get_ops():
+            for lt in op.inputs:
+                consumed.add(lt.id)
+                if op.id not in mine:
+                    consumed_outside.add(lt.id)
+        ins: List[int] = []
+        for op in self._ops:
+            for lt in op.inputs:
+                if lt.id not in produced and lt.id not in ins:
+                    ins.append(lt.id)
+        outs: List[int] = []
+        for op in self._ops:
+            for lt in op.outputs:
+                if lt.id in consumed_outside or lt.id not in consumed:
+                    outs.append(lt.id)
+        self._inputs = [graph.logical_tensor(i) for i in ins]
+        self._outputs = [graph.logical_tensor(i) for i in outs]
+
+    def is_supported(self) -> bool:
+        return self._supported
+
+    def get_id(self) -> int:
+        return self._id
+
+    def get_ops(self) -> List[Op]:
+        return list(self._ops)
+
+    def get_ops_num(self) -> int:
+        return len(self._ops)
+
+    def get_input_ports(self) -> List[LogicalTensor]:
+        return list(self._inputs)
+
+    def get_output_ports(self) -> List[LogicalTensor]:
+        return list(self._outputs)
+
+    @property
+    def graph(self):
+        return self._graph
+
+    def compile(
+        self,
+        inputs: Sequence[LogicalTensor],
+        outputs: Sequence[LogicalTensor],
+        engine,
+        constants: Optional[dict] = None,
+        **options,
+    ):
+        """Compile once for every shape the dynamic dimensions allow.
+
+        ``constants`` maps the id of each CONSTANT input to its data (and,
+        optionally, of each STATE input to its initial value). ``options``:
+        ``cache_capacity`` (graphs kept per compiled partition), ``weight_type``
+        (storage of matmul/embedding weights: "f32", "f16", "q8_0", "q4_0").
+        """
+        if not self._supported:
+            kinds = sorted({op.kind.name for op in self._ops})
+            raise CompileError(
+                f"partition {self._id} ({', '.join(kinds)}) is not supported by the backend: run its ops yourself"
+            )
+        from .compiler import compile_partition
+
+        return compile_partition(self, inputs, outputs, engine, constants or {}, **options)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(op.kind.name for op in self._ops[:6]) + (", ..." if len(self._ops) > 6 else "")
+        return f"Partition({self._id}, supported={self._supported}, ops=[{kinds}])"

@@ -1,0 +1,43 @@
+"""Loading a saved compiled partition (see CompiledPartition.save)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Optional
+
+from .engine import Engine
+from .errors import IRError
+
+
+def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capacity: int = 16):
+    """Load a compiled partition saved with ``CompiledPartition.save``.
+
+    The IR is checked as untrusted input: its FlatBuffer is verified, and its
+    shapes are inferred again from its ops and compared with the ones it
+    records. Nothing of the original graph (or of PyTorch) is needed.
+    """
+    from .compiled_partition import CompiledPartition
+    from .ir_reader import read_program, validate_program
+    from . import _backend
+
+    engine = engine or Engine()
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise IRError(f"{os.fspath(path)}: the file is empty")
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise IRError(f"cannot read {os.fspath(path)}: {e}") from e
+    try:
+        view = memoryview(buf)
+        try:
+            program = read_program(view)
+            validate_program(program)
+            impl = _backend.CompiledPartition(view, {}, engine.impl, cache_capacity)
+        finally:
+            view.release()
+    finally:
+        buf.close()
+    return CompiledPartition(program, impl, engine)

@@ -1,0 +1,81 @@
+"""Tensors: a logical tensor bound to host memory (numpy, or anything with the
+buffer protocol), used in place without a copy."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from . import _backend
+from .dtypes import DataType
+from .errors import DTypeError, ShapeError
+from .ir_codes import DTYPE_CODE
+from .logical_tensor import LogicalTensor
+from .symbolic import format_shape
+
+
+def as_array(data, dtype: DataType) -> np.ndarray:
+    """A numpy view of ``data`` (no copy for numpy arrays, buffers and CPU torch tensors)."""
+    if isinstance(data, np.ndarray):
+        return data
+    if hasattr(data, "__array_interface__") or hasattr(data, "__array__"):
+        return np.asarray(data)
+    try:
+        return np.frombuffer(data, dtype=dtype.numpy)
+    except TypeError:
+        raise TypeError(f"tensor data must be a numpy array or support the buffer protocol, got {type(data).__name__}") from None
+
+
+class Tensor(_backend.Tensor):
+    """``Tensor(logical_tensor, engine, data=None)``: the logical tensor's data.
+
+    ``data`` is used in place (it must be C-contiguous); ``None`` allocates a
+    new array. When the logical tensor has symbolic dimensions, the shape is
+    taken from ``data``.
+    """
+
+    def __init__(self, logical_tensor: LogicalTensor, engine=None, data=None):
+        lt = logical_tensor
+        if not isinstance(lt, LogicalTensor):
+            raise TypeError(f"Tensor needs a LogicalTensor, got {lt!r}")
+        if data is None:
+            if not lt.is_concrete():
+                raise ShapeError(f"tensor {lt.label}: cannot allocate shape {format_shape(lt.shape)}; give concrete dims or data")
+            arr = np.empty(lt.shape, dtype=lt.dtype.numpy)
+        else:
+            arr = as_array(data, lt.dtype)
+            if not lt.dtype.accepts(arr.dtype):
+                raise DTypeError(f"tensor {lt.label}: data has dtype {arr.dtype}, the logical tensor is {lt.dtype}")
+        shape = self._shape(lt, arr)
+        super().__init__(lt.id, DTYPE_CODE[lt.dtype], shape, arr)
+        self.logical_tensor = lt if lt.is_concrete() else lt.with_shape(shape)
+        self.engine = engine
+
+    @staticmethod
+    def _shape(lt: LogicalTensor, arr: np.ndarray):
+        if lt.is_concrete():
+            if arr.ndim > 1 and tuple(arr.shape) != tuple(lt.shape):
+                raise ShapeError(f"tensor {lt.label}: data has shape {list(arr.shape)}, the logical tensor {format_shape(lt.shape)}")
+            return list(lt.shape)
+        shape = list(arr.shape)
+        if lt.shape is not None:
+            if len(lt.shape) != len(shape):
+                raise ShapeError(f"tensor {lt.label}: data has rank {len(shape)}, the logical tensor {format_shape(lt.shape)}")
+            for d, (want, got) in enumerate(zip(lt.shape, shape)):
+                if isinstance(want, int) and want != got:
+                    raise ShapeError(f"tensor {lt.label}: dimension {d} is {want}, data has {got}")
+        return shape
+
+    def get_logical_tensor(self) -> LogicalTensor:
+        return self.logical_tensor
+
+    def get_engine(self):
+        return self.engine
+
+    @property
+    def array(self) -> np.ndarray:
+        return self.get_data_handle()
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.logical_tensor!r})"

@@ -1,0 +1,63 @@
+// A ggml graph built for one binding of the symbols, and the function that
+// builds it from the IR. Like llama.cpp's llm_graph_result: the graph knows
+// the binding (its cache key) it was built for; reusing it is a lookup.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+#include "binder.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "lowering.h"
+#include "planner.h"
+#include "program.h"
+#include "resident.h"
+
+namespace dg {
+
+// A tensor whose data lives in a caller's buffer: set before every compute.
+struct ExternalRef {
+    ggml_tensor* tensor;
+    bool output;   // an output port (else an input port)
+    int port;
+    size_t offset;  // bytes into the port's buffer (views)
+};
+
+struct BuiltGraph {
+    std::vector<int64_t> key;
+    ggml_context* ctx = nullptr;
+    ggml_cgraph* graph = nullptr;
+    std::vector<ggml_tensor*> inputs;   // per runtime input: its leaf
+    std::vector<ggml_tensor*> outputs;  // per output: the tensor that holds it (in the caller's buffer)
+    std::vector<Dims> output_shapes;
+    std::vector<ExternalRef> external;
+    MemoryPlan plan;
+    uint64_t arena_generation = UINT64_MAX;  // arena the plan was last applied to
+    ggml_cplan cplan{};
+    std::vector<std::vector<uint8_t>> host_constants;  // small tensors a lowering created
+    double build_seconds = 0;
+
+    size_t metadata_bytes() const { return ctx ? ggml_used_mem(ctx) : 0; }
+    int n_nodes() const { return graph ? ggml_graph_n_nodes(graph) : 0; }
+
+    BuiltGraph() = default;
+    BuiltGraph(const BuiltGraph&) = delete;
+    BuiltGraph& operator=(const BuiltGraph&) = delete;
+    ~BuiltGraph();
+};
+
+struct BuildOptions {
+    int n_threads = 1;
+    ggml_threadpool* threadpool = nullptr;
+    size_t align = 64;
+};
+
+// Build the graph of `prog` for binding `b`. Every lowered tensor is checked
+// against the shape the IR evaluates to. Throws (nothing is left half-built).
+std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTensors& resident, const Binding& b,
+                                        const BuildOptions& opts);
+
+}  // namespace dg

@@ -1,0 +1,180 @@
+#include "compiled_partition.h"
+
+#include <cstring>
+
+#include "errors.h"
+
+namespace dg {
+
+CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
+                                     std::shared_ptr<Engine> engine, size_t cache_capacity)
+    : prog_(Program::parse(ir, ir_size)), binder_(prog_), engine_(std::move(engine)), capacity_(cache_capacity) {
+    if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
+    for (size_t i = 0; i < prog_.ops.size(); ++i)
+        if (!lowerings().find(prog_.ops[i].kind))
+            fail<CompileError>("op '", prog_.ops[i].name, "': the backend has no lowering for op kind ", prog_.ops[i].kind);
+    for (const auto& [idx, d] : external) {
+        if (idx < 0 || size_t(idx) >= prog_.tensors.size() || prog_.tensors[size_t(idx)].property == Property::Variable)
+            fail<CompileError>("data given for tensor index ", idx, ", which is not a constant or state tensor");
+    }
+    resident_ = std::make_unique<ResidentTensors>(prog_, external);
+    prog_.data.clear();  // it pointed into the IR buffer, which the caller may now release
+    const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
+    in_stage_.resize(n_in);
+    out_stage_.resize(n_out);
+    in_ptr_.resize(n_in);
+    out_ptr_.resize(n_out);
+    out_staged_.resize(n_out);
+}
+
+BuiltGraph& CompiledPartition::lookup(const Binding& b) {
+    auto it = index_.find(b.symbols);
+    if (it != index_.end()) {
+        ++stats_.hits;
+        if (it->second != lru_.begin()) lru_.splice(lru_.begin(), lru_, it->second);
+        return *lru_.front();
+    }
+    binder_.check_all_dims(b);
+    BuildOptions opts;
+    opts.n_threads = engine_->n_threads();
+    opts.threadpool = engine_->threadpool();
+    std::unique_ptr<BuiltGraph> g = build_graph(prog_, *resident_, b, opts);
+    ++stats_.misses;
+    stats_.build_seconds += g->build_seconds;
+    stats_.last_build_seconds = g->build_seconds;
+    while (lru_.size() >= capacity_) {
+        index_.erase(lru_.back()->key);
+        lru_.pop_back();
+        ++stats_.evictions;
+    }
+    lru_.push_front(std::move(g));
+    index_.emplace(lru_.front()->key, lru_.begin());
+    return *lru_.front();
+}
+
+std::vector<Dims> CompiledPartition::infer(const HostTensor* const* in, size_t n_in, bool build, bool check_dtype) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Binding b;
+    binder_.bind(in, n_in, b, check_dtype);
+    if (build) return lookup(b).output_shapes;
+    binder_.check_all_dims(b);
+    std::vector<Dims> shapes;
+    for (int32_t o : prog_.outputs) {
+        const TensorDef& t = prog_.tensors[size_t(o)];
+        Dims s;
+        s.rank = int(t.shape.size());
+        for (int d = 0; d < s.rank; ++d) s.d[d] = b.values[size_t(t.shape[size_t(d)])];
+        shapes.push_back(s);
+    }
+    return shapes;
+}
+
+static bool overlaps(const HostTensor& a, const HostTensor& b) {
+    auto pa = static_cast<const char*>(a.data), pb = static_cast<const char*>(b.data);
+    return pa < pb + b.nbytes && pb < pa + a.nbytes;
+}
+
+void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out) {
+    const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
+    for (size_t i = 0; i < n_in; ++i) {
+        const HostTensor& h = *in[i];
+        ggml_tensor* leaf = g.inputs[i];
+        bool aligned = reinterpret_cast<uintptr_t>(h.data) % dtype_size(h.dtype) == 0;
+        if (host_matches_ggml(h.dtype) && aligned) {
+            in_ptr_[i] = h.data;
+        } else {
+            in_stage_[i].reserve(ggml_nbytes(leaf));
+            convert_to_ggml(h.dtype, h.data, leaf->type, in_stage_[i].data(), h.numel(), h.shape[h.ndim ? h.ndim - 1 : 0],
+                            binder_.input_label(i));
+            in_ptr_[i] = in_stage_[i].data();
+        }
+    }
+    for (size_t j = 0; j < n_out; ++j) {
+        const HostTensor& h = *out[j];
+        bool staged = !host_matches_ggml(h.dtype) || reinterpret_cast<uintptr_t>(h.data) % dtype_size(h.dtype) != 0;
+        for (size_t i = 0; i < n_in && !staged; ++i) staged = overlaps(h, *in[i]);
+        for (size_t k = 0; k < j && !staged; ++k) staged = overlaps(h, *out[k]);
+        out_staged_[j] = staged;
+        if (staged) {
+            out_stage_[j].reserve(ggml_nbytes(g.outputs[j]));
+            out_ptr_[j] = out_stage_[j].data();
+        } else {
+            out_ptr_[j] = h.data;
+        }
+    }
+    for (const ExternalRef& e : g.external)
+        e.tensor->data = static_cast<char*>(e.output ? out_ptr_[size_t(e.port)] : in_ptr_[size_t(e.port)]) + e.offset;
+}
+
+void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    binder_.bind(in, n_in, binding_);
+    if (n_out != prog_.outputs.size()) fail<ShapeError>("expected ", prog_.outputs.size(), " outputs, got ", n_out);
+    for (size_t i = 0; i < n_in; ++i)
+        if (in[i]->data == nullptr) fail<ExecutionError>(binder_.input_label(i), " has no data");
+    BuiltGraph& g = lookup(binding_);
+    for (size_t j = 0; j < n_out; ++j) {
+        const TensorDef& t = prog_.tensors[size_t(prog_.outputs[j])];
+        const HostTensor& h = *out[j];
+        const Dims& s = g.output_shapes[j];
+        if (h.id != t.id) fail<ShapeError>("output ", j, " should be tensor ", t.label(), ", got tensor id ", h.id);
+        if (h.dtype != t.dtype)
+            fail<DTypeError>("output ", j, " ", t.label(), ": expected dtype ", dtype_name(t.dtype), ", got ", dtype_name(h.dtype));
+        bool same = h.ndim == s.rank;
+        for (int d = 0; same && d < s.rank; ++d) same = h.shape[d] == s.d[d];
+        if (!same) {
+            Dims got;
+            got.rank = h.ndim;
+            for (int d = 0; d < h.ndim; ++d) got.d[d] = h.shape[d];
+            fail<ShapeError>("output ", j, " ", t.label(), ": expected shape ", s.str(), " for these inputs, got ", got.str(),
+                             " (allocate outputs from infer_outputs())");
+        }
+        if (h.data == nullptr || !h.writable) fail<ExecutionError>("output ", j, " ", t.label(), " is not a writable buffer");
+    }
+    if (g.plan.size > arena_.size()) {
+        arena_.reserve(g.plan.size);
+        ++arena_generation_;
+    }
+    if (g.arena_generation != arena_generation_) {
+        apply_plan(g.plan, arena_.data());
+        g.arena_generation = arena_generation_;
+    }
+    bind_buffers(g, in, out);
+    ggml_status st = engine_->compute(g.graph, g.cplan);
+    if (st != GGML_STATUS_SUCCESS) fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
+    for (size_t j = 0; j < n_out; ++j)
+        if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
+    ++stats_.executions;
+}
+
+CacheStats CompiledPartition::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    CacheStats s = stats_;
+    s.entries = lru_.size();
+    s.capacity = capacity_;
+    s.metadata_bytes = 0;
+    for (const auto& g : lru_) s.metadata_bytes += g->metadata_bytes();
+    s.arena_bytes = arena_.size();
+    s.constant_bytes = resident_->constant_bytes();
+    s.state_bytes = resident_->state_bytes();
+    return s;
+}
+
+void CompiledPartition::clear_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    index_.clear();
+    lru_.clear();
+}
+
+void CompiledPartition::set_capacity(size_t capacity) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capacity < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
+    capacity_ = capacity;
+    while (lru_.size() > capacity_) {
+        index_.erase(lru_.back()->key);
+        lru_.pop_back();
+        ++stats_.evictions;
+    }
+}
+
+}  // namespace dg

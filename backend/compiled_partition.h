@@ -1,0 +1,96 @@
+// A compiled partition: the IR (read once), its resident tensors (constants
+// uploaded once, state), and an LRU cache of ggml graphs built per binding.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "aligned_buffer.h"
+#include "binder.h"
+#include "builder.h"
+#include "engine.h"
+#include "host_tensor.h"
+#include "program.h"
+#include "resident.h"
+
+namespace dg {
+
+struct CacheStats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;  // = graphs built
+    uint64_t evictions = 0;
+    uint64_t executions = 0;
+    size_t entries = 0;
+    size_t capacity = 0;
+    double build_seconds = 0;
+    double last_build_seconds = 0;
+    size_t metadata_bytes = 0;  // graph metadata of the cached entries
+    size_t arena_bytes = 0;     // shared compute buffer
+    size_t constant_bytes = 0;
+    size_t state_bytes = 0;
+};
+
+struct KeyHash {
+    size_t operator()(const std::vector<int64_t>& k) const noexcept {
+        uint64_t h = 1469598103934665603ull;
+        for (int64_t v : k) h = (h ^ uint64_t(v)) * 1099511628211ull;
+        return size_t(h);
+    }
+};
+
+class CompiledPartition {
+public:
+    CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
+                      std::shared_ptr<Engine> engine, size_t cache_capacity);
+
+    const Program& program() const { return prog_; }
+
+    // Run with the caller's buffers. Inputs are validated (nothing is written,
+    // state included, when they are not valid); the graph for this binding is
+    // built on a cache miss.
+    void execute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
+
+    // Output shapes for these input shapes. With `build`, the graph for the
+    // binding is made ready, so the execute() that follows computes at once.
+    std::vector<Dims> infer(const HostTensor* const* in, size_t n_in, bool build, bool check_dtype);
+
+    CacheStats stats() const;
+    void clear_cache();
+    void set_capacity(size_t capacity);
+
+    ResidentTensors& resident() { return *resident_; }
+    std::mutex& mutex() { return mu_; }
+
+private:
+    BuiltGraph& lookup(const Binding& b);
+    void bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out);
+
+    Program prog_;
+    Binder binder_;
+    std::unique_ptr<ResidentTensors> resident_;
+    std::shared_ptr<Engine> engine_;
+    mutable std::mutex mu_;
+
+    // graph cache: most recently used at the front
+    std::list<std::unique_ptr<BuiltGraph>> lru_;
+    std::unordered_map<std::vector<int64_t>, std::list<std::unique_ptr<BuiltGraph>>::iterator, KeyHash> index_;
+    size_t capacity_;
+    CacheStats stats_;
+
+    // shared compute arena (grows to the largest graph seen)
+    AlignedBuffer arena_;
+    uint64_t arena_generation_ = 0;
+
+    // per-call scratch (kept to avoid allocation on the hot path)
+    Binding binding_;
+    std::vector<AlignedBuffer> in_stage_, out_stage_;
+    std::vector<void*> in_ptr_, out_ptr_;
+    std::vector<char> out_staged_;
+};
+
+}  // namespace dg

@@ -1,0 +1,69 @@
+// Logical data types (the IR's) and how they live inside ggml.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ggml.h"
+
+namespace dg {
+
+// Same codes as dyngraph.fb.DataType.
+enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, Bool = 5 };
+constexpr int kNumDTypes = 6;
+
+// Same codes as dyngraph.fb.StorageType.
+enum class Storage : uint8_t { Default = 0, F32, F16, BF16, Q8_0, Q4_0, Q4_1 };
+constexpr int kNumStorage = 7;
+
+inline size_t dtype_size(DType t) {
+    switch (t) {
+        case DType::F32: case DType::I32: return 4;
+        case DType::F16: case DType::BF16: return 2;
+        case DType::I64: return 8;
+        case DType::Bool: return 1;
+    }
+    return 0;
+}
+
+inline const char* dtype_name(DType t) {
+    switch (t) {
+        case DType::F32: return "f32";
+        case DType::F16: return "f16";
+        case DType::BF16: return "bf16";
+        case DType::I32: return "i32";
+        case DType::I64: return "i64";
+        case DType::Bool: return "bool";
+    }
+    return "?";
+}
+
+// Inside ggml, i64 and bool values are held as i32 (ggml computes on 32-bit
+// integers); they are converted at the partition's boundary.
+inline ggml_type ggml_type_of(DType t) {
+    switch (t) {
+        case DType::F32: return GGML_TYPE_F32;
+        case DType::F16: return GGML_TYPE_F16;
+        case DType::BF16: return GGML_TYPE_BF16;
+        case DType::I32: case DType::I64: case DType::Bool: return GGML_TYPE_I32;
+    }
+    return GGML_TYPE_F32;
+}
+
+// Whether host data of this dtype has the bytes ggml holds (no conversion needed).
+inline bool host_matches_ggml(DType t) { return t != DType::I64 && t != DType::Bool; }
+
+inline ggml_type ggml_type_of(Storage s, DType logical) {
+    switch (s) {
+        case Storage::Default: return ggml_type_of(logical);
+        case Storage::F32: return GGML_TYPE_F32;
+        case Storage::F16: return GGML_TYPE_F16;
+        case Storage::BF16: return GGML_TYPE_BF16;
+        case Storage::Q8_0: return GGML_TYPE_Q8_0;
+        case Storage::Q4_0: return GGML_TYPE_Q4_0;
+        case Storage::Q4_1: return GGML_TYPE_Q4_1;
+    }
+    return GGML_TYPE_F32;
+}
+
+}  // namespace dg

@@ -1,0 +1,31 @@
+#include "engine.h"
+
+#include "errors.h"
+
+namespace dg {
+
+Engine::Engine(int n_threads) : n_threads_(n_threads) {
+    if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS) fail<ExecutionError>("invalid thread count ", n_threads);
+    ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
+    threadpool_ = ggml_threadpool_new(&p);
+    if (!threadpool_) fail<ExecutionError>("cannot create a thread pool of ", n_threads, " threads");
+}
+
+Engine::~Engine() {
+    if (threadpool_) ggml_threadpool_free(threadpool_);
+}
+
+ggml_status Engine::compute(ggml_cgraph* graph, ggml_cplan& plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plan.work_size > 0) {
+        work_.reserve(plan.work_size);
+        plan.work_data = static_cast<uint8_t*>(work_.data());
+    } else {
+        plan.work_data = nullptr;
+    }
+    plan.n_threads = n_threads_;
+    plan.threadpool = threadpool_;
+    return ggml_graph_compute(graph, &plan);
+}
+
+}  // namespace dg

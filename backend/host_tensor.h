@@ -1,0 +1,29 @@
+// A host buffer handed to execute() / infer_outputs(): its logical id, dtype,
+// shape and (for execute) its data. Contiguous, row-major.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dtype.h"
+#include "program.h"
+
+namespace dg {
+
+struct HostTensor {
+    int64_t id = -1;
+    DType dtype = DType::F32;
+    int ndim = 0;
+    int64_t shape[kMaxRank] = {1, 1, 1, 1};
+    void* data = nullptr;  // null for a shape-only query
+    size_t nbytes = 0;
+    bool writable = false;
+
+    int64_t numel() const {
+        int64_t n = 1;
+        for (int i = 0; i < ndim; ++i) n *= shape[i];
+        return n;
+    }
+};
+
+}  // namespace dg

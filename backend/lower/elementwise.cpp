@@ -1,0 +1,106 @@
+// Elementwise ops: binary with numpy broadcasting, unary activations, BiasAdd.
+#include "../generated/dyngraph_ir_generated.h"
+#include "../kernels/kernels.h"
+#include "families.h"
+
+namespace dg {
+
+using K = dyngraph::fb::OpKind;
+using GgmlBinary = ggml_tensor* (*)(ggml_context*, ggml_tensor*, ggml_tensor*);
+using GgmlUnary = ggml_tensor* (*)(ggml_context*, ggml_tensor*);
+
+namespace {
+
+bool same_ne(const ggml_tensor* t, const std::array<int64_t, 4>& ne) {
+    return t->ne[0] == ne[0] && t->ne[1] == ne[1] && t->ne[2] == ne[2] && t->ne[3] == ne[3];
+}
+
+// ggml's float binary ops broadcast their second operand only: repeat the first when it is the smaller.
+template <GgmlBinary OP, kernels::Binary INT_OP>
+void lower_arith(LowerCtx& c) {
+    auto ne = c.out_shape(0).ne();
+    ggml_tensor* a = c.in[0];
+    ggml_tensor* b = c.in[1];
+    if (a->type == GGML_TYPE_I32) {
+        c.out = {kernels::binary(c.ctx, INT_OP, a, b, ne.data())};
+        return;
+    }
+    a = c.cont(a);
+    b = c.cont(b);
+    if (!same_ne(a, ne)) a = ggml_repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
+    c.out = {OP(c.ctx, a, b)};
+}
+
+template <kernels::Binary OP>
+void lower_minmax(LowerCtx& c) {
+    auto ne = c.out_shape(0).ne();
+    ggml_tensor* a = c.in[0];
+    ggml_tensor* b = c.in[1];
+    ggml_type t = a->type;
+    if (t != GGML_TYPE_F32 && t != GGML_TYPE_I32) {  // f16 / bf16: compute in f32
+        a = ggml_cast(c.ctx, a, GGML_TYPE_F32);
+        b = ggml_cast(c.ctx, b, GGML_TYPE_F32);
+    }
+    ggml_tensor* r = kernels::binary(c.ctx, OP, a, b, ne.data());
+    c.out = {c.cast(r, t)};
+}
+
+void lower_divide(LowerCtx& c) {
+    // the shape rule admits floating-point inputs only
+    if (c.in[0]->type == GGML_TYPE_I32) c.unsupported("Divide on integer tensors");
+    auto ne = c.out_shape(0).ne();
+    ggml_tensor* a = c.cont(c.in[0]);
+    if (!same_ne(a, ne)) a = ggml_repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
+    c.out = {ggml_div(c.ctx, a, c.cont(c.in[1]))};
+}
+
+// ggml's unary kernels run on f32 (and f16); bf16 goes through f32.
+template <GgmlUnary OP>
+void lower_unary_f32(LowerCtx& c) {
+    ggml_tensor* x = c.cont(c.in[0]);
+    ggml_type t = x->type;
+    if (t != GGML_TYPE_F32) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
+    c.out = {c.cast(OP(c.ctx, x), t)};
+}
+
+void lower_gelu(LowerCtx& c) {
+    if (c.op.get_str("mode", "erf") == "tanh") lower_unary_f32<ggml_gelu>(c);
+    else lower_unary_f32<ggml_gelu_erf>(c);
+}
+
+void lower_bias_add(LowerCtx& c) {
+    ggml_tensor* x = c.cont(c.in[0]);
+    ggml_tensor* bias = c.cont(c.in[1]);
+    Dims xs = c.in_shape(0);
+    if (c.op.get_str("data_format", "NXC") == "NCX" && xs.rank > 1) {
+        int64_t ne[4] = {1, 1, 1, 1};
+        ne[ggml_dim(1, xs.rank)] = bias->ne[0];
+        bias = ggml_reshape_4d(c.ctx, bias, ne[0], ne[1], ne[2], ne[3]);
+    }
+    c.out = {ggml_add(c.ctx, x, bias)};
+}
+
+}  // namespace
+
+void register_elementwise(LoweringTable& t) {
+    t.add(uint16_t(K::Add), lower_arith<ggml_add, kernels::Binary::Add>, 4);
+    t.add(uint16_t(K::Subtract), lower_arith<ggml_sub, kernels::Binary::Sub>, 4);
+    t.add(uint16_t(K::Multiply), lower_arith<ggml_mul, kernels::Binary::Mul>, 4);
+    t.add(uint16_t(K::Divide), lower_divide, 4);
+    t.add(uint16_t(K::Maximum), lower_minmax<kernels::Binary::Max>, 4);
+    t.add(uint16_t(K::Minimum), lower_minmax<kernels::Binary::Min>, 4);
+    t.add(uint16_t(K::BiasAdd), lower_bias_add, 4);
+    t.add(uint16_t(K::ReLU), lower_unary_f32<ggml_relu>, 4);
+    t.add(uint16_t(K::GELU), lower_gelu, 4);
+    t.add(uint16_t(K::SiLU), lower_unary_f32<ggml_silu>, 4);
+    t.add(uint16_t(K::Sigmoid), lower_unary_f32<ggml_sigmoid>, 4);
+    t.add(uint16_t(K::Tanh), lower_unary_f32<ggml_tanh>, 4);
+    t.add(uint16_t(K::Exp), lower_unary_f32<ggml_exp>, 4);
+    t.add(uint16_t(K::Log), lower_unary_f32<ggml_log>, 4);
+    t.add(uint16_t(K::Sqrt), lower_unary_f32<ggml_sqrt>, 4);
+    t.add(uint16_t(K::Square), lower_unary_f32<ggml_sqr>, 4);
+    t.add(uint16_t(K::Abs), lower_unary_f32<ggml_abs>, 4);
+    t.add(uint16_t(K::Neg), lower_unary_f32<ggml_neg>, 4);
+}
+
+}  // namespace dg

@@ -1,0 +1,14 @@
+// One registration function per op family (lower/<family>.cpp).
+#pragma once
+
+#include "../lowering.h"
+
+namespace dg {
+
+void register_elementwise(LoweringTable& t);
+void register_matmul(LoweringTable& t);
+void register_norm(LoweringTable& t);
+void register_reduce(LoweringTable& t);
+void register_layout(LoweringTable& t);
+
+}  // namespace dg

@@ -1,0 +1,94 @@
+// Data movement: reshape, transpose, concat, slice, type cast.
+#include "../generated/dyngraph_ir_generated.h"
+#include "../kernels/kernels.h"
+#include "families.h"
+
+namespace dg {
+
+using K = dyngraph::fb::OpKind;
+
+namespace {
+
+void lower_reshape(LowerCtx& c) { c.out = {c.reshape(c.in[0], c.out_shape(0))}; }
+
+void lower_transpose(LowerCtx& c) {
+    Dims s = c.in_shape(0);
+    std::vector<int64_t> order = c.op.get_ints("order");
+    int perm[4] = {0, 1, 2, 3};
+    for (int i = 0; i < s.rank; ++i) {
+        int64_t a = order.empty() ? s.rank - 1 - i : order[size_t(i)];
+        perm[i] = int(a < 0 ? a + s.rank : a);
+    }
+    c.out = {c.cont(c.permute(c.in[0], s.rank, perm))};
+}
+
+void lower_concat(LowerCtx& c) {
+    Dims s = c.out_shape(0);
+    int64_t axis = c.op.get_int("axis", 0);
+    if (axis < 0) axis += s.rank;
+    int dim = ggml_dim(int(axis), s.rank);
+    ggml_tensor* r = c.cont(c.in[0]);
+    for (size_t k = 1; k < c.n_in(); ++k) r = ggml_concat(c.ctx, r, c.cont(c.in[k]), dim);
+    c.out = {r};
+}
+
+// One axis of a slice as a strided view. ggml views cannot stride the
+// innermost dimension, so a strided innermost slice goes through a transpose.
+ggml_tensor* slice_axis(LowerCtx& c, ggml_tensor* x, int g, int64_t start, int64_t step, int64_t count) {
+    if (g == 0 && step != 1) {
+        ggml_tensor* t = ggml_cont(c.ctx, ggml_transpose(c.ctx, x));
+        t = slice_axis(c, t, 1, start, step, count);
+        return ggml_cont(c.ctx, ggml_transpose(c.ctx, t));
+    }
+    if (x->nb[0] != ggml_type_size(x->type)) x = ggml_cont(c.ctx, x);
+    int64_t ne[4] = {x->ne[0], x->ne[1], x->ne[2], x->ne[3]};
+    size_t nb[4] = {x->nb[0], x->nb[1], x->nb[2], x->nb[3]};
+    ne[g] = count;
+    nb[g] *= size_t(step);
+    return ggml_view_4d(c.ctx, x, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], size_t(start) * x->nb[g]);
+}
+
+// Starts are resolved (clamped) by the shape rule; the output shape gives the counts.
+void lower_slice(LowerCtx& c) {
+    Dims s = c.in_shape(0);
+    Dims o = c.out_shape(0);
+    const auto& starts = c.op.get_exprs("starts");
+    std::vector<int64_t> strides = c.op.get_ints("strides");
+    ggml_tensor* x = c.in[0];
+    for (int a = 0; a < s.rank; ++a) {
+        int64_t start = c.eval(starts[size_t(a)]), step = strides[size_t(a)];
+        if (start == 0 && step == 1 && o.d[a] == s.d[a]) continue;
+        x = slice_axis(c, x, ggml_dim(a, s.rank), start, step, o.d[a]);
+    }
+    c.out = {x};
+}
+
+void lower_type_cast(LowerCtx& c) {
+    DType from = c.in_dtype(0), to = c.out_dtype(0);
+    ggml_tensor* x = c.in[0];
+    ggml_type gt = ggml_type_of(to);
+    if (to == DType::Bool && from != DType::Bool) {
+        if (x->type != GGML_TYPE_F32 && x->type != GGML_TYPE_I32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
+        c.out = {kernels::nonzero(c.ctx, c.cont(x))};
+        return;
+    }
+    if (x->type == gt) {
+        c.out = {x};  // i32 <-> i64 <-> bool share the backend's i32
+        return;
+    }
+    bool f_from = x->type != GGML_TYPE_I32, f_to = gt != GGML_TYPE_I32;
+    if (f_from && f_to && x->type != GGML_TYPE_F32 && gt != GGML_TYPE_F32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
+    c.out = {ggml_cast(c.ctx, c.cont(x), gt)};
+}
+
+}  // namespace
+
+void register_layout(LoweringTable& t) {
+    t.add(uint16_t(K::StaticReshape), lower_reshape, 3);
+    t.add(uint16_t(K::StaticTranspose), lower_transpose, 3);
+    t.add(uint16_t(K::Concat), lower_concat, 2);
+    t.add(uint16_t(K::Slice), lower_slice, 24);
+    t.add(uint16_t(K::TypeCast), lower_type_cast, 4);
+}
+
+}  // namespace dg

@@ -1,0 +1,70 @@
+// SoftMax, LayerNorm, RMSNorm: ggml normalizes along ne0, so the normalized
+// axes are brought innermost (softmax) or merged into one (norms).
+#include "../generated/dyngraph_ir_generated.h"
+#include "families.h"
+
+namespace dg {
+
+using K = dyngraph::fb::OpKind;
+
+namespace {
+
+ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return c.cast(c.cont(t), GGML_TYPE_F32); }
+
+void lower_softmax(LowerCtx& c) {
+    Dims s = c.in_shape(0);
+    int rank = s.rank;
+    int axis = int(c.op.get_int("axis", -1));
+    if (axis < 0) axis += rank;
+    ggml_type t = c.in[0]->type;
+    ggml_tensor* x = c.in[0];
+    if (axis == rank - 1 || rank == 0) {
+        x = ggml_soft_max(c.ctx, to_f32(c, x));
+    } else {
+        int perm[4] = {0, 1, 2, 3};  // swap axis and the last one (its own inverse)
+        perm[axis] = rank - 1;
+        perm[rank - 1] = axis;
+        x = ggml_soft_max(c.ctx, to_f32(c, c.permute(x, rank, perm)));
+        x = ggml_cont(c.ctx, c.permute(x, rank, perm));
+    }
+    c.out = {c.cast(x, t)};
+}
+
+int begin_axis(const LowerCtx& c, int rank) {
+    int b = int(c.op.get_int("begin_norm_axis", -1));
+    return b < 0 ? b + rank : b;
+}
+
+template <ggml_tensor* (*NORM)(ggml_context*, ggml_tensor*, float)>
+void lower_norm(LowerCtx& c, float eps, ggml_tensor* gamma, ggml_tensor* beta) {
+    Dims s = c.in_shape(0);
+    ggml_type t = c.in[0]->type;
+    ggml_tensor* x = to_f32(c, c.in[0]);
+    x = c.flatten_tail(x, s, begin_axis(c, s.rank));
+    x = NORM(c.ctx, x, eps);
+    x = c.reshape(x, s);
+    if (gamma) x = ggml_mul(c.ctx, x, to_f32(c, gamma));
+    if (beta) x = ggml_add(c.ctx, x, to_f32(c, beta));
+    c.out = {c.cast(x, t)};
+}
+
+void lower_layer_norm(LowerCtx& c) {
+    float eps = float(c.op.get_float("epsilon", 1e-5));
+    bool affine = c.op.get_int("use_affine", 1) != 0 && c.n_in() == 3;
+    lower_norm<ggml_norm>(c, eps, affine ? c.in[1] : nullptr, affine ? c.in[2] : nullptr);
+}
+
+void lower_rms_norm(LowerCtx& c) {
+    float eps = float(c.op.get_float("epsilon", 1e-6));
+    lower_norm<ggml_rms_norm>(c, eps, c.n_in() == 2 ? c.in[1] : nullptr, nullptr);
+}
+
+}  // namespace
+
+void register_norm(LoweringTable& t) {
+    t.add(uint16_t(K::SoftMax), lower_softmax, 8);
+    t.add(uint16_t(K::LayerNorm), lower_layer_norm, 12);
+    t.add(uint16_t(K::RMSNorm), lower_rms_norm, 10);
+}
+
+}  // namespace dg

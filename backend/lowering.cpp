@@ -1,0 +1,88 @@
+#include "lowering.h"
+
+#include "errors.h"
+#include "lower/families.h"
+
+namespace dg {
+
+std::string Dims::str() const {
+    std::string s = "[";
+    for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+    return s + "]";
+}
+
+Dims LowerCtx::shape_of(int32_t tensor) const {
+    const TensorDef& t = prog.tensors[size_t(tensor)];
+    Dims r;
+    r.rank = int(t.shape.size());
+    for (int i = 0; i < r.rank; ++i) r.d[i] = values[size_t(t.shape[size_t(i)])];
+    return r;
+}
+
+void LowerCtx::unsupported(const std::string& why) const {
+    fail<CompileError>("op '", op.name, "' cannot be lowered to ggml: ", why);
+}
+
+ggml_tensor* LowerCtx::reshape(ggml_tensor* t, const Dims& shape) const {
+    auto ne = shape.ne();
+    if (t->ne[0] == ne[0] && t->ne[1] == ne[1] && t->ne[2] == ne[2] && t->ne[3] == ne[3]) return t;
+    if (!ggml_is_contiguous(t)) t = ggml_cont(ctx, t);
+    return ggml_reshape_4d(ctx, t, ne[0], ne[1], ne[2], ne[3]);
+}
+
+ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return ggml_is_contiguous(t) ? t : ggml_cont(ctx, t); }
+
+ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {
+    return t->type == type ? t : ggml_cast(ctx, t, type);
+}
+
+ggml_tensor* LowerCtx::permute(ggml_tensor* t, int rank, const int* perm) const {
+    int dest[4] = {0, 1, 2, 3};
+    bool identity = true;
+    for (int i = 0; i < rank; ++i) {
+        dest[ggml_dim(perm[i], rank)] = ggml_dim(i, rank);
+        identity = identity && perm[i] == i;
+    }
+    return identity ? t : ggml_permute(ctx, t, dest[0], dest[1], dest[2], dest[3]);
+}
+
+ggml_tensor* LowerCtx::flatten_tail(ggml_tensor* t, const Dims& shape, int first) const {
+    Dims m;
+    m.rank = first + 1;
+    for (int i = 0; i < first; ++i) m.d[i] = shape.d[i];
+    int64_t inner = 1;
+    for (int i = first; i < shape.rank; ++i) inner *= shape.d[i];
+    m.d[first] = inner;
+    return reshape(t, m);
+}
+
+void LoweringTable::add(uint16_t kind, LowerFn fn, int max_tensors) {
+    if (table_.size() <= kind) table_.resize(size_t(kind) + 1);
+    table_[kind] = Lowering{fn, max_tensors};
+}
+
+const Lowering* LoweringTable::find(uint16_t kind) const {
+    return kind < table_.size() && table_[kind].fn ? &table_[kind] : nullptr;
+}
+
+std::vector<int> LoweringTable::kinds() const {
+    std::vector<int> k;
+    for (size_t i = 0; i < table_.size(); ++i)
+        if (table_[i].fn) k.push_back(int(i));
+    return k;
+}
+
+const LoweringTable& lowerings() {
+    static const LoweringTable table = [] {
+        LoweringTable t;
+        register_elementwise(t);
+        register_matmul(t);
+        register_norm(t);
+        register_reduce(t);
+        register_layout(t);
+        return t;
+    }();
+    return table;
+}
+
+}  // namespace dg

@@ -1,0 +1,93 @@
+// Lowering: one small function per op kind turns an IR op into ggml tensors.
+//
+// Logical shapes are numpy order (outermost first); ggml's ne[] is the
+// reverse (ne[0] is the innermost). Axis `a` of a rank-r tensor is ggml
+// dimension r-1-a. Helpers below do the conversions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+#include "ggml.h"
+#include "program.h"
+
+namespace dg {
+
+struct Dims {
+    int rank = 0;
+    int64_t d[kMaxRank] = {1, 1, 1, 1};
+
+    int64_t operator[](int i) const { return d[i]; }
+    int64_t numel() const {
+        int64_t n = 1;
+        for (int i = 0; i < rank; ++i) n *= d[i];
+        return n;
+    }
+    // ggml ne[] (reversed, padded with 1s)
+    std::array<int64_t, 4> ne() const {
+        std::array<int64_t, 4> n{1, 1, 1, 1};
+        for (int i = 0; i < rank; ++i) n[size_t(rank - 1 - i)] = d[i];
+        return n;
+    }
+    std::string str() const;
+};
+
+// ggml dimension of logical axis `axis` in a tensor of rank `rank`.
+inline int ggml_dim(int axis, int rank) { return rank - 1 - axis; }
+
+struct LowerCtx {
+    ggml_context* ctx;
+    const Program& prog;
+    const OpDef& op;
+    const std::vector<int64_t>& values;  // every expression node, evaluated
+    std::vector<ggml_tensor*> in;        // the op's inputs
+    std::vector<ggml_tensor*> out;       // set by the lowering, one per op output
+    std::vector<ggml_tensor*>& side_effects;  // computed even when nothing reads them (state writes)
+
+    int64_t eval(int32_t expr) const { return values[size_t(expr)]; }
+    Dims shape_of(int32_t tensor) const;
+    Dims in_shape(size_t k) const { return shape_of(op.inputs[k]); }
+    Dims out_shape(size_t k) const { return shape_of(op.outputs[k]); }
+    DType in_dtype(size_t k) const { return prog.tensors[size_t(op.inputs[k])].dtype; }
+    DType out_dtype(size_t k) const { return prog.tensors[size_t(op.outputs[k])].dtype; }
+    size_t n_in() const { return op.inputs.size(); }
+
+    // Lowering failures are bugs or unsupported attribute combinations: CompileError.
+    [[noreturn]] void unsupported(const std::string& why) const;
+
+    // Reshape `t` (contiguous) to a logical shape.
+    ggml_tensor* reshape(ggml_tensor* t, const Dims& shape) const;
+    // Make `t` contiguous (a copy when it is a permuted/strided view).
+    ggml_tensor* cont(ggml_tensor* t) const;
+    // Cast to a ggml type (no-op when equal).
+    ggml_tensor* cast(ggml_tensor* t, ggml_type type) const;
+    // Logical transpose (a view): out axis i = in axis perm[i], for a rank-`rank` tensor.
+    ggml_tensor* permute(ggml_tensor* t, int rank, const int* perm) const;
+    // Merge logical axes [first, rank) into one innermost axis: (outer..., prod) as ggml ne.
+    ggml_tensor* flatten_tail(ggml_tensor* t, const Dims& shape, int first) const;
+};
+
+using LowerFn = void (*)(LowerCtx&);
+
+struct Lowering {
+    LowerFn fn = nullptr;
+    int max_tensors = 0;  // upper bound on the ggml tensors one call creates
+};
+
+class LoweringTable {
+public:
+    void add(uint16_t kind, LowerFn fn, int max_tensors);
+    const Lowering* find(uint16_t kind) const;
+    std::vector<int> kinds() const;
+
+private:
+    std::vector<Lowering> table_;
+};
+
+// The table every lowering module registers into (lower/*.cpp).
+const LoweringTable& lowerings();
+
+}  // namespace dg

@@ -1,0 +1,246 @@
+// Python bindings: dyngraph._backend.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "compiled_partition.h"
+#include "engine.h"
+#include "errors.h"
+#include "ggml.h"
+#include "lowering.h"
+
+namespace py = pybind11;
+using namespace dg;
+
+namespace {
+
+struct PyTensor {
+    HostTensor h;
+    py::array array;
+};
+
+void fill_host(HostTensor& h, int64_t id, int dtype, const std::vector<int64_t>& shape) {
+    if (dtype < 0 || dtype >= kNumDTypes) fail<DTypeError>("unknown dtype code ", dtype);
+    if (shape.size() > size_t(kMaxRank))
+        fail<ShapeError>("tensor ", id, ": rank ", shape.size(), " is above the supported maximum of ", kMaxRank);
+    h.id = id;
+    h.dtype = DType(dtype);
+    h.ndim = int(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i] < 0) fail<ShapeError>("tensor ", id, ": dimension ", i, " is negative (", shape[i], ")");
+        h.shape[i] = shape[i];
+    }
+}
+
+PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, py::array arr) {
+    PyTensor t;
+    fill_host(t.h, id, dtype, shape);
+    if (!(arr.flags() & py::array::c_style))
+        fail<ExecutionError>("tensor ", id, ": data must be C-contiguous (use numpy.ascontiguousarray)");
+    if (size_t(arr.itemsize()) != dtype_size(t.h.dtype))
+        fail<DTypeError>("tensor ", id, ": data has ", arr.itemsize(), "-byte elements, ", dtype_name(t.h.dtype), " needs ",
+                         dtype_size(t.h.dtype));
+    if (arr.size() != t.h.numel())
+        fail<ShapeError>("tensor ", id, ": data has ", arr.size(), " elements, the shape needs ", t.h.numel());
+    t.h.data = const_cast<void*>(arr.data());  // written only when writable
+    t.h.nbytes = size_t(arr.nbytes());
+    t.h.writable = arr.writeable();
+    t.array = std::move(arr);
+    return t;
+}
+
+PyObject* g_errors[6] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+
+void register_errors(py::module_& m) {
+    py::module_ errors = py::module_::import("dyngraph.errors");
+    const char* names[6] = {"DyngraphError", "ShapeError", "DTypeError", "IRError", "CompileError", "ExecutionError"};
+    for (int i = 0; i < 6; ++i) {
+        py::object cls = errors.attr(names[i]);
+        g_errors[i] = cls.release().ptr();  // held for the life of the module
+    }
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const ShapeError& e) {
+            PyErr_SetString(g_errors[1], e.what());
+        } catch (const DTypeError& e) {
+            PyErr_SetString(g_errors[2], e.what());
+        } catch (const IRError& e) {
+            PyErr_SetString(g_errors[3], e.what());
+        } catch (const CompileError& e) {
+            PyErr_SetString(g_errors[4], e.what());
+        } catch (const ExecutionError& e) {
+            PyErr_SetString(g_errors[5], e.what());
+        } catch (const Error& e) {
+            PyErr_SetString(g_errors[0], e.what());
+        }
+    });
+    (void)m;
+}
+
+template <size_t N>
+struct HostList {
+    const HostTensor* small[N];
+    std::vector<const HostTensor*> big;
+    const HostTensor** ptr = small;
+    size_t n = 0;
+
+    HostList(const py::sequence& l, const char* what) {
+        n = l.size();
+        if (n > N) {
+            big.resize(n);
+            ptr = big.data();
+        }
+        for (size_t i = 0; i < n; ++i) {
+            py::object item = l[i];
+            if (!py::isinstance<PyTensor>(item)) fail<ExecutionError>(what, " ", i, " is not a dyngraph.Tensor");
+            ptr[i] = &item.cast<PyTensor&>().h;
+        }
+    }
+};
+
+py::tuple dims_tuple(const Dims& d) {
+    py::tuple t(size_t(d.rank));
+    for (int i = 0; i < d.rank; ++i) t[size_t(i)] = d.d[i];
+    return t;
+}
+
+py::dict stats_dict(const CacheStats& s) {
+    py::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["evictions"] = s.evictions;
+    d["executions"] = s.executions;
+    d["entries"] = s.entries;
+    d["capacity"] = s.capacity;
+    d["build_seconds"] = s.build_seconds;
+    d["last_build_seconds"] = s.last_build_seconds;
+    d["metadata_bytes"] = s.metadata_bytes;
+    d["arena_bytes"] = s.arena_bytes;
+    d["constant_bytes"] = s.constant_bytes;
+    d["state_bytes"] = s.state_bytes;
+    return d;
+}
+
+int32_t checked_index(const CompiledPartition& cp, int64_t idx, Property want, const char* what) {
+    const auto& ts = cp.program().tensors;
+    if (idx < 0 || size_t(idx) >= ts.size() || ts[size_t(idx)].property != want)
+        fail<ShapeError>("tensor index ", idx, " is not a ", what, " tensor of this partition");
+    return int32_t(idx);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_backend, m) {
+    m.doc() = "dyngraph's C++ runtime: IR reader, shape binding, ggml graph builder and cache";
+    register_errors(m);
+
+    m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
+    m.def("ggml_version", [] { return std::string(ggml_version()); });
+    m.def(
+        "check_ir",
+        [](py::buffer ir) {
+            py::buffer_info info = ir.request();
+            Program::parse(static_cast<const uint8_t*>(info.ptr), size_t(info.size * info.itemsize));
+        },
+        "Verify an IR buffer (FlatBuffers verification and index checks); raises IRError.");
+
+    py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
+        .def(py::init<int>(), py::arg("n_threads"))
+        .def_property_readonly("n_threads", &Engine::n_threads);
+
+    py::class_<PyTensor>(m, "Tensor", py::dynamic_attr())
+        .def(py::init(&make_tensor), py::arg("id"), py::arg("dtype"), py::arg("shape"), py::arg("data"))
+        .def_property_readonly("id", [](const PyTensor& t) { return t.h.id; })
+        .def_property_readonly("shape", [](const PyTensor& t) {
+            py::tuple s(size_t(t.h.ndim));
+            for (int i = 0; i < t.h.ndim; ++i) s[size_t(i)] = t.h.shape[i];
+            return s;
+        })
+        .def_property_readonly("data_ptr", [](const PyTensor& t) { return reinterpret_cast<uintptr_t>(t.h.data); })
+        .def("get_data_handle", [](const PyTensor& t) { return t.array; });
+
+    py::class_<CompiledPartition, std::shared_ptr<CompiledPartition>>(m, "CompiledPartition")
+        .def(py::init([](py::buffer ir, const std::map<int32_t, py::array>& data, std::shared_ptr<Engine> engine,
+                         size_t capacity) {
+                 py::buffer_info info = ir.request();
+                 std::map<int32_t, HostData> ext;
+                 for (const auto& [k, a] : data) {
+                     if (!(a.flags() & py::array::c_style)) fail<CompileError>("constant data must be C-contiguous");
+                     ext[k] = HostData{a.data(), size_t(a.nbytes())};
+                 }
+                 return std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
+                                                            size_t(info.size * info.itemsize), ext, std::move(engine), capacity);
+             }),
+             py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"))
+        .def("execute",
+             [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out) {
+                 HostList<8> hi(in, "input");
+                 HostList<8> ho(out, "output");
+                 py::gil_scoped_release release;
+                 cp.execute(hi.ptr, hi.n, ho.ptr, ho.n);
+             })
+        .def("infer",
+             [](CompiledPartition& cp, const py::list& specs, bool build, bool check_dtype) {
+                 // specs: (id, dtype, shape) tuples, or Tensors (whose values a shape input needs)
+                 std::vector<PyTensor> owned(specs.size());
+                 std::vector<const HostTensor*> ptrs(specs.size());
+                 for (size_t i = 0; i < specs.size(); ++i) {
+                     py::handle s = specs[i];
+                     if (py::isinstance<PyTensor>(s)) {
+                         ptrs[i] = &s.cast<PyTensor&>().h;
+                     } else {
+                         auto tup = s.cast<py::tuple>();
+                         fill_host(owned[i].h, tup[0].cast<int64_t>(), tup[1].cast<int>(), tup[2].cast<std::vector<int64_t>>());
+                         ptrs[i] = &owned[i].h;
+                     }
+                 }
+                 std::vector<Dims> shapes;
+                 {
+                     py::gil_scoped_release release;
+                     shapes = cp.infer(ptrs.data(), ptrs.size(), build, check_dtype);
+                 }
+                 py::list res;
+                 for (const Dims& d : shapes) res.append(dims_tuple(d));
+                 return res;
+             },
+             py::arg("inputs"), py::arg("build") = true, py::arg("check_dtype") = true)
+        .def("stats", [](const CompiledPartition& cp) { return stats_dict(cp.stats()); })
+        .def("clear_cache", &CompiledPartition::clear_cache)
+        .def("set_capacity", &CompiledPartition::set_capacity)
+        .def("export_data",
+             [](CompiledPartition& cp, int64_t idx) {
+                 const auto& ts = cp.program().tensors;
+                 if (idx < 0 || size_t(idx) >= ts.size() || ts[size_t(idx)].property == Property::Variable)
+                     fail<ShapeError>("tensor index ", idx, " holds no data");
+                 std::vector<uint8_t> bytes;
+                 {
+                     std::lock_guard<std::mutex> lock(cp.mutex());
+                     bytes = cp.resident().export_data(int32_t(idx));
+                 }
+                 py::array_t<uint8_t> a(py::ssize_t(bytes.size()));
+                 std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
+                 return a;
+             })
+        .def("read_state",
+             [](CompiledPartition& cp, int64_t idx, py::array out) {
+                 int32_t i = checked_index(cp, idx, Property::State, "state");
+                 if (!(out.flags() & py::array::c_style) || !out.writeable())
+                     fail<ExecutionError>("read_state needs a writable C-contiguous array");
+                 std::lock_guard<std::mutex> lock(cp.mutex());
+                 cp.resident().read_state(i, out.mutable_data(), size_t(out.nbytes()));
+             })
+        .def("write_state",
+             [](CompiledPartition& cp, int64_t idx, py::array data) {
+                 int32_t i = checked_index(cp, idx, Property::State, "state");
+                 if (!(data.flags() & py::array::c_style)) fail<ExecutionError>("write_state needs a C-contiguous array");
+                 std::lock_guard<std::mutex> lock(cp.mutex());
+                 cp.resident().write_state(i, data.data(), size_t(data.nbytes()));
+             })
+        .def("reset_state", [](CompiledPartition& cp) {
+            std::lock_guard<std::mutex> lock(cp.mutex());
+            cp.resident().reset_state();
+        });
+}

@@ -1,0 +1,120 @@
+// The IR of one compiled partition, read once from its FlatBuffer and checked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtype.h"
+
+namespace dg {
+
+constexpr int kMaxRank = 4;
+
+// Same codes as dyngraph.fb.ExprOp.
+enum class ExprOp : uint8_t { Const = 0, Symbol, Add, Sub, Mul, FloorDiv, Mod, Min, Max };
+enum class Property : uint8_t { Variable = 0, Constant = 1, State = 2 };
+enum class AttrType : uint8_t { Int = 0, Ints, Float, Floats, String, Exprs };
+
+struct SymbolDef {
+    std::string name;
+    int64_t min = 1;
+    int64_t max = INT64_MAX;
+};
+
+struct ExprNode {
+    ExprOp op;
+    int64_t a;
+    int64_t b;
+};
+
+struct TensorDef {
+    int64_t id = 0;
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int32_t> shape;  // expression node per logical dimension
+    Property property = Property::Variable;
+    Storage storage = Storage::Default;
+    int32_t producer = -1;       // op index, or -1
+    std::string label() const;   // "'name' (id 3)"
+};
+
+struct AttrDef {
+    std::string name;
+    AttrType type = AttrType::Int;
+    std::vector<int64_t> ints;
+    std::vector<double> floats;
+    std::string str;
+    std::vector<int32_t> exprs;
+};
+
+struct OpDef {
+    int64_t id = 0;
+    uint16_t kind = 0;
+    std::string name;
+    std::vector<int32_t> inputs;
+    std::vector<int32_t> outputs;
+    std::vector<AttrDef> attrs;
+
+    const AttrDef* find(std::string_view n) const;
+    int64_t get_int(std::string_view n, int64_t dflt) const;
+    double get_float(std::string_view n, double dflt) const;
+    std::string get_str(std::string_view n, const std::string& dflt) const;
+    std::vector<int64_t> get_ints(std::string_view n) const;
+    const std::vector<int32_t>& get_exprs(std::string_view n) const;  // throws if missing
+};
+
+enum class SourceKind : uint8_t { Dim = 0, Value = 1 };
+
+struct SourceDef {
+    int32_t symbol;
+    SourceKind kind;
+    int32_t input;   // position in Program::inputs
+    int32_t index;   // dimension, or flat element
+    int64_t coeff;
+    int32_t offset;  // expression node or -1
+};
+
+struct GuardDef {
+    int32_t lhs;
+    int32_t rhs;
+    std::string message;
+};
+
+struct DataRef {
+    int32_t tensor;
+    const uint8_t* data;
+    size_t size;
+};
+
+struct Program {
+    std::vector<SymbolDef> symbols;
+    std::vector<ExprNode> exprs;
+    std::vector<TensorDef> tensors;
+    std::vector<OpDef> ops;
+    std::vector<int32_t> inputs;
+    std::vector<int32_t> outputs;
+    std::vector<SourceDef> sources;
+    std::vector<GuardDef> guards;
+    std::vector<DataRef> data;  // points into the buffer given to parse()
+
+    // Verify the FlatBuffer and check that every index is in range, ops come
+    // in a valid order, and constant data has the right size. Throws IRError.
+    static Program parse(const uint8_t* buf, size_t size);
+
+    // The value of an expression node whose operands are all constants.
+    int64_t const_value(int32_t node) const;
+
+    // Human-readable expression, for error messages ("seq + 1").
+    std::string expr_string(int32_t node) const;
+};
+
+// Bytes a tensor of this shape takes in ggml type `t` (rows of ne0 elements).
+size_t storage_bytes(ggml_type t, const std::vector<int64_t>& shape);
+
+// Bytes of a constant's data as the IR and the host hold it: its storage type,
+// or for Default storage its dtype (i64 as 8 bytes, bool as 1).
+size_t host_bytes(const TensorDef& t, const std::vector<int64_t>& shape);
+
+}  // namespace dg

@@ -1,0 +1,213 @@
+#include "resident.h"
+
+#include <cstring>
+#include <limits>
+
+#include "errors.h"
+#include "ggml-alloc.h"
+#include "ggml-cpu.h"
+
+namespace dg {
+
+namespace {
+
+std::vector<int64_t> static_shape(const Program& prog, const TensorDef& t) {
+    std::vector<int64_t> s;
+    for (int32_t e : t.shape) s.push_back(prog.const_value(e));
+    return s;
+}
+
+int64_t numel(const std::vector<int64_t>& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+}
+
+}  // namespace
+
+void convert_to_ggml(DType from, const void* src, ggml_type to, void* dst, int64_t n, int64_t row, const std::string& what) {
+    if (host_matches_ggml(from) && to == ggml_type_of(from)) {
+        std::memcpy(dst, src, size_t(n) * dtype_size(from));
+        return;
+    }
+    if (to == GGML_TYPE_I32 && from == DType::I64) {
+        const int64_t* s = static_cast<const int64_t*>(src);
+        int32_t* d = static_cast<int32_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) {
+            if (s[i] < std::numeric_limits<int32_t>::min() || s[i] > std::numeric_limits<int32_t>::max())
+                fail<ExecutionError>(what, ": i64 value ", s[i], " at element ", i, " does not fit the backend's 32-bit integers");
+            d[i] = int32_t(s[i]);
+        }
+        return;
+    }
+    if (to == GGML_TYPE_I32 && from == DType::Bool) {
+        const uint8_t* s = static_cast<const uint8_t*>(src);
+        int32_t* d = static_cast<int32_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = s[i] ? 1 : 0;
+        return;
+    }
+    bool float_from = from == DType::F32 || from == DType::F16 || from == DType::BF16;
+    if (!float_from || to == GGML_TYPE_I32)
+        fail<DTypeError>(what, ": cannot store ", dtype_name(from), " data as ", ggml_type_name(to));
+    std::vector<float> tmp;
+    const float* f = static_cast<const float*>(src);
+    if (from != DType::F32) {
+        tmp.resize(size_t(n));
+        if (from == DType::F16) ggml_fp16_to_fp32_row(static_cast<const ggml_fp16_t*>(src), tmp.data(), n);
+        else ggml_bf16_to_fp32_row(static_cast<const ggml_bf16_t*>(src), tmp.data(), n);
+        f = tmp.data();
+    }
+    switch (to) {
+        case GGML_TYPE_F32: std::memcpy(dst, f, size_t(n) * 4); return;
+        case GGML_TYPE_F16: ggml_fp32_to_fp16_row(f, static_cast<ggml_fp16_t*>(dst), n); return;
+        case GGML_TYPE_BF16: ggml_fp32_to_bf16_row(f, static_cast<ggml_bf16_t*>(dst), n); return;
+        default:
+            if (row <= 0 || n % row != 0 || row % ggml_blck_size(to) != 0)
+                fail<CompileError>(what, ": rows of ", row, " values cannot be stored as ", ggml_type_name(to));
+            ggml_quantize_chunk(to, f, dst, 0, n / row, row, nullptr);
+    }
+}
+
+void convert_from_ggml(ggml_type from, const void* src, DType to, void* dst, int64_t n) {
+    if (host_matches_ggml(to)) {
+        std::memcpy(dst, src, size_t(n) * dtype_size(to));
+        return;
+    }
+    const int32_t* s = static_cast<const int32_t*>(src);
+    (void)from;
+    if (to == DType::I64) {
+        int64_t* d = static_cast<int64_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+    } else {
+        uint8_t* d = static_cast<uint8_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = s[i] != 0;
+    }
+}
+
+ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external) : prog_(prog) {
+    by_index_.assign(prog.tensors.size(), nullptr);
+    size_t n_resident = 0;
+    for (const auto& t : prog.tensors) n_resident += t.property != Property::Variable;
+    ggml_init_params ip{(n_resident + 1) * ggml_tensor_overhead(), nullptr, true};
+    ctx_ = ggml_init(ip);
+    if (!ctx_) fail<ExecutionError>("ggml_init failed for the partition's resident tensors");
+    // constants first, then state: two buffers so state can be cleared on its own
+    std::vector<ggml_tensor*> consts, states;
+    for (size_t i = 0; i < prog.tensors.size(); ++i) {
+        const TensorDef& t = prog.tensors[i];
+        if (t.property == Property::Variable) continue;
+        auto shape = static_shape(prog, t);
+        int64_t ne[4] = {1, 1, 1, 1};
+        for (size_t d = 0; d < shape.size(); ++d) ne[shape.size() - 1 - d] = shape[d];
+        ggml_type type = ggml_type_of(t.storage, t.dtype);
+        if (ne[0] % ggml_blck_size(type) != 0)
+            fail<IRError>("tensor ", t.label(), ": rows of ", ne[0], " values cannot be stored as ", ggml_type_name(type));
+        ggml_tensor* g = ggml_new_tensor(ctx_, type, 4, ne);
+        ggml_set_name(g, t.name.substr(0, GGML_MAX_NAME - 1).c_str());
+        by_index_[i] = g;
+        (t.property == Property::Constant ? consts : states).push_back(g);
+    }
+    auto buft = ggml_backend_cpu_buffer_type();
+    auto alloc = [&](std::vector<ggml_tensor*>& ts, ggml_backend_buffer_t& buf, const char* what) {
+        if (ts.empty()) return;
+        size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
+        for (auto* g : ts) total += (ggml_nbytes(g) + align - 1) / align * align;
+        buf = ggml_backend_buft_alloc_buffer(buft, total);
+        if (!buf) fail<ExecutionError>("cannot allocate ", total, " bytes for the partition's ", what);
+        ggml_tallocr ta = ggml_tallocr_new(buf);
+        for (auto* g : ts)
+            if (ggml_tallocr_alloc(&ta, g) != GGML_STATUS_SUCCESS)
+                fail<ExecutionError>("cannot place a ", what, " tensor in its buffer");
+    };
+    alloc(consts, const_buf_, "constants");
+    alloc(states, state_buf_, "state");
+    if (state_buf_) ggml_backend_buffer_clear(state_buf_, 0);
+
+    std::map<int32_t, const DataRef*> embedded;
+    for (const auto& d : prog.data) embedded[d.tensor] = &d;
+    for (size_t i = 0; i < prog.tensors.size(); ++i) {
+        const TensorDef& t = prog.tensors[i];
+        if (t.property == Property::Variable) continue;
+        auto shape = static_shape(prog, t);
+        int64_t n = numel(shape), row = shape.empty() ? 1 : shape.back();
+        ggml_tensor* g = by_index_[i];
+        std::string what = cat("tensor ", t.label());
+        auto ext = external.find(int32_t(i));
+        auto emb = embedded.find(int32_t(i));
+        if (ext != external.end()) {
+            size_t want = size_t(n) * dtype_size(t.dtype);
+            if (ext->second.nbytes != want)
+                fail<CompileError>(what, ": data has ", ext->second.nbytes, " bytes, expected ", want);
+            convert_to_ggml(t.dtype, ext->second.data, g->type, g->data, n, row, what);
+            if (t.property == Property::State) {
+                const uint8_t* p = static_cast<const uint8_t*>(ext->second.data);
+                initial_state_[int32_t(i)].assign(p, p + want);
+            }
+        } else if (emb != embedded.end()) {
+            // embedded data is already in the storage type (or the host layout for Default storage)
+            if (t.storage == Storage::Default) convert_to_ggml(t.dtype, emb->second->data, g->type, g->data, n, row, what);
+            else std::memcpy(g->data, emb->second->data, emb->second->size);
+            if (t.property == Property::State)
+                initial_state_[int32_t(i)].assign(emb->second->data, emb->second->data + emb->second->size);
+        } else if (t.property == Property::Constant) {
+            fail<CompileError>("constant ", t.label(), " has no data");
+        }
+    }
+}
+
+ResidentTensors::~ResidentTensors() {
+    if (const_buf_) ggml_backend_buffer_free(const_buf_);
+    if (state_buf_) ggml_backend_buffer_free(state_buf_);
+    if (ctx_) ggml_free(ctx_);
+}
+
+size_t ResidentTensors::constant_bytes() const { return const_buf_ ? ggml_backend_buffer_get_size(const_buf_) : 0; }
+size_t ResidentTensors::state_bytes() const { return state_buf_ ? ggml_backend_buffer_get_size(state_buf_) : 0; }
+
+size_t ResidentTensors::host_nbytes(int32_t index) const {
+    const TensorDef& t = prog_.tensors[size_t(index)];
+    return host_bytes(t, static_shape(prog_, t));
+}
+
+std::vector<uint8_t> ResidentTensors::export_data(int32_t index) const {
+    const TensorDef& t = prog_.tensors[size_t(index)];
+    if (t.property == Property::State) {
+        auto it = initial_state_.find(index);
+        return it == initial_state_.end() ? std::vector<uint8_t>{} : it->second;
+    }
+    ggml_tensor* g = by_index_[size_t(index)];
+    std::vector<uint8_t> out(host_nbytes(index));
+    if (t.storage != Storage::Default) std::memcpy(out.data(), g->data, out.size());
+    else convert_from_ggml(g->type, g->data, t.dtype, out.data(), ggml_nelements(g));
+    return out;
+}
+
+void ResidentTensors::read_state(int32_t index, void* dst, size_t nbytes) const {
+    const TensorDef& t = prog_.tensors[size_t(index)];
+    if (nbytes != host_nbytes(index)) fail<ShapeError>("state ", t.label(), ": buffer has ", nbytes, " bytes, need ", host_nbytes(index));
+    ggml_tensor* g = by_index_[size_t(index)];
+    convert_from_ggml(g->type, g->data, t.dtype, dst, ggml_nelements(g));
+}
+
+void ResidentTensors::write_state(int32_t index, const void* src, size_t nbytes) {
+    const TensorDef& t = prog_.tensors[size_t(index)];
+    if (nbytes != host_nbytes(index)) fail<ShapeError>("state ", t.label(), ": data has ", nbytes, " bytes, need ", host_nbytes(index));
+    ggml_tensor* g = by_index_[size_t(index)];
+    int64_t n = ggml_nelements(g);
+    // convert into a scratch copy first: a value that does not fit leaves the state untouched
+    std::vector<uint8_t> tmp(ggml_nbytes(g));
+    convert_to_ggml(t.dtype, src, g->type, tmp.data(), n, g->ne[0], cat("state ", t.label()));
+    std::memcpy(g->data, tmp.data(), tmp.size());
+}
+
+void ResidentTensors::reset_state() {
+    for (size_t i = 0; i < prog_.tensors.size(); ++i) {
+        if (prog_.tensors[i].property != Property::State) continue;
+        ggml_tensor* g = by_index_[i];
+        auto it = initial_state_.find(int32_t(i));
+        if (it == initial_state_.end()) std::memset(g->data, 0, ggml_nbytes(g));
+        else write_state(int32_t(i), it->second.data(), it->second.size());
+    }
+}
+
+}  // namespace dg

@@ -1,0 +1,58 @@
+// Tensors a compiled partition owns for its whole life: constants (weights,
+// uploaded once and shared by every graph it builds) and state (a KV cache:
+// persistent, updated in place by the ops that write it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "program.h"
+
+namespace dg {
+
+// Host data given at compile for a tensor, in its logical dtype.
+struct HostData {
+    const void* data;
+    size_t nbytes;
+};
+
+class ResidentTensors {
+public:
+    // `external` (by tensor index) holds data the IR does not embed.
+    ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external);
+    ~ResidentTensors();
+    ResidentTensors(const ResidentTensors&) = delete;
+    ResidentTensors& operator=(const ResidentTensors&) = delete;
+
+    ggml_tensor* tensor(int32_t index) const { return by_index_[size_t(index)]; }
+    size_t constant_bytes() const;
+    size_t state_bytes() const;
+
+    // Host-format bytes of a constant (storage format when quantized), or a
+    // state's initial value (empty when it starts at zeros): what a saved IR embeds.
+    std::vector<uint8_t> export_data(int32_t index) const;
+    // State: read into / write from host memory in the logical dtype; reset to the initial value.
+    void read_state(int32_t index, void* dst, size_t nbytes) const;
+    void write_state(int32_t index, const void* src, size_t nbytes);
+    void reset_state();
+    size_t host_nbytes(int32_t index) const;
+
+private:
+    const Program& prog_;
+    ggml_context* ctx_ = nullptr;
+    ggml_backend_buffer_t const_buf_ = nullptr;
+    ggml_backend_buffer_t state_buf_ = nullptr;
+    std::vector<ggml_tensor*> by_index_;
+    std::map<int32_t, std::vector<uint8_t>> initial_state_;  // host format
+};
+
+// Convert `n` values of logical dtype `from` (host layout) into ggml type `to`.
+// Throws CompileError (naming `what`) when a value does not fit.
+void convert_to_ggml(DType from, const void* src, ggml_type to, void* dst, int64_t n, int64_t row, const std::string& what);
+// Convert ggml-held values back to the host layout of `to`.
+void convert_from_ggml(ggml_type from, const void* src, DType to, void* dst, int64_t n);
+
+}  // namespace dg
