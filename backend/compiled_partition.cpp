@@ -87,6 +87,7 @@ void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in,
             convert_to_ggml(h.dtype, h.data, leaf->type, in_stage_[i].data(), h.numel(), h.shape[h.ndim ? h.ndim - 1 : 0],
                             binder_.input_label(i));
             in_ptr_[i] = in_stage_[i].data();
+            ++stats_.staged_inputs;
         }
     }
     for (size_t j = 0; j < n_out; ++j) {
@@ -98,6 +99,7 @@ void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in,
         if (staged) {
             out_stage_[j].reserve(ggml_nbytes(g.outputs[j]));
             out_ptr_[j] = out_stage_[j].data();
+            ++stats_.staged_outputs;
         } else {
             out_ptr_[j] = h.data;
         }

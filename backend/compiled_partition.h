@@ -25,6 +25,8 @@ struct CacheStats {
     uint64_t misses = 0;  // = graphs built
     uint64_t evictions = 0;
     uint64_t executions = 0;
+    uint64_t staged_inputs = 0;   // inputs copied/converted instead of used in place
+    uint64_t staged_outputs = 0;  // outputs computed aside and copied/converted into the caller's buffer
     size_t entries = 0;
     size_t capacity = 0;
     double build_seconds = 0;

@@ -113,6 +113,8 @@ py::dict stats_dict(const CacheStats& s) {
     d["misses"] = s.misses;
     d["evictions"] = s.evictions;
     d["executions"] = s.executions;
+    d["staged_inputs"] = s.staged_inputs;
+    d["staged_outputs"] = s.staged_outputs;
     d["entries"] = s.entries;
     d["capacity"] = s.capacity;
     d["build_seconds"] = s.build_seconds;

@@ -25,6 +25,8 @@ class CacheInfo(NamedTuple):
     misses: int  # graphs built
     evictions: int
     executions: int
+    staged_inputs: int  # inputs converted or copied instead of used in place
+    staged_outputs: int  # outputs computed aside, then copied into the caller's buffer
     entries: int
     capacity: int
     build_seconds: float

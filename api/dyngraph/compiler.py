@@ -159,6 +159,7 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
         raise CompileError(f"constants given for tensor ids {unknown}, which are not inputs of this partition")
 
     symbols: dict = {}
+    specialized: Dict[Symbol, Expr] = {}  # graph-time symbols the compile-time inputs pin down
     known: Dict[int, TensorType] = {}
     data: Dict[int, np.ndarray] = {}
     runtime: List[int] = []
@@ -172,6 +173,10 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
                 raise CompileError(f"input {lt.label} is VARIABLE: pass its data to execute(), not as a constant")
             known[lt.id] = _compile_input_type(lt, port, symbols)
             runtime.append(lt.id)
+            for p, c in zip(port.shape or (), known[lt.id].shape):
+                s = p.as_symbol() if isinstance(p, Expr) else None
+                if s is not None:
+                    specialized.setdefault(s, c)
             continue
         what = "constant" if prop is Property.CONSTANT else "state"
         arr = None
@@ -193,7 +198,7 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
             if len(lt.shape) != t.rank:
                 raise ShapeError(f"output {lt.label}: compiled as {format_shape(lt.shape)}, the partition produces {format_shape(t.shape)}")
             for d, (c, e) in enumerate(zip(lt.shape, t.shape)):
-                if c is UNKNOWN_DIM or c is DYNAMIC_DIM or as_expr(c) == e:
+                if c is UNKNOWN_DIM or c is DYNAMIC_DIM or as_expr(c).substitute(specialized) == e:
                     continue
                 raise ShapeError(f"output {lt.label}: dimension {d} compiled as {c}, the partition produces {e}")
 

@@ -60,7 +60,8 @@ class DataType(enum.Enum):
     def __repr__(self) -> str:
         return f"dg.{self.name}"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.value
 
 
 _ITEMSIZE = {

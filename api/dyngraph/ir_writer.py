@@ -48,7 +48,8 @@ class ExprTable:
     def add(self, e) -> int:
         e = e if isinstance(e, Expr) else Expr.const(int(e))
         acc: Optional[int] = None
-        for mono, coeff in e._terms:
+        # the constant term last, so expressions read "seq + 1" in messages
+        for mono, coeff in sorted(e._terms, key=lambda mc: len(mc[0]) == 0):
             term: Optional[int] = None
             for atom in mono:
                 a = self._atom(atom)

@@ -1,0 +1,122 @@
+"""Partitioning: supported ops are grouped, unsupported ones stand alone."""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+
+
+def lt(i, shape=None, **kw):
+    return dg.LogicalTensor(i, dg.f32, shape, **kw)
+
+
+def chain_with_wildcard():
+    """x -> MatMul -> Wildcard (the caller's op) -> ReLU -> y"""
+    n = dg.Dim("n")
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [lt(0, [n, 4]), lt(1, [4, 3], property=dg.CONSTANT)], [lt(2)]))
+    g.add_op(dg.Op(1, dg.OpKind.Wildcard, [lt(2)], [lt(3, [n, 3])]))
+    g.add_op(dg.Op(2, dg.OpKind.ReLU, [lt(3)], [lt(4)]))
+    g.finalize()
+    return g
+
+
+def test_an_unsupported_op_gets_its_own_partition():
+    parts = chain_with_wildcard().get_partitions()
+    assert [p.is_supported() for p in parts] == [True, False, True]
+    assert [[op.kind for op in p.get_ops()] for p in parts] == [
+        [dg.OpKind.MatMul], [dg.OpKind.Wildcard], [dg.OpKind.ReLU]
+    ]
+
+
+def test_partition_ports_connect_through_the_unsupported_partition():
+    p0, p1, p2 = chain_with_wildcard().get_partitions()
+    assert [t.id for t in p0.get_input_ports()] == [0, 1]
+    assert [t.id for t in p0.get_output_ports()] == [2]
+    assert [t.id for t in p1.get_input_ports()] == [2] and [t.id for t in p1.get_output_ports()] == [3]
+    assert [t.id for t in p2.get_input_ports()] == [3] and [t.id for t in p2.get_output_ports()] == [4]
+
+
+def test_compiling_an_unsupported_partition_is_a_compile_error():
+    _, p1, _ = chain_with_wildcard().get_partitions()
+    with pytest.raises(dg.CompileError, match="Wildcard.*not supported"):
+        p1.compile(p1.get_input_ports(), p1.get_output_ports(), dg.Engine(num_threads=1))
+
+
+def test_caller_runs_the_unsupported_partition_between_compiled_ones():
+    g = chain_with_wildcard()
+    p0, p1, p2 = g.get_partitions()
+    eng = dg.Engine(num_threads=1)
+    W = np.arange(12, dtype=np.float32).reshape(4, 3) - 6
+    c0 = p0.compile(p0.get_input_ports(), p0.get_output_ports(), eng, constants={1: W})
+    c2 = p2.compile(p2.get_input_ports(), p2.get_output_ports(), eng)
+    for n in (1, 5, 9):
+        x = np.linspace(-1, 1, n * 4, dtype=np.float32).reshape(n, 4)
+        (h,) = c0(x)
+        u = h * 2.0 - 1.0  # the "unsupported" op, run by the caller
+        (y,) = c2(u.astype(np.float32))
+        np.testing.assert_allclose(y, np.maximum((x @ W) * 2.0 - 1.0, 0), rtol=1e-6, atol=1e-5)
+
+
+def test_grouping_never_makes_a_cycle_between_partitions():
+    """a = relu(x); u = wildcard(a); b = tanh(a); c = b + u: relu and tanh may share a
+    partition, the add may not join them (it depends on them through the wildcard)."""
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.ReLU, [lt(0, [3])], [lt(1)]))
+    g.add_op(dg.Op(1, dg.OpKind.Wildcard, [lt(1)], [lt(2, [3])]))
+    g.add_op(dg.Op(2, dg.OpKind.Tanh, [lt(1)], [lt(3)]))
+    g.add_op(dg.Op(3, dg.OpKind.Add, [lt(3), lt(2)], [lt(4)]))
+    g.finalize()
+    parts = g.get_partitions()
+    kinds = [sorted(op.kind.name for op in p.get_ops()) for p in parts]
+    assert kinds == [["ReLU", "Tanh"], ["Wildcard"], ["Add"]]
+    # every partition's inputs are produced by an earlier partition (or are graph inputs)
+    produced = set()
+    graph_inputs = {0}
+    for p in parts:
+        assert all(t.id in produced or t.id in graph_inputs for t in p.get_input_ports())
+        produced |= {t.id for t in p.get_output_ports()}
+
+
+def test_disconnected_supported_ops_form_separate_partitions():
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.ReLU, [lt(0, [3])], [lt(1)]))
+    g.add_op(dg.Op(1, dg.OpKind.Tanh, [lt(2, [3])], [lt(3)]))
+    g.finalize()
+    assert len(g.get_partitions()) == 2
+
+
+def test_compile_must_name_every_port():
+    g = chain_with_wildcard()
+    p0 = g.get_partitions()[0]
+    with pytest.raises(dg.CompileError, match="missing \\[1\\]"):
+        p0.compile([lt(0, [dg.DYNAMIC_DIM, 4])], p0.get_output_ports(), dg.Engine(num_threads=1))
+
+
+def test_constants_need_data():
+    p0 = chain_with_wildcard().get_partitions()[0]
+    with pytest.raises(dg.CompileError, match="constant 1 has no data"):
+        p0.compile(p0.get_input_ports(), p0.get_output_ports(), dg.Engine(num_threads=1))
+
+
+def test_constant_data_shape_must_match():
+    p0 = chain_with_wildcard().get_partitions()[0]
+    with pytest.raises(dg.ShapeError, match="declared shape \\[4, 3\\], data has shape \\[3, 4\\]"):
+        p0.compile(p0.get_input_ports(), p0.get_output_ports(), dg.Engine(num_threads=1),
+                   constants={1: np.zeros((3, 4), np.float32)})
+
+
+def test_a_static_dim_cannot_become_dynamic_at_compile():
+    p0 = chain_with_wildcard().get_partitions()[0]
+    with pytest.raises(dg.CompileError, match="static \\(4\\) in the graph but DYNAMIC_DIM"):
+        p0.compile([lt(0, [dg.DYNAMIC_DIM, dg.DYNAMIC_DIM]), lt(1, [4, 3], property=dg.CONSTANT)],
+                   p0.get_output_ports(), dg.Engine(num_threads=1), constants={1: np.zeros((4, 3), np.float32)})
+
+
+def test_compile_can_make_a_dynamic_dim_static():
+    p0 = chain_with_wildcard().get_partitions()[0]
+    cp = p0.compile([lt(0, [5, 4]), lt(1, [4, 3], property=dg.CONSTANT)], p0.get_output_ports(),
+                    dg.Engine(num_threads=1), constants={1: np.ones((4, 3), np.float32)})
+    assert cp.get_outputs()[0].shape == (5, 3)
+    with pytest.raises(dg.ShapeError, match="static, expected 5, got 6"):
+        cp.infer_outputs([lt(0, [6, 4])])

@@ -1,0 +1,28 @@
+"""The FlatBuffers code committed beside the schema is what flatc generates from it."""
+
+import os
+import subprocess
+import sys
+
+import dyngraph as dg
+from dyngraph.fb import OpKind as fb_opkind
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def test_generated_code_matches_the_schema():
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "schema", "generate.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_op_kinds_are_the_schemas():
+    schema = {k: v for k, v in vars(fb_opkind.OpKind).items() if not k.startswith("_") and k != "End"}
+    assert {k.name: int(k) for k in dg.OpKind} == schema
+
+
+def test_every_op_with_a_lowering_has_a_shape_rule():
+    from dyngraph import _backend
+    from dyngraph.ops import registered_kinds
+
+    lowered = {dg.OpKind(k) for k in _backend.supported_op_kinds()}
+    assert lowered <= registered_kinds()
