@@ -60,6 +60,9 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
     for (size_t i = 0; i < prog.tensors.size(); ++i)
         if (prog.tensors[i].property != Property::Variable) vals[i] = resident.tensor(int32_t(i));
 
+    BuildEnv env;
+    for (size_t i = 0; i < prog.tensors.size(); ++i)
+        if (prog.tensors[i].property == Property::State) env.state.insert(vals[i]);
     std::unordered_set<const ggml_tensor*> external;
     std::unordered_map<const ggml_tensor*, std::pair<bool, int>> port_of;
     for (size_t k = 0; k < prog.inputs.size(); ++k) {
@@ -74,12 +77,12 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
         g->inputs.push_back(leaf);
         external.insert(leaf);
         port_of[leaf] = {false, int(k)};
+        env.input_port[leaf] = int(k);
     }
 
-    std::vector<ggml_tensor*> side_effects;
     for (size_t k = 0; k < prog.ops.size(); ++k) {
         const OpDef& op = prog.ops[k];
-        LowerCtx lc{ctx, prog, op, b.values, {}, {}, side_effects};
+        LowerCtx lc{ctx, prog, op, b.values, {}, {}, env};
         lc.in.reserve(op.inputs.size());
         for (int32_t i : op.inputs) lc.in.push_back(vals[size_t(i)]);
         fns[k]->fn(lc);
@@ -117,7 +120,9 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
 
     g->graph = ggml_new_graph_custom(ctx, graph_size, false);
     for (ggml_tensor* r : roots) ggml_build_forward_expand(g->graph, r);
-    for (ggml_tensor* s : side_effects) ggml_build_forward_expand(g->graph, s);
+    for (ggml_tensor* s : env.side_effects) ggml_build_forward_expand(g->graph, s);
+    g->host_checks = std::move(env.host_checks);
+    g->kernel_checks = std::move(env.kernel_checks);
 
     for (ggml_tensor* leaf : g->inputs) g->external.push_back({leaf, false, port_of[leaf].second, 0});
     for (ggml_tensor* holder : g->outputs) g->external.push_back({holder, true, port_of[holder].second, 0});

@@ -37,7 +37,8 @@ struct BuiltGraph {
     MemoryPlan plan;
     uint64_t arena_generation = UINT64_MAX;  // arena the plan was last applied to
     ggml_cplan cplan{};
-    std::vector<std::vector<uint8_t>> host_constants;  // small tensors a lowering created
+    std::vector<HostIndexCheck> host_checks;                      // run before each compute
+    std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;  // read after each compute
     double build_seconds = 0;
 
     size_t metadata_bytes() const { return ctx ? ggml_used_mem(ctx) : 0; }

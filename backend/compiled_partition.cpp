@@ -69,6 +69,23 @@ std::vector<Dims> CompiledPartition::infer(const HostTensor* const* in, size_t n
     return shapes;
 }
 
+void CompiledPartition::check_indices(const HostTensor& h, const HostIndexCheck& c) const {
+    const int64_t n = h.numel();
+    auto bad = [&](int64_t i, int64_t v) {
+        fail<ShapeError>(c.what, ": index ", v, " at element ", i, " of ", binder_.input_label(size_t(c.port)),
+                         " is outside [0, ", c.limit, ")");
+    };
+    if (h.dtype == DType::I64) {
+        const int64_t* p = static_cast<const int64_t*>(h.data);
+        for (int64_t i = 0; i < n; ++i)
+            if (p[i] < 0 || p[i] >= c.limit) bad(i, p[i]);
+    } else {
+        const int32_t* p = static_cast<const int32_t*>(h.data);
+        for (int64_t i = 0; i < n; ++i)
+            if (p[i] < 0 || p[i] >= c.limit) bad(i, p[i]);
+    }
+}
+
 static bool overlaps(const HostTensor& a, const HostTensor& b) {
     auto pa = static_cast<const char*>(a.data), pb = static_cast<const char*>(b.data);
     return pa < pb + b.nbytes && pb < pa + a.nbytes;
@@ -141,9 +158,15 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
         apply_plan(g.plan, arena_.data());
         g.arena_generation = arena_generation_;
     }
+    for (const HostIndexCheck& c : g.host_checks) check_indices(*in[c.port], c);
     bind_buffers(g, in, out);
+    for (auto& c : g.kernel_checks) c->bad = false;
     ggml_status st = engine_->compute(g.graph, g.cplan);
     if (st != GGML_STATUS_SUCCESS) fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
+    for (auto& c : g.kernel_checks)
+        if (c->bad)
+            fail<ExecutionError>(c->what, ": computed index ", c->value.load(), " is outside [0, ", c->limit,
+                                 ") (it was clamped; the results of this execution are not valid)");
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;

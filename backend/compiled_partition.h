@@ -71,6 +71,7 @@ public:
 private:
     BuiltGraph& lookup(const Binding& b);
     void bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out);
+    void check_indices(const HostTensor& h, const HostIndexCheck& c) const;
 
     Program prog_;
     Binder binder_;

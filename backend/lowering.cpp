@@ -1,7 +1,9 @@
 #include "lowering.h"
 
 #include "errors.h"
+#include "kernels/index_check.h"
 #include "lower/families.h"
+#include "planner.h"
 
 namespace dg {
 
@@ -56,6 +58,24 @@ ggml_tensor* LowerCtx::flatten_tail(ggml_tensor* t, const Dims& shape, int first
     return reshape(t, m);
 }
 
+ggml_tensor* LowerCtx::safe_indices(ggml_tensor* idx, int64_t limit, const std::string& what) const {
+    ggml_tensor* root = view_root(idx);
+    auto it = env.input_port.find(root);
+    if (it != env.input_port.end()) {
+        env.host_checks.push_back({it->second, limit, what});
+        return idx;
+    }
+    env.kernel_checks.push_back(std::make_unique<KernelIndexCheck>());
+    KernelIndexCheck* chk = env.kernel_checks.back().get();
+    chk->limit = limit;
+    chk->what = what;
+    return kernels::clamp_indices(ctx, cont(idx), chk);
+}
+
+bool LowerCtx::is_state(const ggml_tensor* t) const {
+    return env.state.count(view_root(const_cast<ggml_tensor*>(t))) != 0;
+}
+
 void LoweringTable::add(uint16_t kind, LowerFn fn, int max_tensors) {
     if (table_.size() <= kind) table_.resize(size_t(kind) + 1);
     table_[kind] = Lowering{fn, max_tensors};
@@ -80,6 +100,7 @@ const LoweringTable& lowerings() {
         register_norm(t);
         register_reduce(t);
         register_layout(t);
+        register_indexing(t);
         return t;
     }();
     return table;

@@ -6,8 +6,12 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "dtype.h"
@@ -38,6 +42,33 @@ struct Dims {
 // ggml dimension of logical axis `axis` in a tensor of rank `rank`.
 inline int ggml_dim(int axis, int rank) { return rank - 1 - axis; }
 
+// Index values a graph reads (Gather, ScatterRows) must lie in [0, limit):
+// ggml would abort on one that does not. Indices that come straight from a
+// runtime input are checked on the host before computing (nothing is written
+// when they are bad); computed ones are clamped by a kernel that records the
+// first bad value, reported after the compute.
+struct HostIndexCheck {
+    int port;        // runtime input
+    int64_t limit;
+    std::string what;
+};
+
+struct KernelIndexCheck {
+    int64_t limit = 0;
+    std::string what;
+    std::atomic<bool> bad{false};
+    std::atomic<int64_t> value{0};
+};
+
+// What the lowerings of one graph share.
+struct BuildEnv {
+    std::unordered_map<const ggml_tensor*, int> input_port;  // runtime input leaves
+    std::unordered_set<const ggml_tensor*> state;            // the partition's state tensors
+    std::vector<ggml_tensor*> side_effects;                  // computed even when nothing reads them
+    std::vector<HostIndexCheck> host_checks;
+    std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;
+};
+
 struct LowerCtx {
     ggml_context* ctx;
     const Program& prog;
@@ -45,7 +76,7 @@ struct LowerCtx {
     const std::vector<int64_t>& values;  // every expression node, evaluated
     std::vector<ggml_tensor*> in;        // the op's inputs
     std::vector<ggml_tensor*> out;       // set by the lowering, one per op output
-    std::vector<ggml_tensor*>& side_effects;  // computed even when nothing reads them (state writes)
+    BuildEnv& env;
 
     int64_t eval(int32_t expr) const { return values[size_t(expr)]; }
     Dims shape_of(int32_t tensor) const;
@@ -68,6 +99,10 @@ struct LowerCtx {
     ggml_tensor* permute(ggml_tensor* t, int rank, const int* perm) const;
     // Merge logical axes [first, rank) into one innermost axis: (outer..., prod) as ggml ne.
     ggml_tensor* flatten_tail(ggml_tensor* t, const Dims& shape, int first) const;
+    // Indices (I32) safe to hand to ggml_get_rows / ggml_set_rows for a dimension of `limit`.
+    ggml_tensor* safe_indices(ggml_tensor* idx, int64_t limit, const std::string& what) const;
+    // Whether `t` is (a view of) one of the partition's state tensors.
+    bool is_state(const ggml_tensor* t) const;
 };
 
 using LowerFn = void (*)(LowerCtx&);

@@ -41,6 +41,16 @@ class CacheInfo(NamedTuple):
         return self.misses
 
 
+class _OpView:
+    """An IR op seen with logical tensors (what the state analysis reads)."""
+
+    def __init__(self, op, prog: Program):
+        self.kind = op.kind
+        self.label = op.name
+        self.inputs = [prog.tensors[i].logical_tensor() for i in op.inputs]
+        self.outputs = [prog.tensors[i].logical_tensor() for i in op.outputs]
+
+
 class CompiledPartition:
     """The executable form of a partition.
 
@@ -153,6 +163,17 @@ class CompiledPartition:
         if arr.shape != t.concrete_shape():
             raise ShapeError(f"state {t.name or tid}: expected shape {list(t.concrete_shape())}, got {list(arr.shape)}")
         self._impl.write_state(i, arr)
+
+    def get_inplace_ports(self) -> List[tuple]:
+        """(state id, tensor id) pairs: the tensor is a version of the state,
+        written in place into the state's storage."""
+        from .state import state_versions
+
+        prog = self._program
+        by_id = {t.id: t for t in prog.tensors}
+        ops = [_OpView(op, prog) for op in prog.ops]
+        versions = state_versions(ops, lambda tid: by_id[tid].property)
+        return [(s, t) for t, s in versions.items() if t != s]
 
     def reset_state(self) -> None:
         """Every state tensor back to its initial value (zeros unless one was given)."""

@@ -15,6 +15,7 @@ from .logical_tensor import LogicalTensor, Property
 from .ops import TensorType
 from .passes import run_passes
 from .program import OpSpec, Program, SourceSpec, TensorSpec
+from .state import check_state_writes
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Expr, Symbol, as_expr, format_shape
 
 
@@ -188,6 +189,8 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
         if arr is not None:
             data[lt.id] = arr
 
+    props = {lt.id: lt.property for lt in inputs}
+    check_state_writes(part.get_ops(), lambda tid: props.get(tid, Property.VARIABLE))
     res = infer_ops(part.get_ops(), known, symbols, strict=True)
     types = res.types
     for lt in outputs:

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 from .errors import CompileError
 from .logical_tensor import MAX_RANK, LogicalTensor
 from .op import Op, OpKind
+from .state import state_versions
 
 
 def backend_supported_kinds() -> frozenset:
@@ -127,10 +128,13 @@ class Partition:
             for lt in op.inputs:
                 if lt.id not in produced and lt.id not in ins:
                     ins.append(lt.id)
+        # a state write's result is a port only when another partition reads it:
+        # the update itself stays in the compiled partition's state
+        versions = state_versions(self._ops, lambda tid: graph.logical_tensor(tid).property)
         outs: List[int] = []
         for op in self._ops:
             for lt in op.outputs:
-                if lt.id in consumed_outside or lt.id not in consumed:
+                if lt.id in consumed_outside or (lt.id not in consumed and lt.id not in versions):
                     outs.append(lt.id)
         self._inputs = [graph.logical_tensor(i) for i in ins]
         self._outputs = [graph.logical_tensor(i) for i in outs]

@@ -10,5 +10,6 @@ void register_matmul(LoweringTable& t);
 void register_norm(LoweringTable& t);
 void register_reduce(LoweringTable& t);
 void register_layout(LoweringTable& t);
+void register_indexing(LoweringTable& t);
 
 }  // namespace dg

@@ -1,0 +1,51 @@
+"""State tensors and the ops that update them in place.
+
+A STATE tensor is owned by the compiled partition. An op that writes it
+(ScatterRows, CopyToSlice with the state as destination) updates it in place,
+and its output is the state's new version; a later write may take that
+version as its destination, and so on. Because the write happens in place, a
+version that is written again may not be read by anything else (the reader
+would see the later value): readers use the last version.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Iterable
+
+from .errors import CompileError
+from .logical_tensor import Property
+from .op import Op, OpKind
+
+WRITERS = (OpKind.ScatterRows, OpKind.CopyToSlice)
+
+
+def state_versions(ops: Iterable[Op], property_of: Callable[[int], Property]) -> Dict[int, int]:
+    """tensor id -> id of the state tensor it is a version of (states map to themselves)."""
+    root: Dict[int, int] = {}
+    for op in ops:
+        if op.kind in WRITERS:
+            dst = op.inputs[0].id
+            s = dst if property_of(dst) is Property.STATE else root.get(dst)
+            if s is not None:
+                root.setdefault(dst, s)
+                root[op.outputs[0].id] = s
+    return root
+
+
+def check_state_writes(ops, property_of: Callable[[int], Property]) -> Dict[int, int]:
+    """Refuse reads of a state version that is written again; return the versions."""
+    ops = list(ops)
+    versions = state_versions(ops, property_of)
+    for op in ops:
+        if op.kind not in WRITERS or op.inputs[0].id not in versions:
+            continue
+        written = op.inputs[0].id
+        for other in ops:
+            if other is op:
+                continue
+            if any(t.id == written for t in other.inputs):
+                raise CompileError(
+                    f"state tensor {versions[written]}: {other.label} reads a version that {op.label} then writes "
+                    f"in place; read the written result instead"
+                )
+    return versions
