@@ -7,7 +7,7 @@ namespace dg {
 
 Binder::Binder(const Program& prog) : prog_(prog) {
     for (const auto& s : prog.sources)
-        if (s.offset >= 0) any_offset_ = true;
+        if (s.offset >= 0 || s.kind >= SourceKind::Reshape) needs_partial_eval_ = true;
 }
 
 std::string Binder::input_label(size_t i) const {
@@ -31,6 +31,76 @@ static int64_t read_element(const HostTensor& t, int64_t index, const std::strin
     fail<DTypeError>(where, ": shape tensors are i32 or i64, got ", dtype_name(t.dtype));
 }
 
+namespace {
+
+std::vector<int64_t> read_values(const HostTensor& t, const std::string& where) {
+    std::vector<int64_t> v(size_t(t.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = read_element(t, int64_t(i), where);
+    return v;
+}
+
+std::string list(const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+// A reshape target (at most one -1; 0 copies src's dim when special_zero) resolved against src's shape.
+std::vector<int64_t> resolve_reshape(const std::vector<int64_t>& target, const std::vector<int64_t>& src, bool special_zero,
+                                     const std::string& where) {
+    int64_t total = 1;
+    for (int64_t d : src) total *= d;
+    std::vector<int64_t> out(target.size());
+    int infer_at = -1;
+    int64_t known = 1;
+    for (size_t i = 0; i < target.size(); ++i) {
+        int64_t v = target[i];
+        if (v == -1) {
+            if (infer_at >= 0) fail<ShapeError>(where, ": the reshape target ", list(target), " has more than one -1");
+            infer_at = int(i);
+            continue;
+        }
+        if (v == 0 && special_zero) {
+            if (i >= src.size())
+                fail<ShapeError>(where, ": the reshape target ", list(target), " copies dimension ", i, " of a rank-", src.size(), " tensor");
+            v = src[i];
+        } else if (v < 1) {
+            fail<ShapeError>(where, ": the reshape target ", list(target), " has an invalid dimension ", v);
+        }
+        out[i] = v;
+        known *= v;
+    }
+    if (infer_at >= 0) {
+        if (total % known != 0)
+            fail<ShapeError>(where, ": the reshape target ", list(target), " does not divide the ", total, " elements of ", list(src));
+        out[size_t(infer_at)] = total / known;
+    } else if (known != total) {
+        fail<ShapeError>(where, ": the reshape target ", list(target), " has ", known, " elements, the input ", list(src), " has ", total);
+    }
+    return out;
+}
+
+// A transpose order (negative axes from the end; empty reverses) checked to be a permutation.
+std::vector<int64_t> resolve_order(const std::vector<int64_t>& order, size_t rank, const std::string& where) {
+    std::vector<int64_t> perm(rank);
+    if (order.empty()) {
+        for (size_t i = 0; i < rank; ++i) perm[i] = int64_t(rank - 1 - i);
+        return perm;
+    }
+    if (order.size() != rank) fail<ShapeError>(where, ": the order ", list(order), " has ", order.size(), " axes for a rank-", rank, " tensor");
+    std::vector<char> seen(rank, 0);
+    for (size_t i = 0; i < rank; ++i) {
+        int64_t a = order[i] < 0 ? order[i] + int64_t(rank) : order[i];
+        if (a < 0 || a >= int64_t(rank)) fail<ShapeError>(where, ": axis ", order[i], " of the order ", list(order), " is out of range for rank ", rank);
+        if (seen[size_t(a)]) fail<ShapeError>(where, ": the order ", list(order), " repeats axis ", a);
+        seen[size_t(a)] = 1;
+        perm[i] = a;
+    }
+    return perm;
+}
+
+}  // namespace
+
 void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool check_dtype) const {
     const size_t want = prog_.inputs.size();
     if (n != want) fail<ShapeError>("expected ", want, " runtime inputs, got ", n);
@@ -46,16 +116,33 @@ void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool ch
     b.symbols.assign(prog_.symbols.size(), 0);
     std::vector<char> known;
     std::vector<char> node_known;
-    if (any_offset_) known.assign(prog_.symbols.size(), 0);
+    if (needs_partial_eval_) known.assign(prog_.symbols.size(), 0);
     for (const SourceDef& s : prog_.sources) {
         const HostTensor& h = *inputs[s.input];
         std::string where = input_label(size_t(s.input));
-        int64_t v = s.kind == SourceKind::Dim ? h.shape[s.index] : read_element(h, s.index, where);
-        int64_t off = 0;
-        if (s.offset >= 0) {
+        if (needs_partial_eval_ && (s.offset >= 0 || s.kind >= SourceKind::Reshape))
             evaluate_exprs(prog_, b.symbols.data(), b.values, &known, &node_known);
-            off = b.values[size_t(s.offset)];
+        int64_t v = 0;
+        if (s.kind == SourceKind::Dim) {
+            v = h.shape[s.index];
+        } else if (s.kind == SourceKind::Value) {
+            v = read_element(h, s.index, where);
+        } else {
+            const TensorDef& ref = prog_.tensors[size_t(s.ref)];
+            std::vector<int64_t> ref_dims;
+            for (int32_t e : ref.shape) {
+                if (!node_known[size_t(e)]) fail<IRError>("symbol source for ", where, " is ordered before the shape it resolves against");
+                ref_dims.push_back(b.values[size_t(e)]);
+            }
+            std::vector<int64_t> vals = read_values(h, where);
+            if (s.kind == SourceKind::Reshape) {
+                v = resolve_reshape(vals, ref_dims, s.flag != 0, where)[size_t(s.index)];
+            } else {
+                std::vector<int64_t> perm = resolve_order(vals, ref_dims.size(), where);
+                v = s.kind == SourceKind::Permute ? perm[size_t(s.index)] : ref_dims[size_t(perm[size_t(s.index)])];
+            }
         }
+        int64_t off = s.offset >= 0 ? b.values[size_t(s.offset)] : 0;
         const SymbolDef& sym = prog_.symbols[size_t(s.symbol)];
         std::string what = s.kind == SourceKind::Dim ? cat(where, " dimension ", s.index) : cat(where, " element ", s.index);
         int64_t num = v - off;
@@ -67,7 +154,7 @@ void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool ch
             fail<ShapeError>(what, " is ", v, ": that makes ", sym.name, " = ", val, ", outside its range [", sym.min,
                              ", ", sym.max, "]");
         b.symbols[size_t(s.symbol)] = val;
-        if (any_offset_) known[size_t(s.symbol)] = 1;
+        if (needs_partial_eval_) known[size_t(s.symbol)] = 1;
     }
     evaluate_exprs(prog_, b.symbols.data(), b.values);
     for (size_t i = 0; i < n; ++i) {
@@ -92,13 +179,18 @@ void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool ch
 }
 
 void Binder::check_all_dims(const Binding& b) const {
-    for (const TensorDef& t : prog_.tensors)
+    std::vector<char> is_input(prog_.tensors.size(), 0);
+    for (int32_t i : prog_.inputs) is_input[size_t(i)] = 1;  // checked by bind(); an empty order input is valid
+    for (size_t k = 0; k < prog_.tensors.size(); ++k) {
+        if (is_input[k]) continue;
+        const TensorDef& t = prog_.tensors[k];
         for (size_t d = 0; d < t.shape.size(); ++d) {
             int64_t v = b.values[size_t(t.shape[d])];
             if (v < 1)
                 fail<ShapeError>("tensor ", t.label(), " dimension ", d, " is ", prog_.expr_string(t.shape[d]), " = ", v,
                                  " (", symbol_values(b), "); dimensions must be positive");
         }
+    }
 }
 
 }  // namespace dg

@@ -35,7 +35,7 @@ public:
 
 private:
     const Program& prog_;
-    bool any_offset_ = false;
+    bool needs_partial_eval_ = false;  // some source needs expressions of earlier symbols
 };
 
 }  // namespace dg

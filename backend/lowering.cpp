@@ -101,6 +101,7 @@ const LoweringTable& lowerings() {
         register_reduce(t);
         register_layout(t);
         register_indexing(t);
+        register_dynamic_shape(t);
         return t;
     }();
     return table;

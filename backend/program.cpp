@@ -131,7 +131,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             d.name = s->name() ? s->name()->str() : "";
             d.min = s->min();
             d.max = s->max();
-            if (d.min < 1 || d.max < d.min)
+            if (d.min < 0 || d.max < d.min)
                 fail<IRError>("symbol '", d.name, "' has an invalid range [", d.min, ", ", d.max, "]");
             prog.symbols.push_back(std::move(d));
         }
@@ -238,15 +238,22 @@ Program Program::parse(const uint8_t* buf, size_t size) {
     // symbol sources and guards
     if (p->sources())
         for (const auto* s : *p->sources()) {
-            SourceDef d{s->symbol(), SourceKind(uint8_t(s->kind())), s->input(), s->index(), s->coeff(), s->offset()};
+            SourceDef d{s->symbol(), SourceKind(uint8_t(s->kind())), s->input(), s->index(), s->coeff(), s->offset(),
+                        s->ref(), s->flag()};
             check_index(d.symbol, prog.symbols.size(), "symbol", "symbol source");
             check_index(d.input, prog.inputs.size(), "input", "symbol source");
-            if (uint8_t(d.kind) > 1) fail<IRError>("symbol source has an unknown kind");
+            if (uint8_t(d.kind) > uint8_t(SourceKind::PermutedDim)) fail<IRError>("symbol source has an unknown kind");
+            if (d.kind >= SourceKind::Reshape) {
+                check_index(d.ref, n_tensors, "tensor", "symbol source");
+                if (d.index < 0 || d.index >= kMaxRank) fail<IRError>("symbol source has an invalid axis ", d.index);
+            }
             if (d.coeff == 0) fail<IRError>("symbol source has coefficient 0");
             if (d.offset != -1) check_index(d.offset, n_exprs, "expression", "symbol source");
             const TensorDef& in = prog.tensors[size_t(prog.inputs[size_t(d.input)])];
             if (d.kind == SourceKind::Dim) check_index(d.index, in.shape.size(), "dimension", "symbol source");
             else if (d.index < 0) fail<IRError>("symbol source has a negative element index");
+            if (d.kind >= SourceKind::Reshape && in.shape.size() != 1)
+                fail<IRError>("symbol source: shape input ", in.label(), " is not 1-D");
             prog.sources.push_back(d);
         }
     if (p->guards())

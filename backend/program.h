@@ -65,7 +65,8 @@ struct OpDef {
     const std::vector<int32_t>& get_exprs(std::string_view n) const;  // throws if missing
 };
 
-enum class SourceKind : uint8_t { Dim = 0, Value = 1 };
+// Same codes as dyngraph.fb.SourceKind.
+enum class SourceKind : uint8_t { Dim = 0, Value = 1, Reshape = 2, Permute = 3, PermutedDim = 4 };
 
 struct SourceDef {
     int32_t symbol;
@@ -74,6 +75,8 @@ struct SourceDef {
     int32_t index;   // dimension, or flat element
     int64_t coeff;
     int32_t offset;  // expression node or -1
+    int32_t ref;     // Reshape / Permute / PermutedDim: tensor index
+    int64_t flag;    // Reshape: special_zero
 };
 
 struct GuardDef {

@@ -48,7 +48,7 @@ def run(cp: dg.CompiledPartition, *arrays) -> list:
     """Execute through the explicit API: infer_outputs, allocate, execute."""
     eng = cp.engine
     ins = [dg.Tensor(lt, eng, a) for lt, a in zip(cp.get_inputs(), arrays)]
-    out_lts = cp.infer_outputs([t.get_logical_tensor() for t in ins])
+    out_lts = cp.infer_outputs(ins)  # Tensors: shape inputs' values are read from them
     outs = [dg.Tensor(lt, eng, np.empty(lt.shape, dtype=lt.dtype.numpy)) for lt in out_lts]
     cp.execute(dg.Stream(eng), ins, outs)
     return [t.get_data_handle() for t in outs]

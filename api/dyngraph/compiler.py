@@ -12,6 +12,7 @@ from .dtypes import DataType
 from .errors import CompileError, DTypeError, ShapeError
 from .inference import dim_symbol_name, infer_ops
 from .logical_tensor import LogicalTensor, Property
+from .op import Op, OpKind
 from .ops import TensorType
 from .passes import run_passes
 from .program import OpSpec, Program, SourceSpec, TensorSpec
@@ -91,32 +92,63 @@ def _data_type(lt: LogicalTensor, arr: Optional[np.ndarray], port: LogicalTensor
     return TensorType(lt.dtype, tuple(Expr.const(s) for s in shape))
 
 
-def plan_sources(prog: Program) -> Tuple[List[SourceSpec], set]:
-    """Find, for every symbol, a runtime input dimension it can be read from:
-    first plain ``dim == symbol`` occurrences, then linear ones
-    (``dim == coeff * symbol + already-bound expression``)."""
+def plan_sources(prog: Program, value_sources: List[SourceSpec] = ()) -> Tuple[List[SourceSpec], set]:
+    """Find, for every symbol, where its value is read at execution: first
+    plain ``dim == symbol`` occurrences in the runtime inputs' shapes, then
+    linear ones (``dim == coeff * symbol + already-bound expression``) and
+    shape-input values (once the shape of the tensor they resolve against is
+    bound), until nothing more can be bound."""
     bound: set = set()
     sources: List[SourceSpec] = []
-    for exact in (True, False):
-        progress = True
-        while progress:
-            progress = False
-            for i, tidx in enumerate(prog.inputs):
-                for d, e in enumerate(prog.tensors[tidx].shape):
-                    free = e.free_symbols() - bound
-                    if len(free) != 1:
-                        continue
-                    (s,) = free
-                    if exact and e.as_symbol() is not s:
-                        continue
-                    lin = e.linear_in(s)
-                    if lin is None:
-                        continue
-                    coeff, rest = lin
-                    sources.append(SourceSpec(s, "dim", i, d, coeff, None if rest == 0 else rest))
-                    bound.add(s)
-                    progress = True
+    pending = list(value_sources)
+
+    def dim_pass(exact: bool) -> bool:
+        progress = False
+        for i, tidx in enumerate(prog.inputs):
+            for d, e in enumerate(prog.tensors[tidx].shape):
+                free = e.free_symbols() - bound
+                if len(free) != 1:
+                    continue
+                (s,) = free
+                if exact and e.as_symbol() is not s:
+                    continue
+                lin = e.linear_in(s)
+                if lin is None:
+                    continue
+                coeff, rest = lin
+                sources.append(SourceSpec(s, "dim", i, d, coeff, None if rest == 0 else rest))
+                bound.add(s)
+                progress = True
+        return progress
+
+    while dim_pass(exact=True):
+        pass
+    progress = True
+    while progress:
+        progress = dim_pass(exact=False)
+        for vs in list(pending):
+            ref_symbols = set().union(*(d.free_symbols() for d in prog.tensors[vs.ref].shape))
+            if ref_symbols <= bound:
+                sources.append(vs)
+                bound.add(vs.symbol)
+                pending.remove(vs)
+                progress = True
     return sources, bound
+
+
+def fold_constant_shape_inputs(ops, data: Mapping[int, np.ndarray]) -> list:
+    """A DynamicReshape / DynamicTranspose whose shape input is a constant is a static one."""
+    out = []
+    for op in ops:
+        if op.kind in (OpKind.DynamicReshape, OpKind.DynamicTranspose) and op.inputs[1].id in data:
+            values = [int(v) for v in np.asarray(data[op.inputs[1].id]).reshape(-1)]
+            if op.kind is OpKind.DynamicReshape:
+                op = Op(op.id, OpKind.StaticReshape, op.inputs[:1], op.outputs,
+                        {"shape": values, "special_zero": bool(op.attrs.get("special_zero", False))}, op.name)
+            else:
+                op = Op(op.id, OpKind.StaticTranspose, op.inputs[:1], op.outputs, {"order": values}, op.name)
+        out.append(op)
+    return out
 
 
 def _symbols_used(prog: Program) -> Dict[Symbol, str]:
@@ -191,7 +223,8 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
 
     props = {lt.id: lt.property for lt in inputs}
     check_state_writes(part.get_ops(), lambda tid: props.get(tid, Property.VARIABLE))
-    res = infer_ops(part.get_ops(), known, symbols, strict=True)
+    ops = fold_constant_shape_inputs(part.get_ops(), data)
+    res = infer_ops(ops, known, symbols, strict=True)
     types = res.types
     for lt in outputs:
         t = types[lt.id]
@@ -207,10 +240,10 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
 
     order: List[int] = list(runtime)
     order += [lt.id for lt in inputs if lt.id not in runtime]
-    for op in part.get_ops():
+    for op in ops:
         order += [lt.id for lt in op.outputs]
     decl: Dict[int, LogicalTensor] = {lt.id: lt for lt in inputs}
-    for op in part.get_ops():
+    for op in ops:
         for lt in list(op.inputs) + list(op.outputs):
             decl.setdefault(lt.id, lt)
     index = {tid: i for i, tid in enumerate(order)}
@@ -218,7 +251,7 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
     for tid in order:
         lt = decl[tid]
         prog.tensors.append(TensorSpec(tid, lt.name or "", types[tid].dtype, types[tid].shape, lt.property))
-    for op in part.get_ops():
+    for op in ops:
         prog.ops.append(
             OpSpec(op.id, op.kind, op.name, [index[lt.id] for lt in op.inputs], [index[lt.id] for lt in op.outputs], res.attrs[op.id])
         )
@@ -230,10 +263,18 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
         if lhs != rhs and key not in seen:
             seen.add(key)
             prog.guards.append((lhs, rhs, msg))
-    return prog, {index[tid]: arr for tid, arr in data.items()}
+    value_sources = []
+    for vs in res.value_sources:
+        if vs.input_id not in runtime:
+            raise CompileError(
+                f"{vs.op_label}: its shape input {vs.input_id} must be a runtime input of the partition "
+                f"(its values are read on the host before computing) or a constant"
+            )
+        value_sources.append(SourceSpec(vs.symbol, vs.kind, runtime.index(vs.input_id), vs.index, ref=index[vs.ref_id], flag=vs.flag))
+    return prog, {index[tid]: arr for tid, arr in data.items()}, value_sources
 
 
-def finish_program(prog: Program) -> None:
+def finish_program(prog: Program, value_sources: List[SourceSpec] = ()) -> None:
     """Symbols and their binding plan; fails if a symbol cannot be determined."""
     used = _symbols_used(prog)
     names: Dict[str, Symbol] = {}
@@ -241,7 +282,7 @@ def finish_program(prog: Program) -> None:
         other = names.setdefault(s.name, s)
         if other is not s:
             raise CompileError(f"two different dimensions are both named {s.name!r}; give them distinct names")
-    sources, bound = plan_sources(prog)
+    sources, bound = plan_sources(prog, value_sources)
     unbound = [s for s in used if s not in bound]
     if unbound:
         desc = ", ".join(f"{s.name!r} (used by {used[s]})" for s in unbound)
@@ -258,8 +299,8 @@ def compile_partition(part, inputs, outputs, engine, constants, cache_capacity: 
         raise CompileError(f"compile needs an Engine, got {engine!r}")
     if isinstance(cache_capacity, bool) or not isinstance(cache_capacity, int) or cache_capacity < 1:
         raise CompileError(f"cache_capacity must be a positive int, got {cache_capacity!r}")
-    prog, data = build_program(part, list(inputs), list(outputs), constants)
+    prog, data, value_sources = build_program(part, list(inputs), list(outputs), constants)
     run_passes(prog, data, weight_type=weight_type)
-    finish_program(prog)
+    finish_program(prog, value_sources)
     return CompiledPartition.create(prog, data, engine, cache_capacity)
 

@@ -76,11 +76,25 @@ def check_rank(lt_label: str, t: TensorType) -> None:
         raise ShapeError(f"tensor {lt_label}: rank {t.rank} is above the supported maximum of {MAX_RANK}")
 
 
+class ValueSource:
+    """A symbol read from the values of a shape input (tensor ids, not op positions)."""
+
+    def __init__(self, vs, op: Op):
+        self.symbol = vs.symbol
+        self.kind = vs.kind
+        self.input_id = op.inputs[vs.input].id
+        self.index = vs.index
+        self.ref_id = op.inputs[vs.ref].id
+        self.flag = vs.flag
+        self.op_label = op.label
+
+
 class InferResult:
     def __init__(self):
         self.types: Dict[int, Optional[TensorType]] = {}
         self.guards: List[Guard] = []
         self.attrs: Dict[int, dict] = {}  # op id -> normalized attrs (+ backend-resolved ones)
+        self.value_sources: List[ValueSource] = []
 
 
 def infer_op(op: Op, in_types: Sequence[TensorType]) -> Tuple[List[TensorType], InferContext, dict]:
@@ -88,7 +102,7 @@ def infer_op(op: Op, in_types: Sequence[TensorType]) -> Tuple[List[TensorType], 
     if schema is None:
         raise GraphError(f"{op.label}: no shape rule for op kind {op.kind.name}")
     attrs = normalize_attrs(schema, op.attrs, op.label)
-    ctx = InferContext(op.label, op.outputs)
+    ctx = InferContext(op.label, op.outputs, op.name)
     outs = schema.infer(attrs, list(in_types), ctx)
     if len(outs) != len(op.outputs):
         raise GraphError(f"{op.label}: produces {len(outs)} outputs, {len(op.outputs)} declared")
@@ -121,6 +135,7 @@ def infer_ops(
             continue
         outs, ctx, attrs = infer_op(op, ins)
         res.guards.extend(ctx.guards)
+        res.value_sources.extend(ValueSource(vs, op) for vs in ctx.value_symbols)
         res.attrs[op.id] = attrs
         for lt, t in zip(op.outputs, outs):
             check_rank(lt.label, t)

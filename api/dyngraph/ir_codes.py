@@ -37,7 +37,13 @@ STORAGE_CODE = {name: i for i, name in enumerate(STORAGE_TYPES)}
 ATOM_CODE = {"floordiv": ExprOp.FLOORDIV, "mod": ExprOp.MOD, "min": ExprOp.MINIMUM, "max": ExprOp.MAXIMUM}
 CODE_ATOM = {v: k for k, v in ATOM_CODE.items()}
 
-SOURCE_CODE = {"dim": SourceKind.DIM, "value": SourceKind.VALUE}
+SOURCE_CODE = {
+    "dim": SourceKind.DIM,
+    "value": SourceKind.VALUE,
+    "reshape": SourceKind.RESHAPE,
+    "permute": SourceKind.PERMUTE,
+    "permuted_dim": SourceKind.PERMUTED_DIM,
+}
 CODE_SOURCE = {v: k for k, v in SOURCE_CODE.items()}
 
 __all__ = [

@@ -107,7 +107,9 @@ def read_program(buf) -> Program:
         for i in range(fb.SourcesLength()):
             s = fb.Sources(i)
             off = exprs[s.Offset()] if s.Offset() >= 0 else None
-            prog.sources.append(SourceSpec(symbols[s.Symbol()], CODE_SOURCE[s.Kind()], s.Input(), s.Index(), s.Coeff(), off))
+            prog.sources.append(
+                SourceSpec(symbols[s.Symbol()], CODE_SOURCE[s.Kind()], s.Input(), s.Index(), s.Coeff(), off, s.Ref(), s.Flag())
+            )
         for i in range(fb.GuardsLength()):
             g = fb.Guards(i)
             prog.guards.append((exprs[g.Lhs()], exprs[g.Rhs()], _s(g.Message())))
@@ -124,6 +126,40 @@ def _same(a, b) -> bool:
     if isinstance(a, (int, Expr)) and isinstance(b, (int, Expr)) and not isinstance(a, bool) and not isinstance(b, bool):
         return as_expr(a) == as_expr(b)
     return a == b
+
+
+def _adopt_value_symbols(prog: Program, spec: OpSpec, ctx, outs, attrs, where: str):
+    """Re-inference made fresh symbols for values read at execution: match them
+    with the ones the IR records (by position), and check their sources."""
+    fresh = {vs.symbol for vs in ctx.value_symbols}
+    mapping = {}
+    recorded = [d for i in spec.outputs for d in prog.tensors[i].shape] + list(spec.attrs.get("perm", ()))
+    inferred = [d for t in outs for d in t.shape] + list(attrs.get("perm", ()))
+    for e, r in zip(inferred, recorded):
+        s, rs = e.as_symbol(), as_expr(r).as_symbol()
+        if s in fresh and rs is not None:
+            mapping[s] = rs
+    sources = {src.symbol: src for src in prog.sources}
+    for vs in ctx.value_symbols:
+        rs = mapping.get(vs.symbol)
+        src = sources.get(rs)
+        ok = (
+            src is not None
+            and src.kind == vs.kind
+            and src.index == vs.index
+            and src.flag == vs.flag
+            and src.ref == spec.inputs[vs.ref]
+            and 0 <= src.input < len(prog.inputs)
+            and prog.inputs[src.input] == spec.inputs[vs.input]
+        )
+        if not ok:
+            raise IRError(f"malformed IR: {where}: the symbol for its {vs.kind} value {vs.index} has no matching source")
+    env = {k: Expr.symbol(v) for k, v in mapping.items()}
+    outs = [TensorType(t.dtype, tuple(d.substitute(env) for d in t.shape)) for t in outs]
+    attrs = dict(attrs)
+    if "perm" in attrs:
+        attrs["perm"] = tuple(as_expr(d).substitute(env) for d in attrs["perm"])
+    return outs, attrs
 
 
 def validate_program(prog: Program) -> None:
@@ -146,11 +182,15 @@ def validate_program(prog: Program) -> None:
             raise IRError(f"malformed IR: {where} has no shape rule")
         user = {k: v for k, v in spec.attrs.items() if k in schema.attrs}
         resolved = {k: v for k, v in spec.attrs.items() if k not in schema.attrs}
-        op = Op(max(spec.id, 0), spec.kind, [lts[i] for i in spec.inputs], [lts[i] for i in spec.outputs], user, spec.name)
+        # outputs undeclared: the inferred shapes are compared with the recorded ones below
+        outs_decl = [lts[i].with_shape(None) for i in spec.outputs]
+        op = Op(max(spec.id, 0), spec.kind, [lts[i] for i in spec.inputs], outs_decl, user, spec.name)
         try:
             outs, ctx, attrs = infer_op(op, [types[i] for i in spec.inputs])
         except DyngraphError as e:
             raise IRError(f"malformed IR: {where}: {e}") from e
+        if ctx.value_symbols:
+            outs, attrs = _adopt_value_symbols(prog, spec, ctx, outs, attrs, where)
         for i, t in zip(spec.outputs, outs):
             rec = prog.tensors[i]
             if t.dtype is not rec.dtype or t.shape != rec.shape:

@@ -213,6 +213,8 @@ def write_program(prog: Program, data: Optional[Mapping[int, np.ndarray]] = None
         SymbolSource.AddIndex(b, s.index)
         SymbolSource.AddCoeff(b, s.coeff)
         SymbolSource.AddOffset(b, off)
+        SymbolSource.AddRef(b, s.ref)
+        SymbolSource.AddFlag(b, s.flag)
         src_offs.append(SymbolSource.End(b))
 
     guard_offs = []

@@ -49,8 +49,10 @@ class OpSpec:
 
 @dataclass
 class SourceSpec:
-    """symbol = (value - offset) / coeff, value = input.shape[index] (kind "dim")
-    or input.flat[index] (kind "value")."""
+    """Where a symbol's value comes from (SourceKind in the schema):
+    "dim": symbol = (input.shape[index] - offset) / coeff;
+    "value": input.flat[index]; "reshape" / "permute" / "permuted_dim": the
+    values of shape input `input` resolved against tensor `ref` (a tensor index)."""
 
     symbol: Symbol
     kind: str
@@ -58,6 +60,8 @@ class SourceSpec:
     index: int
     coeff: int = 1
     offset: Optional[Expr] = None
+    ref: int = -1
+    flag: int = 0
 
 
 @dataclass

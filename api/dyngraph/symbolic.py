@@ -53,10 +53,8 @@ class Symbol:
             raise ValueError("a dimension symbol needs a non-empty name")
         if not isinstance(min, int) or not isinstance(max, int):
             raise TypeError(f"range of dimension {name!r} must be integers")
-        if min < 1:
-            raise ValueError(
-                f"dimension {name!r}: min must be at least 1 (zero-size dimensions are not supported), got {min}"
-            )
+        if min < 0:
+            raise ValueError(f"symbol {name!r}: min must be non-negative, got {min}")
         if max < min:
             raise ValueError(f"dimension {name!r}: max ({max}) is below min ({min})")
         self.name = name
@@ -324,6 +322,10 @@ class Dim(Expr):
     __slots__ = ("sym",)
 
     def __init__(self, name: str, min: int = 1, max: int = INT64_MAX):
+        if isinstance(min, int) and min < 1:
+            raise ValueError(
+                f"dimension {name!r}: min must be at least 1 (zero-size dimensions are not supported), got {min}"
+            )
         sym = Symbol(name, min, max)
         super().__init__({(sym,): 1})
         self.sym = sym

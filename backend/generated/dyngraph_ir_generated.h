@@ -216,29 +216,38 @@ inline const char *EnumNameExprOp(ExprOp e) {
 enum class SourceKind : int8_t {
   DIM = 0,
   VALUE = 1,
+  RESHAPE = 2,
+  PERMUTE = 3,
+  PERMUTED_DIM = 4,
   MIN = DIM,
-  MAX = VALUE
+  MAX = PERMUTED_DIM
 };
 
-inline const SourceKind (&EnumValuesSourceKind())[2] {
+inline const SourceKind (&EnumValuesSourceKind())[5] {
   static const SourceKind values[] = {
     SourceKind::DIM,
-    SourceKind::VALUE
+    SourceKind::VALUE,
+    SourceKind::RESHAPE,
+    SourceKind::PERMUTE,
+    SourceKind::PERMUTED_DIM
   };
   return values;
 }
 
 inline const char * const *EnumNamesSourceKind() {
-  static const char * const names[3] = {
+  static const char * const names[6] = {
     "DIM",
     "VALUE",
+    "RESHAPE",
+    "PERMUTE",
+    "PERMUTED_DIM",
     nullptr
   };
   return names;
 }
 
 inline const char *EnumNameSourceKind(SourceKind e) {
-  if (::flatbuffers::IsOutRange(e, SourceKind::DIM, SourceKind::VALUE)) return "";
+  if (::flatbuffers::IsOutRange(e, SourceKind::DIM, SourceKind::PERMUTED_DIM)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesSourceKind()[index];
 }
@@ -630,7 +639,9 @@ struct SymbolSource FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
     VT_INPUT = 8,
     VT_INDEX = 10,
     VT_COEFF = 12,
-    VT_OFFSET = 14
+    VT_OFFSET = 14,
+    VT_REF = 16,
+    VT_FLAG = 18
   };
   int32_t symbol() const {
     return GetField<int32_t>(VT_SYMBOL, 0);
@@ -650,6 +661,12 @@ struct SymbolSource FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
   int32_t offset() const {
     return GetField<int32_t>(VT_OFFSET, -1);
   }
+  int32_t ref() const {
+    return GetField<int32_t>(VT_REF, -1);
+  }
+  int64_t flag() const {
+    return GetField<int64_t>(VT_FLAG, 0);
+  }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
     return VerifyTableStart(verifier) &&
@@ -659,6 +676,8 @@ struct SymbolSource FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyField<int32_t>(verifier, VT_INDEX, 4) &&
            VerifyField<int64_t>(verifier, VT_COEFF, 8) &&
            VerifyField<int32_t>(verifier, VT_OFFSET, 4) &&
+           VerifyField<int32_t>(verifier, VT_REF, 4) &&
+           VerifyField<int64_t>(verifier, VT_FLAG, 8) &&
            verifier.EndTable();
   }
 };
@@ -685,6 +704,12 @@ struct SymbolSourceBuilder {
   void add_offset(int32_t offset) {
     fbb_.AddElement<int32_t>(SymbolSource::VT_OFFSET, offset, -1);
   }
+  void add_ref(int32_t ref) {
+    fbb_.AddElement<int32_t>(SymbolSource::VT_REF, ref, -1);
+  }
+  void add_flag(int64_t flag) {
+    fbb_.AddElement<int64_t>(SymbolSource::VT_FLAG, flag, 0);
+  }
   explicit SymbolSourceBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
         : fbb_(_fbb) {
     start_ = fbb_.StartTable();
@@ -703,9 +728,13 @@ inline ::flatbuffers::Offset<SymbolSource> CreateSymbolSource(
     int32_t input = 0,
     int32_t index = 0,
     int64_t coeff = 1LL,
-    int32_t offset = -1) {
+    int32_t offset = -1,
+    int32_t ref = -1,
+    int64_t flag = 0) {
   SymbolSourceBuilder builder_(_fbb);
+  builder_.add_flag(flag);
   builder_.add_coeff(coeff);
+  builder_.add_ref(ref);
   builder_.add_offset(offset);
   builder_.add_index(index);
   builder_.add_input(input);

@@ -11,5 +11,6 @@ void register_norm(LoweringTable& t);
 void register_reduce(LoweringTable& t);
 void register_layout(LoweringTable& t);
 void register_indexing(LoweringTable& t);
+void register_dynamic_shape(LoweringTable& t);
 
 }  // namespace dg

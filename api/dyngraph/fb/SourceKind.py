@@ -5,3 +5,6 @@
 class SourceKind(object):
     DIM = 0
     VALUE = 1
+    RESHAPE = 2
+    PERMUTE = 3
+    PERMUTED_DIM = 4

@@ -70,8 +70,22 @@ class SymbolSource(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return -1
 
+    # SymbolSource
+    def Ref(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return -1
+
+    # SymbolSource
+    def Flag(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return 0
+
 def SymbolSourceStart(builder):
-    builder.StartObject(6)
+    builder.StartObject(8)
 
 def Start(builder):
     SymbolSourceStart(builder)
@@ -111,6 +125,18 @@ def SymbolSourceAddOffset(builder, offset):
 
 def AddOffset(builder, offset):
     SymbolSourceAddOffset(builder, offset)
+
+def SymbolSourceAddRef(builder, ref):
+    builder.PrependInt32Slot(6, ref, -1)
+
+def AddRef(builder, ref):
+    SymbolSourceAddRef(builder, ref)
+
+def SymbolSourceAddFlag(builder, flag):
+    builder.PrependInt64Slot(7, flag, 0)
+
+def AddFlag(builder, flag):
+    SymbolSourceAddFlag(builder, flag)
 
 def SymbolSourceEnd(builder):
     return builder.EndObject()

@@ -48,16 +48,39 @@ class OpSchema:
     doc: str = ""
 
 
+@dataclass
+class ValueSymbol:
+    """A symbol whose value is read from a shape input's data at execution."""
+
+    symbol: Any  # Symbol
+    kind: str  # "reshape", "permute", "permuted_dim" (see SourceKind in the schema)
+    input: int  # op input position holding the values
+    index: int
+    ref: int  # op input position of the tensor reshaped / transposed
+    flag: int = 0
+
+
 class InferContext:
     """What a shape rule may use: the op (for messages), its declared outputs,
-    and a place to record runtime checks (guards)."""
+    and a place to record runtime checks (guards) and symbols read from
+    shape-input values."""
 
-    def __init__(self, op_label: str, declared_outputs: Sequence[Any] = ()):
+    def __init__(self, op_label: str, declared_outputs: Sequence[Any] = (), op_name: str = "op"):
         self.op_label = op_label
+        self.op_name = op_name
         self.declared_outputs = list(declared_outputs)
         self.guards: List[Tuple[Expr, Expr, str]] = []
         # attributes the rule resolved for the backend (e.g. clamped slice starts)
         self.backend_attrs: Dict[str, Any] = {}
+        self.value_symbols: List[ValueSymbol] = []
+
+    def value_symbol(self, name: str, kind: str, input: int, index: int, ref: int, flag: int = 0, min: int = 1, max=None):
+        """A new symbol bound at execution from the values of op input `input`."""
+        from ..symbolic import INT64_MAX, Symbol
+
+        sym = Symbol(f"{self.op_name}.{name}", min, INT64_MAX if max is None else max)
+        self.value_symbols.append(ValueSymbol(sym, kind, input, index, ref, flag))
+        return Expr.symbol(sym)
 
     def error(self, msg: str) -> ShapeError:
         return ShapeError(f"{self.op_label}: {msg}")
