@@ -101,6 +101,8 @@ const LoweringTable& lowerings() {
         register_reduce(t);
         register_layout(t);
         register_indexing(t);
+        register_generate(t);
+        register_compare(t);
         return t;
     }();
     return table;

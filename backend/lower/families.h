@@ -11,5 +11,7 @@ void register_norm(LoweringTable& t);
 void register_reduce(LoweringTable& t);
 void register_layout(LoweringTable& t);
 void register_indexing(LoweringTable& t);
+void register_generate(LoweringTable& t);
+void register_compare(LoweringTable& t);
 
 }  // namespace dg
