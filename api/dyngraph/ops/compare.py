@@ -27,7 +27,7 @@ def result_shape(ins, auto_broadcast: str, ctx):
     """numpy broadcasting of every input, or (auto_broadcast='none') equal shapes."""
     if auto_broadcast == "none":
         first = ins[0]
-        for k, t in enumerate(ins[1:], 1):
+        for t in ins[1:]:
             if t.rank != first.rank:
                 raise ctx.error(
                     f"auto_broadcast='none' needs equal shapes, got {format_shape(first.shape)} and {format_shape(t.shape)}"
