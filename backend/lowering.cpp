@@ -102,6 +102,8 @@ const LoweringTable& lowerings() {
         register_layout(t);
         register_indexing(t);
         register_dynamic_shape(t);
+        register_generate(t);
+        register_compare(t);
         return t;
     }();
     return table;

@@ -12,5 +12,7 @@ void register_reduce(LoweringTable& t);
 void register_layout(LoweringTable& t);
 void register_indexing(LoweringTable& t);
 void register_dynamic_shape(LoweringTable& t);
+void register_generate(LoweringTable& t);
+void register_compare(LoweringTable& t);
 
 }  // namespace dg

@@ -1,6 +1,15 @@
 """Op definitions: one module per op family, each with its attributes and shape rules."""
 
-from . import dynamic_shape, elementwise, indexing, layout, matmul, norm, reduce  # noqa: F401  (registration)
+# one import per family (each registers its op kinds)
+from . import compare  # noqa: F401
+from . import dynamic_shape  # noqa: F401
+from . import elementwise  # noqa: F401
+from . import generate  # noqa: F401
+from . import indexing  # noqa: F401
+from . import layout  # noqa: F401
+from . import matmul  # noqa: F401
+from . import norm  # noqa: F401
+from . import reduce  # noqa: F401
 from .registry import AttrSpec, InferContext, OpSchema, TensorType, registered_kinds, schema_of
 
 __all__ = ["AttrSpec", "InferContext", "OpSchema", "TensorType", "registered_kinds", "schema_of"]

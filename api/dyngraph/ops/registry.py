@@ -33,7 +33,7 @@ class TensorType(NamedTuple):
 
 @dataclass(frozen=True)
 class AttrSpec:
-    kind: str  # int, bool, float, str, ints, floats, exprs, dtype
+    kind: str  # int, bool, float, str, ints, floats, expr, exprs, dtype
     default: Any = REQUIRED
     choices: Optional[Tuple[Any, ...]] = None
 
@@ -163,6 +163,16 @@ def _convert(name: str, spec: AttrSpec, v: Any, label: str):
         if not isinstance(v, (list, tuple)) or not all(isinstance(x, (int, float)) for x in v):
             raise bad("a list of floats")
         return tuple(float(x) for x in v)
+    if k == "expr":
+        # one int or dimension expression, held as a 1-tuple like an "exprs"
+        # attribute (so the IR carries it, and reads it back, the same way)
+        if isinstance(v, (list, tuple)) and len(v) == 1:
+            v = v[0]
+        try:
+            e = as_expr(v)
+        except TypeError:
+            raise bad("an int or a dimension expression") from None
+        return (e.value if e.is_const else e,)
     if k == "exprs":
         if not isinstance(v, (list, tuple)):
             raise bad("a list of ints or dimension expressions")
@@ -208,6 +218,8 @@ def normalize_attrs(schema: OpSchema, attrs: Dict[str, Any], label: str) -> Dict
             out[name] = _convert(name, spec, attrs[name], label)
         elif spec.default is REQUIRED:
             raise GraphError(f"{label}: attribute {name!r} is required")
+        elif spec.kind == "expr" and spec.default is not None:
+            out[name] = _convert(name, spec, spec.default, label)  # a default int becomes (int,)
         else:
             out[name] = spec.default
     return out

@@ -1,0 +1,82 @@
+// Comparisons, logical ops and Select, with numpy broadcasting. Bool tensors
+// are I32 (0/1) inside ggml; f16 / bf16 operands are compared and selected in f32.
+#include "../errors.h"
+#include "../generated/dyngraph_ir_generated.h"
+#include "../kernels/index_kernels.h"
+#include "../kernels/kernels.h"
+#include "families.h"
+
+namespace dg {
+
+using K = dyngraph::fb::OpKind;
+
+namespace {
+
+// The broadcasting kernels read each operand where out has n and it has n or 1:
+// check that before handing them over (a wrong operand would read out of bounds).
+void check_broadcast(const LowerCtx& c, const ggml_tensor* t, const std::array<int64_t, 4>& ne) {
+    for (int d = 0; d < 4; ++d)
+        if (t->ne[d] != ne[size_t(d)] && t->ne[d] != 1)
+            c.unsupported(cat("operand ne [", t->ne[0], ", ", t->ne[1], ", ", t->ne[2], ", ", t->ne[3],
+                              "] does not broadcast to the output"));
+}
+
+bool kernel_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_I32; }
+
+ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return kernel_type(t->type) ? t : ggml_cast(c.ctx, t, GGML_TYPE_F32); }
+
+template <kernels::Compare OP>
+void lower_compare(LowerCtx& c) {
+    const auto ne = c.out_shape(0).ne();
+    ggml_tensor* a = c.in[0];
+    ggml_tensor* b = c.in[1];
+    if (a->type != b->type) c.unsupported("operands of different types");
+    check_broadcast(c, a, ne);
+    check_broadcast(c, b, ne);
+    c.out = {kernels::compare(c.ctx, OP, to_f32(c, a), to_f32(c, b), ne.data())};
+}
+
+void lower_select(LowerCtx& c) {
+    const auto ne = c.out_shape(0).ne();
+    ggml_tensor* cond = c.in[0];
+    ggml_tensor* a = c.in[1];
+    ggml_tensor* b = c.in[2];
+    if (cond->type != GGML_TYPE_I32) c.unsupported("the condition must be bool");
+    if (a->type != b->type) c.unsupported("then and else have different types");
+    for (ggml_tensor* t : {cond, a, b}) check_broadcast(c, t, ne);
+    const ggml_type type = a->type;
+    ggml_tensor* r = kernels::select(c.ctx, cond, to_f32(c, a), to_f32(c, b), ne.data());
+    c.out = {c.cast(r, type)};
+}
+
+template <index_kernels::Logical OP>
+void lower_logical(LowerCtx& c) {
+    const auto ne = c.out_shape(0).ne();
+    for (ggml_tensor* t : {c.in[0], c.in[1]}) {
+        if (t->type != GGML_TYPE_I32) c.unsupported("operands must be bool");
+        check_broadcast(c, t, ne);
+    }
+    c.out = {index_kernels::logical(c.ctx, OP, c.in[0], c.in[1], ne.data())};
+}
+
+void lower_logical_not(LowerCtx& c) {
+    if (c.in[0]->type != GGML_TYPE_I32) c.unsupported("the operand must be bool");
+    c.out = {index_kernels::logical_not(c.ctx, c.in[0])};
+}
+
+}  // namespace
+
+void register_compare(LoweringTable& t) {
+    t.add(uint16_t(K::Equal), lower_compare<kernels::Compare::Eq>, 3);
+    t.add(uint16_t(K::NotEqual), lower_compare<kernels::Compare::Ne>, 3);
+    t.add(uint16_t(K::Greater), lower_compare<kernels::Compare::Gt>, 3);
+    t.add(uint16_t(K::GreaterEqual), lower_compare<kernels::Compare::Ge>, 3);
+    t.add(uint16_t(K::Less), lower_compare<kernels::Compare::Lt>, 3);
+    t.add(uint16_t(K::LessEqual), lower_compare<kernels::Compare::Le>, 3);
+    t.add(uint16_t(K::Select), lower_select, 4);
+    t.add(uint16_t(K::LogicalAnd), lower_logical<index_kernels::Logical::And>, 1);
+    t.add(uint16_t(K::LogicalOr), lower_logical<index_kernels::Logical::Or>, 1);
+    t.add(uint16_t(K::LogicalNot), lower_logical_not, 1);
+}
+
+}  // namespace dg

@@ -1,0 +1,101 @@
+// Ops that create tensors from their attributes: Arange, GenIndex, Full.
+// Sizes come from the IR's output shape (evaluated for this binding), never
+// from a trace-time number.
+#include <cmath>
+#include <limits>
+
+#include "../errors.h"
+#include "../generated/dyngraph_ir_generated.h"
+#include "../kernels/index_kernels.h"
+#include "families.h"
+
+namespace dg {
+
+using K = dyngraph::fb::OpKind;
+
+namespace {
+
+constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min();
+constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
+
+bool fits_i32(int64_t v) { return v >= kI32Min && v <= kI32Max; }
+
+// A one-value attribute that is an int or a dimension expression (the IR
+// holds it as INT, INTS or EXPRS of one element), evaluated for this binding.
+int64_t scalar_attr(const LowerCtx& c, std::string_view name, int64_t dflt) {
+    const AttrDef* a = c.op.find(name);
+    if (!a) return dflt;
+    if (a->type == AttrType::Exprs && a->exprs.size() == 1) return c.eval(a->exprs[0]);
+    if ((a->type == AttrType::Int || a->type == AttrType::Ints) && a->ints.size() == 1) return a->ints[0];
+    c.unsupported(cat("attribute '", name, "' must hold one int or dimension expression"));
+}
+
+void lower_arange(LowerCtx& c) {
+    const Dims o = c.out_shape(0);
+    const ggml_type type = ggml_type_of(c.out_dtype(0));
+    if (o.rank != 1) c.unsupported("the output must be 1-D");
+    if (type != GGML_TYPE_F32 && type != GGML_TYPE_I32) c.unsupported(cat("output dtype ", dtype_name(c.out_dtype(0))));
+    const int64_t start = scalar_attr(c, "start", 0), end = scalar_attr(c, "end", 0), step = c.op.get_int("step", 1);
+    if (step == 0) c.unsupported("step is 0");
+    const int64_t n = o.d[0];
+    // the IR's length must be ceil((end - start) / step) for this binding
+    __int128 span = step > 0 ? __int128(end) - start : __int128(start) - end;
+    __int128 s = step > 0 ? step : -__int128(step);
+    __int128 want = span > 0 ? (span + s - 1) / s : 0;
+    if (want != n)
+        fail<CompileError>("internal error: op '", c.op.name, "': arange(", start, ", ", end, ", ", step, ") has ",
+                           int64_t(want), " values, the IR says ", n);
+    if (!fits_i32(start) || !fits_i32(step))
+        fail<ExecutionError>("op '", c.op.name, "': arange start ", start, " / step ", step,
+                             " does not fit the backend's 32-bit integers");
+    if (type == GGML_TYPE_I32 && !fits_i32(int64_t(__int128(start) + __int128(n - 1) * step)))
+        fail<ExecutionError>("op '", c.op.name, "': arange(", start, ", ", end, ", ", step,
+                             ") has values that do not fit the backend's 32-bit integers");
+    c.out = {index_kernels::arange(c.ctx, type, n, int32_t(start), int32_t(step))};
+}
+
+void lower_gen_index(LowerCtx& c) {
+    const Dims s = c.out_shape(0);
+    int64_t axis = c.op.get_int("axis", 0);
+    if (axis < 0) axis += s.rank;
+    if (axis < 0 || axis >= s.rank) c.unsupported(cat("axis ", c.op.get_int("axis", 0), " for rank ", s.rank));
+    if (ggml_type_of(c.out_dtype(0)) != GGML_TYPE_I32) c.unsupported(cat("output dtype ", dtype_name(c.out_dtype(0))));
+    if (s.d[axis] - 1 > kI32Max)
+        fail<ExecutionError>("op '", c.op.name, "': indices up to ", s.d[axis] - 1, " do not fit the backend's 32-bit integers");
+    const auto ne = s.ne();
+    c.out = {index_kernels::gen_index(c.ctx, ne.data(), ggml_dim(int(axis), s.rank))};
+}
+
+void lower_full(LowerCtx& c) {
+    const auto ne = c.out_shape(0).ne();
+    const double v = c.op.get_float("value", 0.0);
+    const DType dt = c.out_dtype(0);
+    switch (dt) {
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+            c.out = {index_kernels::fill_float(c.ctx, ggml_type_of(dt), ne.data(), float(v))};
+            return;
+        case DType::Bool:
+            c.out = {index_kernels::fill_int(c.ctx, ne.data(), v != 0.0 ? 1 : 0)};  // NaN is true, as in numpy
+            return;
+        case DType::I32:
+        case DType::I64: {
+            if (!std::isfinite(v) || std::trunc(v) < double(kI32Min) || std::trunc(v) > double(kI32Max))
+                fail<ExecutionError>("op '", c.op.name, "': value ", v, " does not fit the backend's 32-bit integers");
+            c.out = {index_kernels::fill_int(c.ctx, ne.data(), int32_t(std::trunc(v)))};
+            return;
+        }
+    }
+    c.unsupported(cat("output dtype ", dtype_name(dt)));
+}
+
+}  // namespace
+
+void register_generate(LoweringTable& t) {
+    t.add(uint16_t(K::Arange), lower_arange, 1);
+    t.add(uint16_t(K::GenIndex), lower_gen_index, 1);
+    t.add(uint16_t(K::Full), lower_full, 1);
+}
+
+}  // namespace dg
