@@ -43,9 +43,9 @@ def named_dims():
     return {"n": dg.Dim("n"), "m": dg.Dim("m")}
 
 
-def compile_shapes(kind, shapes, dtype=dg.f32, attrs=None):
+def compile_shapes(kind, shapes, dtype=dg.f32, attrs=None, engine=None):
     dims = named_dims()
-    return compile_op(kind, [symbolic(s, dims) for s in shapes], in_dtypes=dtype, attrs=attrs)
+    return compile_op(kind, [symbolic(s, dims) for s in shapes], in_dtypes=dtype, attrs=attrs, engine=engine)
 
 
 BROADCAST_CASES = {
@@ -107,6 +107,22 @@ def test_binary_f16_matches_numpy_exactly(kind, case, rng):
 @pytest.mark.parametrize("kind", INT_BINARY, ids=lambda k: k.name)
 def test_binary_i32_matches_numpy_exactly(kind, case, rng):
     run_binary_cases(kind, case, dg.i32, lambda s: rng.integers(-1000, 1000, s).astype(np.int32))
+
+
+@pytest.mark.parametrize("const_input", [0, 1])
+@pytest.mark.parametrize("dtype", [dg.f32, dg.i32])
+@pytest.mark.parametrize("kind", [K.Subtract, K.Maximum], ids=lambda k: k.name)
+def test_binary_with_a_constant_operand(kind, dtype, const_input, rng):
+    # the constant is the smaller operand: as input 0 it is the one that broadcasts
+    shapes = [[1, 8], ["n", 8]] if const_input == 0 else [["n", 8], [8]]
+    value = rng.integers(-50, 50, shapes[const_input]).astype(dtype.numpy)
+    dims = named_dims()
+    cp = compile_op(kind, [symbolic(s, dims) for s in shapes], in_dtypes=dtype, constants={const_input: value})
+    for binding in BINDINGS:
+        x = rng.integers(-50, 50, concrete(shapes[1 - const_input], binding)).astype(dtype.numpy)
+        (out,) = run(cp, x)
+        want = BINARY_NUMPY[kind](value, x) if const_input == 0 else BINARY_NUMPY[kind](x, value)
+        np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("kind", [K.Add, K.Subtract, K.Multiply], ids=lambda k: k.name)
@@ -336,6 +352,33 @@ def test_gelu_unknown_mode_is_a_graph_error():
         compile_shapes(K.GELU, [["n"]], attrs={"mode": "quick"})
 
 
+@pytest.mark.parametrize("name", ["ReLU", "GELU_tanh"])
+def test_unary_custom_kernels_split_rows_across_threads(name, rng):
+    kind, attrs, ref, sample = UNARY[name]
+    shape = ["n", "?", "m"]
+    cp = compile_shapes(kind, [shape], attrs=attrs, engine=dg.Engine(dg.Engine.CPU, num_threads=2))
+    for binding in BINDINGS:
+        x = sample(rng, concrete(shape, binding)).astype(np.float32)
+        (out,) = run(cp, x)
+        if F32_ULPS.get(name) == 0:
+            np.testing.assert_array_equal(out, ref(x.astype(np.float64)).astype(np.float32))
+        else:
+            assert_unary_close(name, out, x.astype(np.float64), ref(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize(
+    "kind, dtype",
+    [(K.Maximum, dg.f32), (K.Minimum, dg.f16), (K.Add, dg.i32), (K.Multiply, dg.i32)],
+    ids=lambda v: getattr(v, "name", str(v)),
+)
+def test_binary_custom_kernels_split_rows_across_threads(kind, dtype, rng):
+    sa, sb = ["?", 1, "m"], [1, "n", "m"]
+    cp = compile_shapes(kind, [sa, sb], dtype, engine=dg.Engine(dg.Engine.CPU, num_threads=2))
+    for binding in BINDINGS:
+        a, b = (rng.integers(-99, 99, concrete(s, binding)).astype(dtype.numpy) for s in (sa, sb))
+        np.testing.assert_array_equal(run(cp, a, b)[0], BINARY_NUMPY[kind](a, b))
+
+
 # -- BiasAdd -------------------------------------------------------------------------------------------
 
 # (x shape, bias shape, data_format, numpy axis of the channel)
@@ -377,6 +420,16 @@ def test_bias_add_f32_matches_numpy_exactly(case, rng):
 @pytest.mark.parametrize("case", ["NXC_rank2", "NCX_rank4"])
 def test_bias_add_f16_matches_numpy_exactly(case, rng):
     run_bias_cases(case, dg.f16, rng)
+
+
+@pytest.mark.parametrize("fmt", ["NXC", "NCX"])
+def test_bias_add_with_a_constant_bias(fmt, rng):
+    bias = random_float(rng, (6,), np.float32)
+    shape = ["n", "m", 6] if fmt == "NXC" else ["n", 6, "m"]
+    cp = compile_op(K.BiasAdd, [symbolic(shape, named_dims()), [6]], attrs={"data_format": fmt}, constants={1: bias})
+    for binding in BINDINGS:
+        x = random_float(rng, concrete(shape, binding), np.float32)
+        np.testing.assert_array_equal(run(cp, x)[0], bias_reference(x, bias, fmt))
 
 
 def test_bias_add_bias_must_be_1d():
