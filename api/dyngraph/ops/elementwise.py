@@ -7,7 +7,6 @@ from ..op import OpKind as K
 from .common import broadcast_shapes, normalize_axis, require_float, same_dtype
 from .registry import AttrSpec, TensorType, register
 
-BINARY = (K.Add, K.Subtract, K.Multiply, K.Divide, K.Maximum, K.Minimum)
 UNARY_FLOAT = (K.ReLU, K.SiLU, K.Sigmoid, K.Tanh, K.Exp, K.Log, K.Sqrt, K.Square, K.Abs, K.Neg)
 _BROADCAST = {"auto_broadcast": AttrSpec("str", "numpy", ("numpy", "none"))}
 
@@ -28,7 +27,7 @@ def _broadcast(attrs, ins, ctx):
 @register((K.Add, K.Multiply, K.Maximum, K.Minimum), inputs=(2, 2), attrs=_BROADCAST)
 def binary(attrs, ins, ctx):
     """Elementwise a (op) b with numpy broadcasting: any dtype (on bool, Add is
-    logical or and Multiply logical and, as in numpy; integers wrap around)."""
+    logical or and Multiply logical and, as in numpy; i32 wraps around on overflow)."""
     return _broadcast(attrs, ins, ctx)
 
 
