@@ -1,6 +1,7 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -46,14 +47,23 @@ void binary_rows(ggml_tensor* dst, int ith, int nth, Op op) {
     });
 }
 
+// Integer arithmetic goes through uint32_t, where overflow wraps (defined
+// behaviour) instead of being undefined as it is on int32_t.
+inline float add(float x, float y) { return x + y; }
+inline float sub(float x, float y) { return x - y; }
+inline float mul(float x, float y) { return x * y; }
+inline int32_t add(int32_t x, int32_t y) { return int32_t(uint32_t(x) + uint32_t(y)); }
+inline int32_t sub(int32_t x, int32_t y) { return int32_t(uint32_t(x) - uint32_t(y)); }
+inline int32_t mul(int32_t x, int32_t y) { return int32_t(uint32_t(x) * uint32_t(y)); }
+
 template <class T>
 void binary_typed(ggml_tensor* dst, int ith, int nth, Binary op) {
     switch (op) {
         case Binary::Max: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return x > y || x != x ? x : y; });
         case Binary::Min: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return x < y || x != x ? x : y; });
-        case Binary::Add: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return T(x + y); });
-        case Binary::Sub: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return T(x - y); });
-        case Binary::Mul: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return T(x * y); });
+        case Binary::Add: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return add(x, y); });
+        case Binary::Sub: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return sub(x, y); });
+        case Binary::Mul: return binary_rows<T>(dst, ith, nth, [](T x, T y) { return mul(x, y); });
     }
 }
 
@@ -61,6 +71,36 @@ void binary_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     Binary op = Binary(reinterpret_cast<intptr_t>(ud));
     if (dst->type == GGML_TYPE_F32) binary_typed<float>(dst, ith, nth, op);
     else binary_typed<int32_t>(dst, ith, nth, op);
+}
+
+template <class F>
+void unary_rows(ggml_tensor* dst, int ith, int nth, F f) {
+    const ggml_tensor* a = dst->src[0];
+    for_rows(dst, ith, nth, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char* row = static_cast<const char*>(a->data) + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
+        float* out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+        if (a->nb[0] == sizeof(float)) {  // contiguous rows: a loop the compiler can vectorize
+            const float* in = reinterpret_cast<const float*>(row);
+            for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) out[i0] = f(in[i0]);
+        } else {
+            for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) out[i0] = f(*reinterpret_cast<const float*>(row + i0 * a->nb[0]));
+        }
+    });
+}
+
+// 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), written as
+// x * sigmoid(2u): the same value without the cancellation of 1 + tanh(u) for x < 0.
+inline float gelu_tanh(float x) {
+    constexpr float k2 = 2.0f * 0.7978845608028654f;
+    const float u2 = k2 * x * (1.0f + 0.044715f * x * x);
+    return x / (1.0f + std::exp(-u2));
+}
+
+void unary_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
+    switch (Unary(reinterpret_cast<intptr_t>(ud))) {
+        case Unary::Relu: return unary_rows(dst, ith, nth, [](float x) { return !(x <= 0.0f) ? x : 0.0f; });  // NaN stays NaN
+        case Unary::GeluTanh: return unary_rows(dst, ith, nth, gelu_tanh);
+    }
 }
 
 template <class T>
@@ -156,6 +196,12 @@ void* tag(int v) { return reinterpret_cast<void*>(intptr_t(v)); }
 ggml_tensor* binary(ggml_context* ctx, Binary op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
     ggml_tensor* args[2] = {a, b};
     return ggml_custom_4d(ctx, a->type, ne[0], ne[1], ne[2], ne[3], args, 2, binary_kernel, GGML_N_TASKS_MAX, tag(int(op)));
+}
+
+ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a) {
+    ggml_tensor* args[1] = {a};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, unary_kernel, GGML_N_TASKS_MAX,
+                          tag(int(op)));
 }
 
 ggml_tensor* compare(ggml_context* ctx, Compare op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {

@@ -22,7 +22,9 @@ void lower_arith(LowerCtx& c) {
     ggml_tensor* a = c.in[0];
     ggml_tensor* b = c.in[1];
     if (a->type == GGML_TYPE_I32) {
-        c.out = {kernels::binary(c.ctx, INT_OP, a, b, ne.data())};
+        // bool is held as i32 0/1: bool + bool is logical or, which must stay 0/1
+        kernels::Binary op = INT_OP == kernels::Binary::Add && c.out_dtype(0) == DType::Bool ? kernels::Binary::Max : INT_OP;
+        c.out = {kernels::binary(c.ctx, op, a, b, ne.data())};
         return;
     }
     a = c.cont(a);
@@ -63,12 +65,24 @@ void lower_unary_f32(LowerCtx& c) {
     c.out = {c.cast(OP(c.ctx, x), t)};
 }
 
+// Unary ops whose ggml kernel is not accurate enough in f32 run as our own kernel (on f32).
+template <kernels::Unary OP>
+void lower_unary_kernel(LowerCtx& c) {
+    ggml_tensor* x = c.in[0];
+    ggml_type t = x->type;
+    if (t != GGML_TYPE_F32) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
+    c.out = {c.cast(kernels::unary(c.ctx, OP, x), t)};
+}
+
 void lower_gelu(LowerCtx& c) {
-    if (c.op.get_str("mode", "erf") == "tanh") lower_unary_f32<ggml_gelu>(c);
+    // ggml_gelu reads a table indexed by the input rounded to f16 (about 1e-3 relative error)
+    if (c.op.get_str("mode", "erf") == "tanh") lower_unary_kernel<kernels::Unary::GeluTanh>(c);
     else lower_unary_f32<ggml_gelu_erf>(c);
 }
 
 void lower_bias_add(LowerCtx& c) {
+    // the shape rule admits floating-point inputs only (ggml_add aborts on integers)
+    if (c.in[0]->type == GGML_TYPE_I32) c.unsupported("BiasAdd on integer tensors");
     ggml_tensor* x = c.cont(c.in[0]);
     ggml_tensor* bias = c.cont(c.in[1]);
     Dims xs = c.in_shape(0);
@@ -90,7 +104,7 @@ void register_elementwise(LoweringTable& t) {
     t.add(uint16_t(K::Maximum), lower_minmax<kernels::Binary::Max>, 4);
     t.add(uint16_t(K::Minimum), lower_minmax<kernels::Binary::Min>, 4);
     t.add(uint16_t(K::BiasAdd), lower_bias_add, 4);
-    t.add(uint16_t(K::ReLU), lower_unary_f32<ggml_relu>, 4);
+    t.add(uint16_t(K::ReLU), lower_unary_kernel<kernels::Unary::Relu>, 4);  // ggml_relu maps NaN to 0
     t.add(uint16_t(K::GELU), lower_gelu, 4);
     t.add(uint16_t(K::SiLU), lower_unary_f32<ggml_silu>, 4);
     t.add(uint16_t(K::Sigmoid), lower_unary_f32<ggml_sigmoid>, 4);

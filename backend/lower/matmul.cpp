@@ -39,6 +39,9 @@ void lower_matmul(LowerCtx& c) {
 
 }  // namespace
 
-void register_matmul(LoweringTable& t) { t.add(uint16_t(dyngraph::fb::OpKind::MatMul), lower_matmul, 10); }
+void register_matmul(LoweringTable& t) {
+    // at most: 2 transposes + their copies, 2 input casts, a repeat, the product, bias copy + cast + add, output cast
+    t.add(uint16_t(dyngraph::fb::OpKind::MatMul), lower_matmul, 12);
+}
 
 }  // namespace dg

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from ..dtypes import DataType
 from ..op import OpKind as K
 from .common import broadcast_shapes, normalize_axis, require_float, same_dtype
 from .registry import AttrSpec, TensorType, register
 
-BINARY = (K.Add, K.Subtract, K.Multiply, K.Divide, K.Maximum, K.Minimum)
 UNARY_FLOAT = (K.ReLU, K.SiLU, K.Sigmoid, K.Tanh, K.Exp, K.Log, K.Sqrt, K.Square, K.Abs, K.Neg)
+_BROADCAST = {"auto_broadcast": AttrSpec("str", "numpy", ("numpy", "none"))}
 
 
-@register(BINARY, inputs=(2, 2), attrs={"auto_broadcast": AttrSpec("str", "numpy", ("numpy", "none"))})
-def binary(attrs, ins, ctx):
+def _broadcast(attrs, ins, ctx):
     """Elementwise a (op) b with numpy broadcasting; both inputs share one dtype."""
     a, b = ins
     dt = same_dtype(ins, ctx)
@@ -22,6 +22,29 @@ def binary(attrs, ins, ctx):
     else:
         shape = broadcast_shapes(a.shape, b.shape, ctx)
     return [TensorType(dt, shape)]
+
+
+@register((K.Add, K.Multiply, K.Maximum, K.Minimum), inputs=(2, 2), attrs=_BROADCAST)
+def binary(attrs, ins, ctx):
+    """Elementwise a (op) b with numpy broadcasting: any dtype (on bool, Add is
+    logical or and Multiply logical and, as in numpy; i32 wraps around on overflow)."""
+    return _broadcast(attrs, ins, ctx)
+
+
+@register(K.Subtract, inputs=(2, 2), attrs=_BROADCAST)
+def subtract(attrs, ins, ctx):
+    """a - b with numpy broadcasting; not on bool (as in numpy)."""
+    if same_dtype(ins, ctx) is DataType.boolean:
+        raise ctx.dtype_error("Subtract is not defined on bool tensors")
+    return _broadcast(attrs, ins, ctx)
+
+
+@register(K.Divide, inputs=(2, 2), attrs=_BROADCAST)
+def divide(attrs, ins, ctx):
+    """a / b with numpy broadcasting; floating point only (no integer division)."""
+    same_dtype(ins, ctx)
+    require_float(ins[0], ctx, "input of Divide (no integer division)")
+    return _broadcast(attrs, ins, ctx)
 
 
 @register(UNARY_FLOAT)
@@ -43,6 +66,7 @@ def bias_add(attrs, ins, ctx):
     """x + bias along the channel axis (last for NXC, 1 for NCX); bias is 1-D."""
     x, b = ins
     same_dtype(ins, ctx)
+    require_float(x, ctx)
     if b.rank != 1:
         raise ctx.error(f"bias must be 1-D, got rank {b.rank}")
     axis = normalize_axis(-1 if attrs["data_format"] == "NXC" else 1, x.rank, ctx, "channel axis")
