@@ -87,3 +87,41 @@ def test_padded_static_stack_agrees_with_dynamic_on_the_real_rows(stack, compile
     out = run(cp, padded, causal_mask(127))
     np.testing.assert_allclose(out[:7], run(compiled, x, mask), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(out[:7], stack.reference(x, mask), rtol=RTOL, atol=ATOL)
+
+
+# The stack keeps V as [heads, seq, head_dim] and multiplies P @ V. The
+# other common layout, V transposed once to [heads, head_dim, seq] and read
+# with transpose_b (2 ggml nodes fewer per layer), aborts the process at
+# seq 1: the permuted view has a size-1 innermost dimension, ggml_is_contiguous
+# lets it through LowerCtx::cont without a copy, and ggml_mul_mat asserts
+# !ggml_is_transposed on it. Run in a subprocess because it aborts.
+TRANSPOSED_V_AT_SEQ_1 = """
+import os
+os.environ["GGML_NO_BACKTRACE"] = "1"  # ggml's abort would otherwise run gdb for a backtrace
+import numpy as np, dyngraph as dg
+seq = dg.Dim("seq", min=1, max=16)
+v = dg.LogicalTensor(0, dg.f32, [seq, 4, 8], name="v")
+p = dg.LogicalTensor(1, dg.f32, [4, 3, seq], name="p")
+vt = dg.LogicalTensor(2, dg.f32, None)
+y = dg.LogicalTensor(3, dg.f32, None, name="y")
+g = dg.Graph(dg.Engine.CPU)
+g.add_op(dg.Op(0, dg.OpKind.StaticTranspose, [v], [vt], {"order": [1, 2, 0]}))  # [4, 8, seq]
+g.add_op(dg.Op(1, dg.OpKind.MatMul, [p, vt], [y], {"transpose_b": True}))      # [4, 3, 8]
+g.finalize()
+(part,) = g.get_partitions()
+cp = part.compile([v, p], [y], dg.Engine(dg.Engine.CPU, num_threads=1))
+rng = np.random.default_rng(0)
+for n in (2, 1):
+    V = rng.standard_normal((n, 4, 8), dtype=np.float32)
+    P = rng.standard_normal((4, 3, n), dtype=np.float32)
+    (out,) = cp(V, P)
+    np.testing.assert_allclose(out, P @ V.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="transpose to a size-1 innermost dim, then MatMul(transpose_b): ggml_mul_mat aborts")
+def test_transposed_v_layout_at_seq_1():
+    from subproc import run_python
+
+    r = run_python(TRANSPOSED_V_AT_SEQ_1)
+    assert r.returncode == 0, r.stderr[-2000:]
