@@ -42,6 +42,7 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     ++stats_.misses;
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;
+    stats_.last_graph_nodes = g->n_nodes();
     while (lru_.size() >= capacity_) {
         index_.erase(lru_.back()->key);
         lru_.pop_back();

@@ -31,6 +31,7 @@ struct CacheStats {
     size_t capacity = 0;
     double build_seconds = 0;
     double last_build_seconds = 0;
+    int last_graph_nodes = 0;  // ggml nodes of the most recently built graph
     size_t metadata_bytes = 0;  // graph metadata of the cached entries
     size_t arena_bytes = 0;     // shared compute buffer
     size_t constant_bytes = 0;

@@ -119,6 +119,7 @@ py::dict stats_dict(const CacheStats& s) {
     d["capacity"] = s.capacity;
     d["build_seconds"] = s.build_seconds;
     d["last_build_seconds"] = s.last_build_seconds;
+    d["last_graph_nodes"] = s.last_graph_nodes;
     d["metadata_bytes"] = s.metadata_bytes;
     d["arena_bytes"] = s.arena_bytes;
     d["constant_bytes"] = s.constant_bytes;

@@ -31,6 +31,7 @@ class CacheInfo(NamedTuple):
     capacity: int
     build_seconds: float
     last_build_seconds: float
+    last_graph_nodes: int  # ggml nodes of the most recently built graph
     metadata_bytes: int  # graph metadata held by the cached entries
     arena_bytes: int  # the compute buffer all entries share
     constant_bytes: int
