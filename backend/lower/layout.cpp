@@ -76,8 +76,12 @@ void lower_type_cast(LowerCtx& c) {
         c.out = {x};  // i32 <-> i64 <-> bool share the backend's i32
         return;
     }
-    bool f_from = x->type != GGML_TYPE_I32, f_to = gt != GGML_TYPE_I32;
-    if (f_from && f_to && x->type != GGML_TYPE_F32 && gt != GGML_TYPE_F32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
+    // ggml's CPU copy converts between F32 and each of F16, BF16 and I32, but
+    // not directly between two of those (f16 -> i32 crashes, i32 -> f16
+    // aborts): every other pair goes through F32. That is exact for f16 and
+    // bf16 values and for integers up to 2**24; a larger i32 is rounded to F32
+    // before BF16. F32 -> I32 truncates toward zero, like numpy's astype.
+    if (x->type != GGML_TYPE_F32 && gt != GGML_TYPE_F32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
     c.out = {ggml_cast(c.ctx, c.cont(x), gt)};
 }
 
