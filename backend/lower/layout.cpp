@@ -9,7 +9,12 @@ using K = dyngraph::fb::OpKind;
 
 namespace {
 
-void lower_reshape(LowerCtx& c) { c.out = {c.reshape(c.in[0], c.out_shape(0))}; }
+void lower_reshape(LowerCtx& c) {
+    // The shape rule's guards make the counts equal; ggml_reshape would abort if they were not.
+    Dims in = c.in_shape(0), out = c.out_shape(0);
+    if (in.numel() != out.numel()) c.unsupported("reshape of " + in.str() + " to " + out.str() + " changes the element count");
+    c.out = {c.reshape(c.in[0], out)};
+}
 
 void lower_transpose(LowerCtx& c) {
     Dims s = c.in_shape(0);
@@ -28,7 +33,12 @@ void lower_concat(LowerCtx& c) {
     if (axis < 0) axis += s.rank;
     int dim = ggml_dim(int(axis), s.rank);
     ggml_tensor* r = c.cont(c.in[0]);
-    for (size_t k = 1; k < c.n_in(); ++k) r = ggml_concat(c.ctx, r, c.cont(c.in[k]), dim);
+    for (size_t k = 1; k < c.n_in(); ++k) {
+        ggml_tensor* b = c.cont(c.in[k]);
+        for (int d = 0; d < 4; ++d)  // ggml_concat aborts on a mismatch; the shape rule's guards prevent one
+            if (d != dim && r->ne[d] != b->ne[d]) c.unsupported("concat inputs of different sizes off the concat axis");
+        r = ggml_concat(c.ctx, r, b, dim);
+    }
     c.out = {r};
 }
 
