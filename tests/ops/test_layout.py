@@ -389,6 +389,38 @@ def test_invalid_slice_is_a_shape_error(attrs, match):
         compile_op(K.Slice, [[D, 6]], attrs=attrs)
 
 
+def compile_slice_then(kind, attrs, out_dtype=dg.f32):
+    """x[:, 1:, 2:7] (a strided view, not a copy) feeding one more op."""
+    x = dg.LogicalTensor(0, dg.f32, [D, 5, 9])
+    view = dg.LogicalTensor(1, dg.f32, None)
+    y = dg.LogicalTensor(2, out_dtype, None)
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, K.Slice, [x], [view], {"begin": [1, 2], "end": [INT64_MAX, 7], "axes": [1, 2]}))
+    g.add_op(dg.Op(1, kind, [view], [y], attrs))
+    g.finalize()
+    (part,) = g.get_partitions()
+    return part.compile([x], [y], dg.Engine(dg.Engine.CPU, num_threads=1))
+
+
+@pytest.mark.parametrize(
+    "kind, attrs, out_dtype, ref",
+    [
+        (K.StaticTranspose, {"order": [2, 0, 1]}, dg.f32, lambda v: v.transpose(2, 0, 1)),
+        (K.StaticReshape, {"shape": [-1, 5]}, dg.f32, lambda v: v.reshape(-1, 5)),
+        (K.Slice, {"begin": [1], "end": [INT64_MAX], "axes": [2], "steps": [2]}, dg.f32, lambda v: v[:, :, 1::2]),
+        (K.TypeCast, {}, dg.f16, lambda v: v.astype(np.float16)),
+        (K.ReduceMax, {"axes": [0, 2]}, dg.f32, lambda v: v.max(axis=(0, 2))),
+    ],
+    ids=["transpose", "reshape", "slice", "cast", "reduce_max"],
+)
+def test_a_sliced_view_feeds_the_next_op(kind, attrs, out_dtype, ref):
+    cp = compile_slice_then(kind, attrs, out_dtype)
+    for n in (1, 3, 6):
+        x = arange((n, 5, 9))
+        (y,) = cp(x)
+        np.testing.assert_array_equal(y, ref(x[:, 1:, 2:7]))
+
+
 # -- TypeCast ------------------------------------------------------------------------
 
 

@@ -302,3 +302,44 @@ def test_rms_norm_gamma_of_wrong_shape_is_a_shape_error(gamma_shape):
 def test_rms_norm_of_integers_is_a_dtype_error():
     with pytest.raises(dg.DTypeError):
         compile_op(K.RMSNorm, [[D, 8]], in_dtypes=dg.i32)
+
+
+# -- strided inputs ------------------------------------------------------------------
+
+
+def compile_after_slice(kind, attrs):
+    """x[:, 1:, 2:7] (a strided view, not a copy) feeding the op."""
+    x = dg.LogicalTensor(0, dg.f32, [D, 5, 9])
+    view = dg.LogicalTensor(1, dg.f32, None)
+    y = dg.LogicalTensor(2, dg.f32, None)
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, K.Slice, [x], [view], {"begin": [1, 2], "end": [5, 7], "axes": [1, 2]}))
+    g.add_op(dg.Op(1, kind, [view], [y], attrs))
+    g.finalize()
+    (part,) = g.get_partitions()
+    return part.compile([x], [y], dg.Engine(dg.Engine.CPU, num_threads=1))
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_softmax_of_a_strided_view(axis, rng):
+    cp = compile_after_slice(K.SoftMax, {"axis": axis})
+    for n in (1, 3, 6):
+        x = rng.standard_normal((n, 5, 9)).astype(np.float32)
+        (y,) = cp(x)
+        assert_softmax_close(y, x[:, 1:, 2:7], axis)
+
+
+def test_layer_norm_of_a_strided_view(rng):
+    cp = compile_after_slice(K.LayerNorm, {"begin_norm_axis": 1, "use_affine": False})
+    for n in (1, 3, 6):
+        x = rng.standard_normal((n, 5, 9)).astype(np.float32)
+        (y,) = cp(x)
+        assert_layer_norm_close(y, x[:, 1:, 2:7], 1, 1e-5)
+
+
+def test_rms_norm_of_a_strided_view(rng):
+    cp = compile_after_slice(K.RMSNorm, {})
+    for n in (1, 3, 6):
+        x = rng.standard_normal((n, 5, 9)).astype(np.float32)
+        (y,) = cp(x)
+        np.testing.assert_allclose(y, rms_norm_ref(x[:, 1:, 2:7], -1, 1e-6), rtol=RMS_RTOL, atol=0)
