@@ -139,6 +139,12 @@ def test_reshape_with_a_provably_different_symbolic_count_is_a_shape_error_at_co
         compile_op(K.StaticReshape, [[seq, 4]], attrs={"shape": [seq, 3]})
 
 
+def test_reshape_to_a_dimension_no_input_has_is_a_compile_error():
+    seq, other = dg.Dim("seq"), dg.Dim("other")
+    with pytest.raises(dg.CompileError, match="other"):
+        compile_op(K.StaticReshape, [[seq, 6]], attrs={"shape": [other, -1]})
+
+
 # -- StaticTranspose -----------------------------------------------------------------
 
 
