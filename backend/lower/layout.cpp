@@ -9,7 +9,12 @@ using K = dyngraph::fb::OpKind;
 
 namespace {
 
-void lower_reshape(LowerCtx& c) { c.out = {c.reshape(c.in[0], c.out_shape(0))}; }
+void lower_reshape(LowerCtx& c) {
+    // The shape rule's guards make the counts equal; ggml_reshape would abort if they were not.
+    Dims in = c.in_shape(0), out = c.out_shape(0);
+    if (in.numel() != out.numel()) c.unsupported("reshape of " + in.str() + " to " + out.str() + " changes the element count");
+    c.out = {c.reshape(c.in[0], out)};
+}
 
 void lower_transpose(LowerCtx& c) {
     Dims s = c.in_shape(0);
@@ -28,7 +33,12 @@ void lower_concat(LowerCtx& c) {
     if (axis < 0) axis += s.rank;
     int dim = ggml_dim(int(axis), s.rank);
     ggml_tensor* r = c.cont(c.in[0]);
-    for (size_t k = 1; k < c.n_in(); ++k) r = ggml_concat(c.ctx, r, c.cont(c.in[k]), dim);
+    for (size_t k = 1; k < c.n_in(); ++k) {
+        ggml_tensor* b = c.cont(c.in[k]);
+        for (int d = 0; d < 4; ++d)  // ggml_concat aborts on a mismatch; the shape rule's guards prevent one
+            if (d != dim && r->ne[d] != b->ne[d]) c.unsupported("concat inputs of different sizes off the concat axis");
+        r = ggml_concat(c.ctx, r, b, dim);
+    }
     c.out = {r};
 }
 
@@ -76,8 +86,12 @@ void lower_type_cast(LowerCtx& c) {
         c.out = {x};  // i32 <-> i64 <-> bool share the backend's i32
         return;
     }
-    bool f_from = x->type != GGML_TYPE_I32, f_to = gt != GGML_TYPE_I32;
-    if (f_from && f_to && x->type != GGML_TYPE_F32 && gt != GGML_TYPE_F32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
+    // ggml's CPU copy converts between F32 and each of F16, BF16 and I32, but
+    // not directly between two of those (f16 -> i32 crashes, i32 -> f16
+    // aborts): every other pair goes through F32. That is exact for f16 and
+    // bf16 values and for integers up to 2**24; a larger i32 is rounded to F32
+    // before BF16. F32 -> I32 truncates toward zero, like numpy's astype.
+    if (x->type != GGML_TYPE_F32 && gt != GGML_TYPE_F32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
     c.out = {ggml_cast(c.ctx, c.cont(x), gt)};
 }
 

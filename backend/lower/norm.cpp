@@ -43,6 +43,10 @@ void lower_norm(LowerCtx& c, float eps, ggml_tensor* gamma, ggml_tensor* beta) {
     x = c.flatten_tail(x, s, begin_axis(c, s.rank));
     x = NORM(c.ctx, x, eps);
     x = c.reshape(x, s);
+    // gamma and beta have the normalized shape (the shape rule's guards);
+    // ggml_mul / ggml_add would abort on one that does not broadcast.
+    for (ggml_tensor* p : {gamma, beta})
+        if (p && !ggml_can_repeat(p, x)) c.unsupported("gamma or beta does not have the normalized shape");
     if (gamma) x = ggml_mul(c.ctx, x, to_f32(c, gamma));
     if (beta) x = ggml_add(c.ctx, x, to_f32(c, beta));
     c.out = {c.cast(x, t)};

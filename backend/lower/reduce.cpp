@@ -31,6 +31,9 @@ void lower_reduce(LowerCtx& c) {
     ggml_tensor* x = c.flatten_tail(c.cont(c.permute(c.in[0], rank, perm)), ps, kept);
     if (t != GGML_TYPE_F32 && t != GGML_TYPE_I32) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
     bool is_int = x->type == GGML_TYPE_I32;
+    // ggml_mean computes F32 only (it aborts on I32); the shape rule rejects
+    // an integer mean, this keeps an IR that bypassed it from crashing.
+    if (R == Reduce::Mean && is_int) c.unsupported("ReduceMean of an integer tensor");
     ggml_tensor* r = nullptr;
     switch (R) {
         case Reduce::Sum: r = is_int ? kernels::reduce_rows(c.ctx, kernels::ReduceRows::Sum, x) : ggml_sum_rows(c.ctx, x); break;

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from ..dtypes import DataType
 from ..symbolic import Expr, as_expr, format_shape
@@ -64,3 +64,46 @@ def numel(shape: Sequence[Expr]) -> Expr:
 
 def exprs(values) -> Tuple[Expr, ...]:
     return tuple(as_expr(v) for v in values)
+
+
+def require_equal(a, b, ctx: InferContext, what: str) -> Expr:
+    """Like ctx.equal (a guard when it cannot be decided now), but fails at
+    once when a and b differ for every value the symbols may take
+    (``4*seq`` vs ``3*seq``, ``seq`` vs ``seq + 1``)."""
+    a, b = as_expr(a), as_expr(b)
+    lo, hi = (a - b).bounds()
+    if lo > 0 or hi < 0:
+        raise ctx.error(f"{what}: {a} != {b} for every value of the dimensions")
+    return ctx.equal(a, b, what)
+
+
+def exact_quotient(a: Expr, b: Expr) -> Optional[Expr]:
+    """a / b when b divides a as a polynomial, else None: ``6*seq / seq`` is 6,
+    ``(2*seq*n + 4*n) / (2*n)`` is ``seq + 2``. The divisor is one term (a
+    coefficient times a product of atoms) or a polynomial of which a is an
+    integer multiple."""
+    if b == Expr.const(0):
+        return None
+    terms = b._terms
+    if len(terms) == 1:
+        (mb, cb), = terms
+        q = {}
+        for ma, ca in a._terms:
+            rest = list(ma)
+            for atom in mb:
+                for i, x in enumerate(rest):
+                    if x is atom or x == atom:
+                        del rest[i]
+                        break
+                else:
+                    return None
+            if ca % cb:
+                return None
+            q[tuple(rest)] = ca // cb
+        return Expr(q)
+    mb, cb = terms[0]
+    ca = dict(a._terms).get(mb, 0)
+    if ca % cb:
+        return None
+    k = Expr.const(ca // cb)
+    return k if b * k == a else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..op import OpKind as K
 from ..symbolic import Expr, as_expr, format_shape, sym_max, sym_min
-from .common import normalize_axis, numel, same_dtype
+from .common import exact_quotient, normalize_axis, numel, require_equal, same_dtype
 from .registry import AttrSpec, TensorType, register
 
 # Slice bounds at or above this mean "to the end" (like INT64_MAX in ONNX / torch).
@@ -35,12 +35,18 @@ def reshape_target(src: TensorType, target, special_zero: bool, ctx) -> tuple:
     total = numel(src.shape)
     known = numel([d for d in dims if d is not None])
     if infer_at is not None:
-        q = total // known
-        if (total % known) != Expr.const(0):
-            ctx.equal(total % known, Expr.const(0), f"the input's {total} elements divide into the known dimensions {known}")
+        # [seq, 6] -> [seq, -1] is [seq, 6]: divide symbolically when the
+        # known dimensions divide the element count as polynomials; otherwise
+        # the quotient is an expression and divisibility a runtime check.
+        q = exact_quotient(total, known)
+        if q is None:
+            q = total // known
+            rem = total % known
+            if rem != Expr.const(0):
+                require_equal(rem, 0, ctx, f"the input's {total} elements divide into the known dimensions {known}")
         dims[infer_at] = q
     else:
-        ctx.equal(known, total, f"reshape of {format_shape(src.shape)} to {format_shape(dims)} keeps the element count")
+        require_equal(known, total, ctx, f"reshape of {format_shape(src.shape)} to {format_shape(dims)} keeps the element count")
     return tuple(dims)
 
 
@@ -83,19 +89,23 @@ def concat(attrs, ins, ctx):
             if d == axis:
                 shape[d] = shape[d] + t.shape[d]
             else:
-                shape[d] = ctx.equal(shape[d], t.shape[d], f"input {i} dimension {d}")
+                shape[d] = require_equal(shape[d], t.shape[d], ctx, f"input {i} dimension {d}")
     return [TensorType(dt, tuple(shape))]
 
 
 def _clamp(v: Expr, dim: Expr) -> Expr:
-    """Clamp a slice bound to [0, dim]; negative constants count from the end."""
-    if v.is_const:
-        if v.value >= TO_END:
-            return dim
-        if v.value < 0:
-            v = dim + v.value
-            return v if v.bounds()[0] >= 0 else sym_max(v, 0)
-        return v if v.provably_le(dim) else sym_min(v, dim)
+    """Resolve a slice bound like Python: a negative bound counts from the
+    end, then the result is clamped to [0, dim]. A symbolic bound may be
+    negative for some values of its symbols and not for others (``seq - 4``):
+    the sign test is then part of the expression."""
+    if v.is_const and v.value >= TO_END:
+        return dim
+    lo, hi = v.bounds()
+    if hi < 0:  # always negative (-3, -seq): from the end, so at most dim
+        v = dim + v
+        return v if v.bounds()[0] >= 0 else sym_max(v, 0)
+    if lo < 0:  # either sign: v // (|v| + 1) is -1 when v < 0 and 0 when v >= 0
+        v = v - (v // (sym_max(v, -v) + 1)) * dim
     if v.bounds()[0] < 0:
         v = sym_max(v, 0)
     return v if v.provably_le(dim) else sym_min(v, dim)
@@ -132,7 +142,7 @@ def slice_(attrs, ins, ctx):
             raise ctx.error(f"step {s} on axis {a} must be positive")
         lo, hi = _clamp(as_expr(b), x.shape[a]), _clamp(as_expr(e), x.shape[a])
         n = (hi - lo + (s - 1)) // s
-        if n.is_const and n.value < 1:
+        if n.bounds()[1] < 1:
             raise ctx.error(f"axis {a}: slice [{b}:{e}:{s}] of a dimension of {x.shape[a]} is empty")
         shape[a] = n
         starts[a], strides[a] = lo, s

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from ..op import OpKind as K
-from .common import ONE, normalize_axis
+from .common import ONE, normalize_axis, require_float
 from .registry import AttrSpec, TensorType, register
 
+ATTRS = {"axes": AttrSpec("ints"), "keep_dims": AttrSpec("bool", False)}
 
-@register(
-    (K.ReduceSum, K.ReduceMean, K.ReduceMax, K.ReduceMin),
-    attrs={"axes": AttrSpec("ints"), "keep_dims": AttrSpec("bool", False)},
-)
+
+@register((K.ReduceSum, K.ReduceMax, K.ReduceMin), attrs=ATTRS)
 def reduce(attrs, ins, ctx):
     """Reduce over `axes` (negative axes count from the end)."""
     x = ins[0]
@@ -26,3 +25,10 @@ def reduce(attrs, ins, ctx):
     else:
         shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
     return [TensorType(x.dtype, shape)]
+
+
+@register(K.ReduceMean, attrs=ATTRS)
+def reduce_mean(attrs, ins, ctx):
+    """Mean over `axes`; the input is floating point (the mean of integers is not an integer)."""
+    require_float(ins[0], ctx)
+    return reduce(attrs, ins, ctx)
