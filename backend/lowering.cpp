@@ -28,11 +28,24 @@ void LowerCtx::unsupported(const std::string& why) const {
 ggml_tensor* LowerCtx::reshape(ggml_tensor* t, const Dims& shape) const {
     auto ne = shape.ne();
     if (t->ne[0] == ne[0] && t->ne[1] == ne[1] && t->ne[2] == ne[2] && t->ne[3] == ne[3]) return t;
-    if (!ggml_is_contiguous(t)) t = ggml_cont(ctx, t);
+    t = cont(t);
     return ggml_reshape_4d(ctx, t, ne[0], ne[1], ne[2], ne[3]);
 }
 
-ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return ggml_is_contiguous(t) ? t : ggml_cont(ctx, t); }
+// Dense row-major strides. (ggml_is_contiguous accepts a permuted view when the
+// permuted dimensions have size 1, but kernels such as mul_mat still reject it.)
+static bool dense(const ggml_tensor* t) {
+    size_t nb = ggml_type_size(t->type);
+    if (t->nb[0] != nb) return false;
+    nb = t->nb[0] * size_t(t->ne[0] / ggml_blck_size(t->type));
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) {
+        if (t->ne[i] > 1 && t->nb[i] != nb) return false;
+        nb *= size_t(t->ne[i]);
+    }
+    return true;
+}
+
+ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return dense(t) ? t : ggml_cont(ctx, t); }
 
 ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {
     return t->type == type ? t : ggml_cast(ctx, t, type);

@@ -66,17 +66,6 @@ def exprs(values) -> Tuple[Expr, ...]:
     return tuple(as_expr(v) for v in values)
 
 
-def require_equal(a, b, ctx: InferContext, what: str) -> Expr:
-    """Like ctx.equal (a guard when it cannot be decided now), but fails at
-    once when a and b differ for every value the symbols may take
-    (``4*seq`` vs ``3*seq``, ``seq`` vs ``seq + 1``)."""
-    a, b = as_expr(a), as_expr(b)
-    lo, hi = (a - b).bounds()
-    if lo > 0 or hi < 0:
-        raise ctx.error(f"{what}: {a} != {b} for every value of the dimensions")
-    return ctx.equal(a, b, what)
-
-
 def exact_quotient(a: Expr, b: Expr) -> Optional[Expr]:
     """a / b when b divides a as a polynomial, else None: ``6*seq / seq`` is 6,
     ``(2*seq*n + 4*n) / (2*n)`` is ``seq + 2``. The divisor is one term (a

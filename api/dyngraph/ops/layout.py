@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..op import OpKind as K
 from ..symbolic import Expr, as_expr, format_shape, sym_max, sym_min
-from .common import exact_quotient, normalize_axis, numel, require_equal, same_dtype
+from .common import exact_quotient, normalize_axis, numel, same_dtype
 from .registry import AttrSpec, TensorType, register
 
 # Slice bounds at or above this mean "to the end" (like INT64_MAX in ONNX / torch).
@@ -43,10 +43,10 @@ def reshape_target(src: TensorType, target, special_zero: bool, ctx) -> tuple:
             q = total // known
             rem = total % known
             if rem != Expr.const(0):
-                require_equal(rem, 0, ctx, f"the input's {total} elements divide into the known dimensions {known}")
+                ctx.equal(rem, 0, f"the input's {total} elements divide into the known dimensions {known}")
         dims[infer_at] = q
     else:
-        require_equal(known, total, ctx, f"reshape of {format_shape(src.shape)} to {format_shape(dims)} keeps the element count")
+        ctx.equal(known, total, f"reshape of {format_shape(src.shape)} to {format_shape(dims)} keeps the element count")
     return tuple(dims)
 
 
@@ -89,7 +89,7 @@ def concat(attrs, ins, ctx):
             if d == axis:
                 shape[d] = shape[d] + t.shape[d]
             else:
-                shape[d] = require_equal(shape[d], t.shape[d], ctx, f"input {i} dimension {d}")
+                shape[d] = ctx.equal(shape[d], t.shape[d], f"input {i} dimension {d}")
     return [TensorType(dt, tuple(shape))]
 
 

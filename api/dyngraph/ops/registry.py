@@ -89,13 +89,17 @@ class InferContext:
         return DTypeError(f"{self.op_label}: {msg}")
 
     def equal(self, a: Expr, b: Expr, what: str) -> Expr:
-        """Require a == b. Fails now when both are known; otherwise records a
-        guard checked at execution. Returns the better-known of the two."""
+        """Require a == b. Fails now when they differ for every value the
+        symbols may take; otherwise records a guard checked at execution.
+        Returns the better-known of the two."""
         a, b = as_expr(a), as_expr(b)
         if a == b:
             return a
         if a.is_const and b.is_const:
             raise self.error(f"{what}: {a} != {b}")
+        lo, hi = (a - b).bounds()
+        if lo > 0 or hi < 0:  # 4*seq vs 3*seq, seq vs seq + 1: never equal
+            raise self.error(f"{what}: {a} != {b} for every value of the dimensions")
         self.guards.append((a, b, f"{self.op_label}: {what}"))
         return b if b.is_const else a
 
