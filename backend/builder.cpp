@@ -1,7 +1,6 @@
 #include "builder.h"
 
 #include <chrono>
-#include <unordered_map>
 
 #include "errors.h"
 
@@ -62,53 +61,51 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
 
     BuildEnv env;
     for (size_t i = 0; i < prog.tensors.size(); ++i)
-        if (prog.tensors[i].property == Property::State) env.state.insert(vals[i]);
-    std::unordered_set<const ggml_tensor*> external;
-    std::unordered_map<const ggml_tensor*, std::pair<bool, int>> port_of;
+        if (prog.tensors[i].property == Property::State) env.state[vals[i]] = 1;
+    // tensors in the caller's buffers: input k -> k, output j -> -(j + 1)
+    PtrMap<int> external(prog.inputs.size() + prog.outputs.size());
     for (size_t k = 0; k < prog.inputs.size(); ++k) {
         const TensorDef& t = prog.tensors[size_t(prog.inputs[k])];
         Dims s;
         s.rank = int(t.shape.size());
         for (int d = 0; d < s.rank; ++d) s.d[d] = b.values[size_t(t.shape[size_t(d)])];
         ggml_tensor* leaf = new_tensor(ctx, ggml_type_of(t.dtype), s);
-        ggml_format_name(leaf, "in%zu", k);
         ggml_set_input(leaf);
         vals[size_t(prog.inputs[k])] = leaf;
         g->inputs.push_back(leaf);
-        external.insert(leaf);
-        port_of[leaf] = {false, int(k)};
+        external[leaf] = int(k);
         env.input_port[leaf] = int(k);
     }
 
+    std::vector<ggml_tensor*> in, out;
     for (size_t k = 0; k < prog.ops.size(); ++k) {
         const OpDef& op = prog.ops[k];
-        LowerCtx lc{ctx, prog, op, b.values, {}, {}, env};
-        lc.in.reserve(op.inputs.size());
-        for (int32_t i : op.inputs) lc.in.push_back(vals[size_t(i)]);
+        in.clear();
+        out.clear();
+        for (int32_t i : op.inputs) in.push_back(vals[size_t(i)]);
+        LowerCtx lc{ctx, prog, op, b.values, in, out, env};
         fns[k]->fn(lc);
-        if (lc.out.size() != op.outputs.size())
-            fail<CompileError>("internal error: the lowering of op '", op.name, "' produced ", lc.out.size(), " outputs, expected ",
+        if (out.size() != op.outputs.size())
+            fail<CompileError>("internal error: the lowering of op '", op.name, "' produced ", out.size(), " outputs, expected ",
                                op.outputs.size());
         for (size_t j = 0; j < op.outputs.size(); ++j) {
-            check_lowered(lc, j, lc.out[j]);
-            vals[size_t(op.outputs[j])] = lc.out[j];
+            check_lowered(lc, j, out[j]);
+            vals[size_t(op.outputs[j])] = out[j];
         }
     }
 
     std::vector<ggml_tensor*> roots;
     for (size_t j = 0; j < prog.outputs.size(); ++j) {
         ggml_tensor* t = vals[size_t(prog.outputs[j])];
-        bool direct = t->op != GGML_OP_NONE && t->view_src == nullptr && ggml_is_contiguous(t) && !external.count(t);
+        bool direct = t->op != GGML_OP_NONE && t->view_src == nullptr && !external.contains(t);
         ggml_tensor* holder = t;
         ggml_tensor* node = t;
         if (!direct) {
             holder = ggml_new_tensor(ctx, t->type, 4, t->ne);
             node = ggml_cpy(ctx, t, holder);
         }
-        ggml_format_name(holder, "out%zu", j);
         ggml_set_output(holder);
-        external.insert(holder);
-        port_of[holder] = {true, int(j)};
+        external[holder] = -int(j) - 1;
         g->outputs.push_back(holder);
         roots.push_back(node);
         const TensorDef& def = prog.tensors[size_t(prog.outputs[j])];
@@ -118,20 +115,32 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
         g->output_shapes.push_back(s);
     }
 
+    // ggml names every unnamed node it adds to a graph with snprintf; a short
+    // name set here skips that (a third of the build's time went there)
+    for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t))
+        if (t->name[0] == 0) {
+            t->name[0] = '#';
+            t->name[1] = 0;
+        }
     g->graph = ggml_new_graph_custom(ctx, graph_size, false);
     for (ggml_tensor* r : roots) ggml_build_forward_expand(g->graph, r);
     for (ggml_tensor* s : env.side_effects) ggml_build_forward_expand(g->graph, s);
     g->host_checks = std::move(env.host_checks);
     g->kernel_checks = std::move(env.kernel_checks);
 
-    for (ggml_tensor* leaf : g->inputs) g->external.push_back({leaf, false, port_of[leaf].second, 0});
-    for (ggml_tensor* holder : g->outputs) g->external.push_back({holder, true, port_of[holder].second, 0});
     const int n_nodes = ggml_graph_n_nodes(g->graph);
+    g->external.reserve(prog.inputs.size() + prog.outputs.size() + 8);
+    auto add_external = [&](ggml_tensor* t, int code, size_t off) {
+        g->external.push_back({t, code < 0, code < 0 ? -code - 1 : code, off});
+    };
+    for (size_t k = 0; k < g->inputs.size(); ++k) add_external(g->inputs[k], int(k), 0);
+    for (size_t j = 0; j < g->outputs.size(); ++j) add_external(g->outputs[j], -int(j) - 1, 0);
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor* t = ggml_graph_node(g->graph, i);
+        if (t->view_src == nullptr) continue;
         size_t off = 0;
         ggml_tensor* r = view_root(t, &off);
-        if (r != t && external.count(r)) g->external.push_back({t, port_of[r].first, port_of[r].second, off});
+        if (const int* code = external.find(r)) add_external(t, *code, off);
     }
     g->plan = plan_memory(g->graph, external, opts.align);
     g->cplan = ggml_graph_plan(g->graph, opts.n_threads, opts.threadpool);

@@ -72,10 +72,8 @@ ggml_tensor* LowerCtx::flatten_tail(ggml_tensor* t, const Dims& shape, int first
 }
 
 ggml_tensor* LowerCtx::safe_indices(ggml_tensor* idx, int64_t limit, const std::string& what) const {
-    ggml_tensor* root = view_root(idx);
-    auto it = env.input_port.find(root);
-    if (it != env.input_port.end()) {
-        env.host_checks.push_back({it->second, limit, what});
+    if (const int* port = env.input_port.find(view_root(idx))) {
+        env.host_checks.push_back({*port, limit, what});
         return idx;
     }
     env.kernel_checks.push_back(std::make_unique<KernelIndexCheck>());
@@ -86,7 +84,7 @@ ggml_tensor* LowerCtx::safe_indices(ggml_tensor* idx, int64_t limit, const std::
 }
 
 bool LowerCtx::is_state(const ggml_tensor* t) const {
-    return env.state.count(view_root(const_cast<ggml_tensor*>(t))) != 0;
+    return env.state.contains(view_root(const_cast<ggml_tensor*>(t)));
 }
 
 void LoweringTable::add(uint16_t kind, LowerFn fn, int max_tensors) {

@@ -10,13 +10,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "dtype.h"
 #include "ggml.h"
 #include "program.h"
+#include "ptr_map.h"
 
 namespace dg {
 
@@ -62,8 +61,8 @@ struct KernelIndexCheck {
 
 // What the lowerings of one graph share.
 struct BuildEnv {
-    std::unordered_map<const ggml_tensor*, int> input_port;  // runtime input leaves
-    std::unordered_set<const ggml_tensor*> state;            // the partition's state tensors
+    PtrMap<int> input_port;  // runtime input leaves -> input position
+    PtrMap<char> state;      // the partition's state tensors
     std::vector<ggml_tensor*> side_effects;                  // computed even when nothing reads them
     std::vector<HostIndexCheck> host_checks;
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;
@@ -74,8 +73,8 @@ struct LowerCtx {
     const Program& prog;
     const OpDef& op;
     const std::vector<int64_t>& values;  // every expression node, evaluated
-    std::vector<ggml_tensor*> in;        // the op's inputs
-    std::vector<ggml_tensor*> out;       // set by the lowering, one per op output
+    std::vector<ggml_tensor*>& in;       // the op's inputs
+    std::vector<ggml_tensor*>& out;      // set by the lowering, one per op output
     BuildEnv& env;
 
     int64_t eval(int32_t expr) const { return values[size_t(expr)]; }

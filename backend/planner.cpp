@@ -1,7 +1,6 @@
 #include "planner.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace dg {
 
@@ -69,48 +68,57 @@ private:
 
 }  // namespace
 
-MemoryPlan plan_memory(ggml_cgraph* graph, const std::unordered_set<const ggml_tensor*>& external, size_t align) {
+MemoryPlan plan_memory(ggml_cgraph* graph, const PtrMap<int>& external, size_t align) {
     MemoryPlan plan;
     FreeList fl(align);
     const int n_nodes = ggml_graph_n_nodes(graph);
     auto needs_memory = [&](const ggml_tensor* t) {
-        return t->view_src == nullptr && t->data == nullptr && external.count(t) == 0;
+        return t->view_src == nullptr && t->data == nullptr && !external.contains(t);
     };
-    std::unordered_map<const ggml_tensor*, int> last_use;
-    std::unordered_map<const ggml_tensor*, size_t> offset_of;
+    struct Slot {
+        int last_use = -1;
+        size_t offset = 0;
+        bool live = false;
+    };
+    PtrMap<Slot> slots(size_t(n_nodes) * 2);
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor* t = ggml_graph_node(graph, i);
-        last_use[view_root(t)] = i;
+        slots[view_root(t)].last_use = i;
         for (int s = 0; s < GGML_MAX_SRC; ++s)
-            if (t->src[s]) last_use[view_root(t->src[s])] = i;
+            if (t->src[s]) slots[view_root(t->src[s])].last_use = i;
     }
+    plan.placed.reserve(size_t(n_nodes));
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor* t = ggml_graph_node(graph, i);
         for (int s = 0; s < GGML_MAX_SRC; ++s) {
             ggml_tensor* src = t->src[s];
-            if (src && src->op == GGML_OP_NONE && needs_memory(src) && !offset_of.count(src)) {
-                size_t off = fl.alloc(ggml_nbytes(src));  // a leaf without data: lives for the whole graph
-                offset_of[src] = off;
-                plan.placed.emplace_back(src, off);
-                last_use[src] = n_nodes;
+            if (src && src->op == GGML_OP_NONE && needs_memory(src)) {
+                Slot& sl = slots[src];
+                if (!sl.live && sl.last_use != n_nodes) {
+                    sl.offset = fl.alloc(ggml_nbytes(src));  // a leaf without data: lives for the whole graph
+                    sl.live = true;
+                    sl.last_use = n_nodes;
+                    plan.placed.emplace_back(src, sl.offset);
+                }
             }
         }
         if (t->view_src != nullptr) {
             plan.views.push_back(t);
         } else if (needs_memory(t)) {
-            size_t off = fl.alloc(ggml_nbytes(t));
-            offset_of[t] = off;
-            plan.placed.emplace_back(t, off);
+            Slot& sl = slots[t];
+            sl.offset = fl.alloc(ggml_nbytes(t));
+            sl.live = true;
+            plan.placed.emplace_back(t, sl.offset);
         }
         // release what this node was the last to read (after allocating its output: no aliasing)
         for (int s = 0; s <= GGML_MAX_SRC; ++s) {
             ggml_tensor* src = s < GGML_MAX_SRC ? t->src[s] : t;
             if (!src) continue;
             ggml_tensor* r = view_root(src);
-            auto it = offset_of.find(r);
-            if (it != offset_of.end() && last_use[r] == i) {
-                fl.release(it->second, ggml_nbytes(r));
-                offset_of.erase(it);
+            Slot* sl = slots.find(r);
+            if (sl && sl->live && sl->last_use == i) {
+                fl.release(sl->offset, ggml_nbytes(r));
+                sl->live = false;
             }
         }
     }

@@ -6,11 +6,11 @@
 #pragma once
 
 #include <cstddef>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "ggml.h"
+#include "ptr_map.h"
 
 namespace dg {
 
@@ -21,7 +21,7 @@ struct MemoryPlan {
 };
 
 // `external`: tensors whose memory is the caller's (inputs, outputs) and is set per execution.
-MemoryPlan plan_memory(ggml_cgraph* graph, const std::unordered_set<const ggml_tensor*>& external, size_t align);
+MemoryPlan plan_memory(ggml_cgraph* graph, const PtrMap<int>& external, size_t align);
 
 // Point every planned tensor into `base` and every view at its source.
 void apply_plan(const MemoryPlan& plan, void* base);
