@@ -417,3 +417,17 @@ def test_llama_attention_core(rng):
         (out,) = run(cp, q, k, v, pos)
         qr, kr = (rope_reference(x, pos, mode="neox").transpose(0, 2, 1, 3) for x in (q, k))
         check(out, qr, kr, v.transpose(0, 2, 1, 3), is_causal=True)
+
+
+def test_save_and_load(rng, tmp_path):
+    """The attributes survive serialization: the loaded partition computes the same."""
+    s = dg.Dim("s")
+    cp = compile_sdpa([1, 4, s, 8], [1, 2, s, 8], [1, 2, s, 8], [s, s], mask_dtype=dg.boolean, scale=0.7, is_causal=True)
+    cp.save(tmp_path / "sdpa.dg")
+    loaded = dg.load(tmp_path / "sdpa.dg", dg.Engine(dg.Engine.CPU, num_threads=1))
+    for S in (1, 5):
+        q, k, v = qkv(rng, 1, 4, 2, S, S, 8)
+        m = rng.random((S, S)) < 0.8
+        (out,) = run(loaded, q, k, v, m)
+        check(out, q, k, v, m, scale=0.7, is_causal=True)
+        np.testing.assert_array_equal(out, run(cp, q, k, v, m)[0])

@@ -17,7 +17,8 @@ from oputil import compile_op, run
 
 ROPE = dg.OpKind.RoPE
 F32_EPS = 2.0**-23
-F16_U = 2.0**-11
+F16_U = 2.0**-11  # unit roundoff of f16
+BF16_U = 2.0**-8  # unit roundoff of bf16
 
 
 def reference(x, pos, mode="normal", base=10000.0, scale=1.0, rotary_dims=0):
@@ -140,17 +141,45 @@ def test_normal_is_gptj_rotate_every_two(rng):
     np.testing.assert_allclose(out, want, rtol=0, atol=tolerance(x, pos))
 
 
-def test_f16_input(rng):
+def _to_bf16(x):
+    """f32 -> bf16 bits (round to nearest even), as the array dg.bf16 uses."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16).view(dg.bf16.numpy)
+
+
+def _from_bf16(x):
+    return (np.asarray(x).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [dg.f16, dg.bf16], ids=["f16", "bf16"])
+def test_half_precision_input(rng, dtype):
+    """Computed in f32; only the result is rounded (u relative)."""
+    to, back, u = (
+        (lambda a: a.astype(np.float16), lambda a: a.astype(np.float32), F16_U)
+        if dtype is dg.f16
+        else (_to_bf16, _from_bf16, BF16_U)
+    )
     s = dg.Dim("s")
-    cp = compile_op(ROPE, [[s, 2, 16], [s]], [dg.f16, dg.i32], attrs={"mode": "neox"})
+    cp = compile_op(ROPE, [[s, 2, 16], [s]], [dtype, dg.i32], attrs={"mode": "neox"})
     for S in (1, 9, 20):
-        x = randn(rng, (S, 2, 16)).astype(np.float16)
+        x = to(randn(rng, (S, 2, 16)))
         pos = np.arange(S, dtype=np.int32)
         (out,) = run(cp, x, pos)
-        assert out.dtype == np.float16
-        want = reference(x.astype(np.float32), pos, mode="neox")
-        # one rounding to f16 of the result, plus the f32 computation
-        np.testing.assert_allclose(out.astype(np.float64), want, rtol=F16_U, atol=tolerance(x.astype(np.float32), pos))
+        assert out.dtype == dtype.numpy
+        want = reference(back(x), pos, mode="neox")
+        np.testing.assert_allclose(back(out), want, rtol=u, atol=tolerance(back(x), pos))
+
+
+def test_save_and_load(rng, tmp_path):
+    s = dg.Dim("s")
+    attrs = {"mode": "neox", "base": 500.0, "scale": 0.5, "rotary_dims": 8}
+    cp = compile_op(ROPE, [[s, 2, 16], [s]], [dg.f32, dg.i64], attrs=attrs)
+    cp.save(tmp_path / "rope.dg")
+    loaded = dg.load(tmp_path / "rope.dg", dg.Engine(dg.Engine.CPU, num_threads=1))
+    for S in (1, 7):
+        x, pos = randn(rng, (S, 2, 16)), np.arange(S) + 11
+        (out,) = run(loaded, x, pos)
+        check(out, x, pos, **attrs)
 
 
 # -- errors -----------------------------------------------------------------------------------------
@@ -219,3 +248,9 @@ def test_dynamic_head_size_checked_at_execution(rng):
     cp = compile_op(ROPE, [[3, 2, d], [3]], [dg.f32, dg.i32])
     with pytest.raises(dg.ShapeError, match="even"):
         run(cp, randn(rng, (3, 2, 5)), pos)
+
+
+def test_positions_length_checked_at_execution(rng):
+    cp = compile_op(ROPE, [[dg.DYNAMIC_DIM, 2, 8], [dg.DYNAMIC_DIM]], [dg.f32, dg.i32])
+    with pytest.raises(dg.ShapeError, match="positions"):
+        run(cp, randn(rng, (4, 2, 8)), np.arange(5, dtype=np.int32))
