@@ -115,6 +115,8 @@ const LoweringTable& lowerings() {
         register_dynamic_shape(t);
         register_generate(t);
         register_compare(t);
+        register_attention(t);
+        register_rope(t);
         return t;
     }();
     return table;

@@ -14,5 +14,7 @@ void register_indexing(LoweringTable& t);
 void register_dynamic_shape(LoweringTable& t);
 void register_generate(LoweringTable& t);
 void register_compare(LoweringTable& t);
+void register_attention(LoweringTable& t);
+void register_rope(LoweringTable& t);
 
 }  // namespace dg

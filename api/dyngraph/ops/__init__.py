@@ -1,6 +1,7 @@
 """Op definitions: one module per op family, each with its attributes and shape rules."""
 
 # one import per family (each registers its op kinds)
+from . import attention  # noqa: F401
 from . import compare  # noqa: F401
 from . import dynamic_shape  # noqa: F401
 from . import elementwise  # noqa: F401
