@@ -116,12 +116,10 @@ def build(cfg: LlamaConfig, weights: Dict[str, np.ndarray]):
     h = b.op(OpKind.Gather, [embed, tokens], name="embed_lookup")
 
     # causal mask over the whole cache: key j is visible to query i when j <= positions[i]
+    # (a bool mask: attention takes it on its flash path)
     kv_index = b.op(OpKind.Arange, [], {"start": 0, "end": S}, dtype=dt.i64, name="kv_index")
     pos_col = b.op(OpKind.StaticReshape, [positions], {"shape": [seq, 1]}, dtype=dt.i64, name="pos_col")
-    visible = b.op(OpKind.LessEqual, [kv_index, pos_col], dtype=dt.boolean, name="visible")
-    zero = b.op(OpKind.Full, [], {"shape": [1], "value": 0.0}, name="zero")
-    neg_inf = b.op(OpKind.Full, [], {"shape": [1], "value": float("-inf")}, name="neg_inf")
-    mask = b.op(OpKind.Select, [visible, zero, neg_inf], name="mask")  # [seq, S]
+    mask = b.op(OpKind.LessEqual, [kv_index, pos_col], dtype=dt.boolean, name="visible")  # [seq, S]
 
     for i in range(cfg.layers):
         p = f"l{i}."
