@@ -101,6 +101,21 @@ struct HostList {
     }
 };
 
+// The dtype code of a numpy array's elements, when it can hold `want` (bf16 may come as uint16 / ml_dtypes).
+bool array_holds(const py::array& a, DType want) {
+    const char kind = a.dtype().kind();
+    const auto size = size_t(a.itemsize());
+    switch (want) {
+        case DType::F32: return kind == 'f' && size == 4;
+        case DType::F16: return kind == 'f' && size == 2;
+        case DType::BF16: return size == 2 && kind != 'f' && kind != 'i';
+        case DType::I32: return kind == 'i' && size == 4;
+        case DType::I64: return kind == 'i' && size == 8;
+        case DType::Bool: return kind == 'b';
+    }
+    return false;
+}
+
 py::tuple dims_tuple(const Dims& d) {
     py::tuple t(size_t(d.rank));
     for (int i = 0; i < d.rank; ++i) t[size_t(i)] = d.d[i];
@@ -210,6 +225,49 @@ PYBIND11_MODULE(_backend, m) {
                  return res;
              },
              py::arg("inputs"), py::arg("build") = true, py::arg("check_dtype") = true)
+        .def(
+            "run",
+            [](CompiledPartition& cp, const py::sequence& arrays, const py::sequence& out_dtypes) {
+                // numpy in, numpy out: bind, allocate the outputs, compute (one call for the common case)
+                const Program& prog = cp.program();
+                const size_t n = arrays.size();
+                if (n != prog.inputs.size()) fail<ShapeError>("expected ", prog.inputs.size(), " inputs, got ", n);
+                std::vector<PyTensor> ins(n);
+                std::vector<const HostTensor*> in_ptrs(n);
+                for (size_t i = 0; i < n; ++i) {
+                    const TensorDef& t = prog.tensors[size_t(prog.inputs[i])];
+                    py::array a = py::array::ensure(arrays[i], py::array::c_style);
+                    if (!a) fail<ExecutionError>("input ", i, " ", t.label(), " is not an array");
+                    if (!array_holds(a, t.dtype))
+                        fail<DTypeError>("input ", i, " ", t.label(), ": expected ", dtype_name(t.dtype), " data, got numpy ",
+                                         std::string(py::str(a.dtype())));
+                    std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+                    ins[i] = make_tensor(t.id, int(t.dtype), shape, std::move(a));
+                    in_ptrs[i] = &ins[i].h;
+                }
+                std::vector<Dims> shapes;
+                {
+                    py::gil_scoped_release release;
+                    shapes = cp.infer(in_ptrs.data(), n, true, true);
+                }
+                std::vector<PyTensor> outs(shapes.size());
+                std::vector<const HostTensor*> out_ptrs(shapes.size());
+                py::list result;
+                for (size_t j = 0; j < shapes.size(); ++j) {
+                    const TensorDef& t = prog.tensors[size_t(prog.outputs[j])];
+                    std::vector<py::ssize_t> shape(shapes[j].d, shapes[j].d + shapes[j].rank);
+                    py::array a(py::dtype::from_args(out_dtypes[j]), shape);
+                    result.append(a);
+                    outs[j] = make_tensor(t.id, int(t.dtype), std::vector<int64_t>(shape.begin(), shape.end()), std::move(a));
+                    out_ptrs[j] = &outs[j].h;
+                }
+                {
+                    py::gil_scoped_release release;
+                    cp.execute(in_ptrs.data(), n, out_ptrs.data(), out_ptrs.size());
+                }
+                return result;
+            },
+            py::arg("arrays"), py::arg("out_dtypes"))
         .def("stats", [](const CompiledPartition& cp) { return stats_dict(cp.stats()); })
         .def("clear_cache", &CompiledPartition::clear_cache)
         .def("set_capacity", &CompiledPartition::set_capacity)

@@ -68,7 +68,7 @@ class CompiledPartition:
         self._inputs = [program.tensors[i].logical_tensor() for i in program.inputs]
         self._outputs = [program.tensors[i].logical_tensor() for i in program.outputs]
         self._input_ids = [lt.id for lt in self._inputs]
-        self._dtype_codes = [DTYPE_CODE[lt.dtype] for lt in self._inputs]
+        self._out_dtypes = [lt.dtype.numpy for lt in self._outputs]
 
     @classmethod
     def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int) -> "CompiledPartition":
@@ -124,13 +124,9 @@ class CompiledPartition:
         self._impl.execute(inputs, outputs)
 
     def __call__(self, *arrays) -> List[np.ndarray]:
-        """Convenience: run on numpy arrays, returning new output arrays."""
-        if len(arrays) != len(self._inputs):
-            raise ShapeError(f"expected {len(self._inputs)} input arrays, got {len(arrays)}")
-        ins = [a if isinstance(a, Tensor) else Tensor(lt, self._engine, a) for lt, a in zip(self._inputs, arrays)]
-        outs = [Tensor(lt, self._engine) for lt in self.infer_outputs(ins)]
-        self._impl.execute(ins, outs)
-        return [t.get_data_handle() for t in outs]
+        """Run on arrays (numpy, or anything numpy can view), in get_inputs()
+        order; returns new output arrays. Contiguous inputs are used in place."""
+        return self._impl.run(arrays, self._out_dtypes)
 
     # -- cache -------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:
