@@ -115,6 +115,8 @@ void register_elementwise(LoweringTable& t) {
     t.add(uint16_t(K::Square), lower_unary_f32<ggml_sqr>, 4);
     t.add(uint16_t(K::Abs), lower_unary_f32<ggml_abs>, 4);
     t.add(uint16_t(K::Neg), lower_unary_f32<ggml_neg>, 4);
+    t.add(uint16_t(K::Sin), lower_unary_f32<ggml_sin>, 4);
+    t.add(uint16_t(K::Cos), lower_unary_f32<ggml_cos>, 4);
 }
 
 }  // namespace dg

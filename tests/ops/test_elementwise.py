@@ -238,6 +238,8 @@ UNARY = {
     "Square": (K.Square, {}, np.square, _normal(100.0)),
     "Abs": (K.Abs, {}, np.abs, _normal(3.0)),
     "Neg": (K.Neg, {}, np.negative, _normal(3.0)),
+    "Sin": (K.Sin, {}, np.sin, lambda rng, shape: rng.uniform(-200.0, 200.0, shape)),
+    "Cos": (K.Cos, {}, np.cos, lambda rng, shape: rng.uniform(-200.0, 200.0, shape)),
 }
 
 # f32 error bound relative to the exact result, in ulps of f32 (measured maximum over 64k random inputs
@@ -253,6 +255,8 @@ F32_ULPS = {
     "Tanh": 2,  # [1.25 ulp] libm tanhf
     "Sigmoid": 3,  # [1.11 ulp] 1 / (1 + exp(-x)): exp, an add and a division each round
     "SiLU": 3,  # [1.92 ulp] x / (1 + exp(-x)) with ggml's vectorized exp (itself up to 1.5 ulp)
+    "Sin": 1,  # libm sinf / cosf
+    "Cos": 1,
 }
 # GELU(x) = x * Phi(x) with Phi in [0, 1] computed to absolute f32 precision, so the error is an ulp or
 # so of |x|, not of the result: the result is tiny for x << 0, where 1 + erf(x / sqrt 2) cancels in

@@ -7,7 +7,7 @@ from ..op import OpKind as K
 from .common import broadcast_shapes, normalize_axis, require_float, same_dtype
 from .registry import AttrSpec, TensorType, register
 
-UNARY_FLOAT = (K.ReLU, K.SiLU, K.Sigmoid, K.Tanh, K.Exp, K.Log, K.Sqrt, K.Square, K.Abs, K.Neg)
+UNARY_FLOAT = (K.ReLU, K.SiLU, K.Sigmoid, K.Tanh, K.Exp, K.Log, K.Sqrt, K.Square, K.Abs, K.Neg, K.Sin, K.Cos)
 _BROADCAST = {"auto_broadcast": AttrSpec("str", "numpy", ("numpy", "none"))}
 
 
