@@ -1,0 +1,332 @@
+"""dyngraph.torch: run PyTorch programs (``torch.export``) on dyngraph.
+
+::
+
+    import torch, dyngraph.torch as dgt
+
+    seq = torch.export.Dim("seq", min=1, max=512)
+    run = dgt.compile(model, kwargs={"input_ids": ids}, dynamic_shapes={"input_ids": {1: seq}})
+    out = run(input_ids=other_ids)      # any length the export allowed; same outputs as model(...)
+    print(run.report())                 # what (if anything) runs in PyTorch, and why
+
+The program is decomposed to core ATen (keeping attention, linear, norms
+whole), converted op by op to a dyngraph graph whose dimensions are the
+export's size symbols (``seq``, ``seq + 1``...), partitioned, and each
+supported partition compiled once. Nodes without a dyngraph form run in
+PyTorch between partitions. Buffers the program mutates (a static KV cache)
+become STATE tensors updated in place; ``reset()`` restores them.
+
+Dimensions: dyngraph sizes are at least 1, so a torch ``Dim`` whose range
+starts at 0 or 1 becomes a dimension with minimum 1.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("dyngraph.torch needs PyTorch: pip install 'dyngraph[torch]'") from e
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from torch.utils import _pytree as pytree
+
+from ..engine import Engine
+from ..errors import CompileError, ExecutionError
+from .dtypes import from_numpy, to_numpy
+from .export import decompose, decomposition_table, dim_names, export
+from .fallback import format_report, resolve
+from .lowering import Fallback, ForceFallback, Lowered, Lowering, Ref, RunnerBuffer
+from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
+from .symbols import SymbolTable
+
+MAX_ATTEMPTS = 32
+
+
+class CompiledProgram:
+    """A torch.export program compiled on dyngraph: call it like the module."""
+
+    def __init__(self, ep, lowered: Lowered, steps, owners, parts, engine, decomposed):
+        self.exported_program = decomposed
+        self.engine = engine
+        self._lowered = lowered
+        self._steps = steps
+        self._owners = owners
+        self._parts = parts
+        spec = ep.call_spec
+        self._in_spec, self._out_spec = spec.in_spec, spec.out_spec
+        self._kw_keys = _kwarg_keys(self._in_spec)
+        self._n_args = _n_positional(self._in_spec)
+        self._simple = self._in_spec == pytree.tree_flatten((tuple(range(self._n_args)), {}))[1]
+        self._inputs = lowered.inputs
+        self._consts = [(k, v) for k, v in enumerate(lowered.input_values) if lowered.inputs[k] is None]
+        self._sym_sources = symbol_sources(lowered)
+        self._needs_sym = any(isinstance(o, Ref) and o.kind == Ref.EXPR for o in lowered.outputs) or any(
+            _has_expr(s.args) or _has_expr(s.kwargs) for s in steps if not isinstance(s, DgStep)
+        )
+        self._buffers = lowered.buffers
+        self._buffer_init = {tid: t.clone() for tid, t in lowered.buffers.items()}
+        self._constants = {}
+        needed = set()
+        for s in steps:
+            if not isinstance(s, DgStep):
+                _collect_ids(s.args, needed)
+                _collect_ids(s.kwargs, needed)
+        _collect_ids(lowered.outputs, needed)
+        for tid in needed:
+            if tid in lowered.torch_constants and tid not in lowered.buffers:
+                self._constants[tid] = lowered.torch_constants[tid]
+        self._fast = self._fast_plan()
+
+    # ------------------------------------------------------------------ calling
+    def _flatten(self, args, kwargs) -> list:
+        if not kwargs and self._n_args == len(args) and not self._kw_keys and self._simple:
+            return list(args)
+        if kwargs and self._kw_keys is not None:
+            extra = [k for k in kwargs if k not in self._kw_keys]
+            if extra:
+                raise ExecutionError(f"unexpected keyword arguments {extra}; the program takes {list(self._kw_keys)}")
+            try:
+                kwargs = {k: kwargs[k] for k in self._kw_keys}
+            except KeyError as e:
+                raise ExecutionError(f"missing keyword argument {e.args[0]!r}") from None
+        flat, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
+        if spec != self._in_spec:
+            raise ExecutionError(f"the inputs do not have the structure the program was exported with:\n"
+                                 f"got {spec}\nexpected {self._in_spec}")
+        return flat
+
+    def _fast_plan(self):
+        """One dyngraph partition fed by the inputs, producing every output: the call is one backend run."""
+        lw = self._lowered
+        if len(self._steps) != 1 or not isinstance(self._steps[0], DgStep) or self._buffers or lw.input_mutations:
+            return None
+        step = self._steps[0]
+        pos = {tid: k for k, tid in enumerate(self._inputs) if tid is not None}
+        if not all(i in pos for i in step.in_ids):
+            return None
+        out_pos = {tid: j for j, tid in enumerate(step.out_ids)}
+        outs = []
+        for o in lw.outputs:
+            if not (isinstance(o, Ref) and o.kind == Ref.TENSOR and o.value in out_pos):
+                return None
+            outs.append(out_pos[o.value])
+        simple = self._simple
+        return ([pos[i] for i in step.in_ids], outs, step.run, step.np_dtypes, step.torch_dtypes, simple)
+
+    def __call__(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None:
+            in_pos, out_pos, run, np_dtypes, t_dtypes, simple = fast
+            flat = list(args) if simple and not kwargs and len(args) == self._n_args else self._flatten(args, kwargs)
+            self._check_constants(flat)
+            try:
+                outs = run([to_numpy(flat[k]) for k in in_pos], np_dtypes)
+            except (TypeError, RuntimeError, AttributeError) as e:
+                raise ExecutionError(f"bad inputs: {e}") from None
+            res = [from_numpy(outs[j], t_dtypes[j]) for j in out_pos]
+            return pytree.tree_unflatten(res, self._out_spec)
+        return self._call_general(self._flatten(args, kwargs))
+
+    def _check_constants(self, flat) -> None:
+        for k, v in self._consts:
+            if flat[k] is not v and flat[k] != v:
+                raise ExecutionError(f"input {k} was {v!r} when the program was exported, got {flat[k]!r}")
+
+    def _call_general(self, flat):
+        self._check_constants(flat)
+        env: Dict[int, Any] = dict(self._constants)
+        for k, tid in enumerate(self._inputs):
+            if tid is not None:
+                t = flat[k]
+                if not isinstance(t, torch.Tensor):
+                    raise ExecutionError(f"input {k} must be a tensor, got {type(t).__name__}")
+                env[tid] = t
+        env.update(self._buffers)
+        cache = {}
+
+        def symenv():
+            if "env" not in cache:
+                cache["env"] = symbol_env(self._sym_sources, flat)
+            return cache["env"]
+
+        try:
+            for step in self._steps:
+                step(env, symenv)
+        except (TypeError, RuntimeError, AttributeError) as e:
+            raise ExecutionError(f"{type(e).__name__}: {e}") from None
+        res = [resolve(o, env, symenv) for o in self._lowered.outputs]
+        for k, tid in self._lowered.input_mutations:
+            flat[k].copy_(env[tid])
+        for _, bid, vid in self._lowered.buffer_writes:
+            self._buffers[bid].copy_(env[vid])
+        return pytree.tree_unflatten(res, self._out_spec)
+
+    # ------------------------------------------------------------------- state
+    def reset(self) -> None:
+        """Mutated buffers (a KV cache) back to their values at compile."""
+        seen = set()
+        for cp, _ in self._owners.values():
+            if id(cp) not in seen:
+                seen.add(id(cp))
+                cp.reset_state()
+        for tid, t in self._buffers.items():
+            t.copy_(self._buffer_init[tid])
+
+    def buffer(self, name: str) -> torch.Tensor:
+        """The current value of a mutated buffer (a copy), by its name in the module."""
+        if name in self._owners:
+            cp, tid = self._owners[name]
+            return torch.from_numpy(cp.read_state(tid))
+        for bname, bid, _ in self._lowered.buffer_writes:
+            if bname == name:
+                return self._buffers[bid].clone()
+        raise KeyError(f"{name!r} is not a buffer the program mutates")
+
+    # --------------------------------------------------------------- reporting
+    @property
+    def fallbacks(self) -> List[Fallback]:
+        """The nodes that run in PyTorch: (node, target, reason)."""
+        return list(self._lowered.fallbacks)
+
+    @property
+    def compiled_partitions(self):
+        return [s.cp for s in self._steps if isinstance(s, DgStep)]
+
+    @property
+    def dims(self) -> Dict[str, Any]:
+        """The dyngraph dimensions (by name) the program's sizes are expressions of."""
+        return {d.name: d for d in self._lowered.symbols.dims.values()}
+
+    def cache_info(self):
+        return [cp.cache_info() for cp in self.compiled_partitions]
+
+    def report(self) -> str:
+        n_ops = sum(s.n_ops for s in self._steps if isinstance(s, DgStep))
+        return format_report(self._lowered.fallbacks, n_ops, len(self.compiled_partitions))
+
+    def __repr__(self) -> str:
+        return f"CompiledProgram({len(self.compiled_partitions)} dyngraph partition(s), {len(self.fallbacks)} node(s) in PyTorch)"
+
+
+def _kwarg_keys(in_spec) -> Optional[Tuple[str, ...]]:
+    try:
+        kw = in_spec.child(1)
+        return tuple(kw.context)
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
+def _n_positional(in_spec) -> int:
+    try:
+        return in_spec.child(0).num_children
+    except (AttributeError, IndexError):
+        return 0
+
+
+def _has_expr(t) -> bool:
+    if isinstance(t, Ref):
+        return t.kind == Ref.EXPR
+    if isinstance(t, (list, tuple)):
+        return any(_has_expr(x) for x in t)
+    if isinstance(t, dict):
+        return any(_has_expr(x) for x in t.values())
+    return False
+
+
+def _collect_ids(t, out: set) -> None:
+    if isinstance(t, Ref):
+        if t.kind == Ref.TENSOR:
+            out.add(t.value)
+    elif isinstance(t, (list, tuple)):
+        for x in t:
+            _collect_ids(x, out)
+    elif isinstance(t, dict):
+        for x in t.values():
+            _collect_ids(x, out)
+
+
+def _engine(engine) -> Engine:
+    if engine is None:
+        return Engine()
+    if isinstance(engine, Engine):
+        return engine
+    if isinstance(engine, int) and not isinstance(engine, bool):
+        return Engine(num_threads=engine)
+    raise CompileError(f"engine must be a dyngraph Engine or a thread count, got {engine!r}")
+
+
+def _names(ep, user_names: Dict[Tuple[str, int], str]) -> dict:
+    """sympy symbol -> a readable name: the torch Dim's, else '<input>.dim<d>'."""
+    names = {}
+    sig = ep.graph_signature
+    user = set(sig.user_inputs)
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for d, s in enumerate(val.shape):
+            if isinstance(s, torch.SymInt) and s.node.expr.is_Symbol and s.node.expr not in names:
+                names[s.node.expr] = user_names.get((node.name, d)) or f"{node.name}.dim{d}"
+    return names
+
+
+def compile(
+    model: Union[torch.nn.Module, "torch.export.ExportedProgram"],
+    args: Sequence = (),
+    kwargs: Optional[dict] = None,
+    *,
+    dynamic_shapes: Any = None,
+    weight_type: str = "f32",
+    engine: Union[Engine, int, None] = None,
+    cache_capacity: int = 16,
+    strict: bool = False,
+) -> CompiledProgram:
+    """Compile a ``torch.export`` program (or export ``model`` with ``args``,
+    ``kwargs`` and ``dynamic_shapes`` first) into a callable taking and
+    returning torch tensors, like the module.
+
+    ``weight_type``: storage of matmul and embedding weights ("f32", "f16",
+    "q8_0", "q4_0"). ``engine``: a dyngraph Engine or a thread count.
+    ``cache_capacity``: ggml graphs kept per compiled partition (one per
+    distinct input shape).
+    """
+    if isinstance(model, torch.export.ExportedProgram):
+        ep, names = model, {}
+    else:
+        ep = export(model, args, kwargs, dynamic_shapes, strict=strict)
+        names = dim_names(model, args, kwargs, dynamic_shapes)
+    decomposed = decompose(ep)
+    eng = _engine(engine)
+    options = {"cache_capacity": cache_capacity}
+    if weight_type != "f32":
+        options["weight_type"] = weight_type
+    symbols = SymbolTable(decomposed.range_constraints, _names(decomposed, names))
+    forced: dict = {}
+    runner_buffers: set = set()
+    for _ in range(MAX_ATTEMPTS):
+        try:
+            lowered = Lowering(decomposed, symbols, forced, runner_buffers).run()
+            graph = build_graph(lowered)
+            steps, owners, parts = build_steps(lowered, graph, eng, options)
+        except ForceFallback as e:
+            forced[e.node] = e.reason
+            continue
+        except RunnerBuffer as e:
+            runner_buffers.add(e.name)
+            continue
+        except PartitionFailure as e:
+            new = [n for n in e.nodes if n not in forced]
+            if not new:
+                raise CompileError(e.reason) from None
+            for n in new:
+                forced[n] = e.reason
+            continue
+        return CompiledProgram(decomposed, lowered, steps, owners, parts, eng, decomposed)
+    raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
+
+
+__all__ = ["CompiledProgram", "Fallback", "compile", "decomposition_table", "export"]
+

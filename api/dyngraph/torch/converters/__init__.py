@@ -1,0 +1,15 @@
+"""ATen op converters, one module per op family; each registers its ops in
+:data:`CONVERTERS`."""
+
+from . import attention  # noqa: F401
+from . import compare  # noqa: F401
+from . import elementwise  # noqa: F401
+from . import generate  # noqa: F401
+from . import indexing  # noqa: F401
+from . import layout  # noqa: F401
+from . import matmul  # noqa: F401
+from . import norm  # noqa: F401
+from . import reduce  # noqa: F401
+from .registry import CONVERTERS, Args, Unsupported, bind, converter
+
+__all__ = ["CONVERTERS", "Args", "Unsupported", "bind", "converter"]

@@ -1,0 +1,295 @@
+"""Elementwise arithmetic and activations.
+
+Inputs are cast to the dtype torch computes the result in (the node's output
+dtype); Python numbers become 0-d Full tensors of that dtype. ``x * 1``,
+``x + 0`` and the like are the input itself.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...op import OpKind as K
+from .common import aten, number, through_identities, is_call
+from .registry import Unsupported, converter
+
+
+def _binary(cx, kind, a, b):
+    dt = cx.out_dtype()
+    return cx.emit(kind, [cx.operand(a, dt), cx.operand(b, dt)])
+
+
+def _is(v, x) -> bool:
+    n = number(v)
+    return n is not None and not isinstance(n, bool) and n == x
+
+
+def _same(cx, a):
+    """``a`` itself, when it already is the node's result type."""
+    return cx.cast(cx.tensor(a), cx.out_dtype())
+
+
+@converter(aten.add.Tensor, aten.add.Scalar)
+def add(cx, node, a):
+    alpha = number(a.alpha) if a.alpha is not None else 1
+    if alpha is None:
+        raise Unsupported("a symbolic alpha")
+    if _is(a.other, 0) and cx.is_tensor(a.self):
+        return _same(cx, a.self)
+    if _is(a.self, 0) and cx.is_tensor(a.other) and alpha == 1:
+        return _same(cx, a.other)
+    dt = cx.out_dtype()
+    y = cx.operand(a.other, dt)
+    if alpha != 1:
+        y = cx.emit(K.Multiply, [y, cx.full(alpha, dt)])
+    return cx.emit(K.Add, [cx.operand(a.self, dt), y])
+
+
+@converter(aten.sub.Tensor, aten.sub.Scalar)
+def sub(cx, node, a):
+    alpha = number(a.alpha) if a.alpha is not None else 1
+    if alpha is None:
+        raise Unsupported("a symbolic alpha")
+    if _is(a.other, 0) and cx.is_tensor(a.self):
+        return _same(cx, a.self)
+    dt = cx.out_dtype()
+    y = cx.operand(a.other, dt)
+    if alpha != 1:
+        y = cx.emit(K.Multiply, [y, cx.full(alpha, dt)])
+    return cx.emit(K.Subtract, [cx.operand(a.self, dt), y])
+
+
+@converter(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(cx, node, a):
+    alpha = number(a.alpha) if a.alpha is not None else 1
+    if alpha is None:
+        raise Unsupported("a symbolic alpha")
+    dt = cx.out_dtype()
+    x = cx.operand(a.self, dt)
+    if alpha != 1:
+        x = cx.emit(K.Multiply, [x, cx.full(alpha, dt)])
+    return cx.emit(K.Subtract, [cx.operand(a.other, dt), x])
+
+
+def _rms_norm_pattern(cx, x, r):
+    """x * rsqrt(mean(x ** 2, -1, keepdim) + eps) -> RMSNorm(x), else None."""
+    r = through_identities(r)
+    if not is_call(r, aten.rsqrt.default):
+        return None
+    s = through_identities(r.args[0])
+    if not is_call(s, aten.add.Tensor, aten.add.Scalar) or number(s.args[1]) is None:
+        return None
+    eps = float(number(s.args[1]))
+    m = through_identities(s.args[0])
+    if not is_call(m, aten.mean.dim) or len(m.args) < 3 or not m.args[2]:
+        return None
+    rank = cx.rank_of(x)
+    dims = m.args[1]
+    if dims is None or len(dims) != 1 or dims[0] % max(rank, 1) != rank - 1:
+        return None
+    p = through_identities(m.args[0])
+    if is_call(p, aten.pow.Tensor_Scalar) and _is(p.args[1], 2):
+        base = p.args[0]
+    elif is_call(p, aten.mul.Tensor) and p.args[0] is p.args[1]:
+        base = p.args[0]
+    else:
+        return None
+    if through_identities(base) is not through_identities(x):
+        return None
+    if cx.meta(x).dtype != cx.out.dtype:
+        return None
+    return cx.emit(K.RMSNorm, [cx.tensor(x)], {"epsilon": eps, "begin_norm_axis": -1})
+
+
+@converter(aten.mul.Tensor, aten.mul.Scalar)
+def mul(cx, node, a):
+    if _is(a.other, 1) and cx.is_tensor(a.self):
+        return _same(cx, a.self)
+    if _is(a.self, 1) and cx.is_tensor(a.other):
+        return _same(cx, a.other)
+    if cx.is_tensor(a.self) and cx.is_tensor(a.other):
+        for x, r in ((a.self, a.other), (a.other, a.self)):
+            y = _rms_norm_pattern(cx, x, r)
+            if y is not None:
+                return y
+    return _binary(cx, K.Multiply, a.self, a.other)
+
+
+@converter(aten.div.Tensor, aten.div.Scalar)
+def div(cx, node, a):
+    if _is(a.other, 1) and cx.is_tensor(a.self):
+        return _same(cx, a.self)
+    return _binary(cx, K.Divide, a.self, a.other)
+
+
+@converter(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(cx, node, a):
+    if a.rounding_mode is not None:
+        raise Unsupported(f"rounding_mode={a.rounding_mode!r}")
+    return _binary(cx, K.Divide, a.self, a.other)
+
+
+@converter(aten.maximum.default)
+def maximum(cx, node, a):
+    return _binary(cx, K.Maximum, a.self, a.other)
+
+
+@converter(aten.minimum.default)
+def minimum(cx, node, a):
+    return _binary(cx, K.Minimum, a.self, a.other)
+
+
+def _clamp(cx, x, lo, hi):
+    dt = cx.out_dtype()
+    y = cx.cast(cx.tensor(x), dt)
+    if lo is not None:
+        y = cx.emit(K.Maximum, [y, cx.operand(lo, dt)])
+    if hi is not None:
+        y = cx.emit(K.Minimum, [y, cx.operand(hi, dt)])
+    return y
+
+
+@converter(aten.clamp.default, aten.clamp.Tensor)
+def clamp(cx, node, a):
+    return _clamp(cx, a.self, a.min, a.max)
+
+
+@converter(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(cx, node, a):
+    return _clamp(cx, a.self, a.min, None)
+
+
+@converter(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(cx, node, a):
+    return _clamp(cx, a.self, None, a.max)
+
+
+@converter(aten.hardtanh.default)
+def hardtanh(cx, node, a):
+    return _clamp(cx, a.self, a.min_val, a.max_val)
+
+
+_UNARY = {
+    aten.relu.default: K.ReLU,
+    aten.silu.default: K.SiLU,
+    aten.sigmoid.default: K.Sigmoid,
+    aten.tanh.default: K.Tanh,
+    aten.exp.default: K.Exp,
+    aten.log.default: K.Log,
+    aten.sqrt.default: K.Sqrt,
+    aten.abs.default: K.Abs,
+    aten.neg.default: K.Neg,
+    aten.sin.default: K.Sin,
+    aten.cos.default: K.Cos,
+    aten.erf.default: K.Erf,
+    aten.square.default: K.Square,
+}
+
+
+@converter(*_UNARY)
+def unary(cx, node, a):
+    return cx.emit(_UNARY[node.target], [_same(cx, a.self)])
+
+
+@converter(aten.gelu.default)
+def gelu(cx, node, a):
+    mode = "tanh" if a.approximate == "tanh" else "erf"
+    return cx.emit(K.GELU, [_same(cx, a.self)], {"mode": mode})
+
+
+def _reciprocal(cx, x):
+    return cx.emit(K.Divide, [cx.full(1.0, x.dtype), x])
+
+
+@converter(aten.rsqrt.default)
+def rsqrt(cx, node, a):
+    return _reciprocal(cx, cx.emit(K.Sqrt, [_same(cx, a.self)]))
+
+
+@converter(aten.reciprocal.default)
+def reciprocal(cx, node, a):
+    return _reciprocal(cx, _same(cx, a.self))
+
+
+@converter(aten.pow.Tensor_Scalar)
+def pow_scalar(cx, node, a):
+    e = number(a.exponent)
+    if e is None or isinstance(e, bool):
+        raise Unsupported("a non-numeric exponent")
+    x = _same(cx, a.self)
+    if e == 1:
+        return x
+    if e == 2:
+        return cx.emit(K.Square, [x])
+    if e == 3:
+        return cx.emit(K.Multiply, [cx.emit(K.Square, [x]), x])
+    if e == 4:
+        return cx.emit(K.Square, [cx.emit(K.Square, [x])])
+    if e == 0.5:
+        return cx.emit(K.Sqrt, [x])
+    if e == -0.5:
+        return _reciprocal(cx, cx.emit(K.Sqrt, [x]))
+    if e == -1:
+        return _reciprocal(cx, x)
+    if e == -2:
+        return _reciprocal(cx, cx.emit(K.Square, [x]))
+    raise Unsupported(f"exponent {e}")
+
+
+@converter(aten.pow.Scalar)
+def pow_base(cx, node, a):
+    """c ** x = exp(x * ln c) for a positive base c."""
+    base = number(a.self)
+    if base is None or isinstance(base, bool) or base <= 0:
+        raise Unsupported(f"base {a.self!r}")
+    dt = cx.out_dtype()
+    x = cx.operand(a.exponent, dt)
+    return cx.emit(K.Exp, [cx.emit(K.Multiply, [x, cx.full(math.log(base), dt)])])
+
+
+@converter(aten.leaky_relu.default)
+def leaky_relu(cx, node, a):
+    slope = number(a.negative_slope)
+    if slope is None or not 0 <= slope <= 1:
+        raise Unsupported(f"negative_slope {a.negative_slope!r}")
+    x = _same(cx, a.self)
+    return cx.emit(K.Maximum, [x, cx.emit(K.Multiply, [x, cx.full(slope, x.dtype)])])
+
+
+@converter(aten.hardswish.default)
+def hardswish(cx, node, a):
+    """x * clamp(x + 3, 0, 6) / 6"""
+    x = _same(cx, a.self)
+    dt = x.dtype
+    t = cx.emit(K.Add, [x, cx.full(3.0, dt)])
+    t = cx.emit(K.Minimum, [cx.emit(K.Maximum, [t, cx.full(0.0, dt)]), cx.full(6.0, dt)])
+    return cx.emit(K.Divide, [cx.emit(K.Multiply, [x, t]), cx.full(6.0, dt)])
+
+
+@converter(aten.softplus.default)
+def softplus(cx, node, a):
+    """log(1 + exp(beta x)) / beta, x where beta x > threshold (as torch)."""
+    beta, threshold = number(a.beta), number(a.threshold)
+    if beta is None or threshold is None:
+        raise Unsupported("symbolic beta or threshold")
+    x = _same(cx, a.self)
+    dt = x.dtype
+    bx = x if beta == 1 else cx.emit(K.Multiply, [x, cx.full(beta, dt)])
+    # exp overflows where the threshold switches to x anyway: clamp before
+    safe = cx.emit(K.Minimum, [bx, cx.full(float(threshold), dt)])
+    sp = cx.emit(K.Log, [cx.emit(K.Add, [cx.emit(K.Exp, [safe]), cx.full(1.0, dt)])])
+    if beta != 1:
+        sp = cx.emit(K.Divide, [sp, cx.full(beta, dt)])
+    big = cx.emit(K.Greater, [bx, cx.full(float(threshold), dt)])
+    return cx.emit(K.Select, [big, x, sp])
+
+
+@converter(aten.sign.default)
+def sign(cx, node, a):
+    x = _same(cx, a.self)
+    dt = x.dtype
+    zero = cx.full(0.0, dt)
+    pos = cx.cast(cx.emit(K.Greater, [x, zero]), dt)
+    neg = cx.cast(cx.emit(K.Less, [x, zero]), dt)
+    return cx.emit(K.Subtract, [pos, neg])
+

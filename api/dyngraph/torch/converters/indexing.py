@@ -1,0 +1,202 @@
+"""Reading and writing by index: embedding, index_select, advanced indexing
+(``x[i, j]``), gather, and the writes a KV cache makes (index_copy,
+index_put, slice_scatter, copy).
+
+Advanced indexing and gather become one Gather on the flattened table, at
+the flat index ``i * stride + j`` (negative indices wrap as in torch unless
+the index is known to be non-negative, e.g. an arange). The writes become
+ScatterRows (rows of the second-to-last axis) or CopyToSlice; on a buffer
+held as STATE they update it in place.
+"""
+
+from __future__ import annotations
+
+from ...dtypes import DataType
+from ...op import OpKind as K
+from ...symbolic import as_expr
+from .common import aten, non_negative, norm_dim, number
+from .registry import Unsupported, converter
+
+I64 = DataType.i64
+
+
+def _index(cx, arg):
+    m = cx.meta(arg)
+    if m.dtype.is_floating_point or m.dtype.is_complex:
+        raise Unsupported(f"index of dtype {m.dtype}")
+    if str(m.dtype) in ("torch.bool", "torch.uint8"):
+        raise Unsupported("boolean mask indexing (its size depends on the data)")
+    return cx.tensor(arg)
+
+
+def _wrapped(cx, arg, size):
+    """An index tensor with negative entries counted from the end of ``size``."""
+    i = cx.cast(_index(cx, arg), I64)
+    if non_negative(arg):
+        return i
+    neg = cx.emit(K.Less, [i, cx.full(0, I64)])
+    return cx.emit(K.Select, [neg, cx.emit(K.Add, [i, cx.full(size, I64)]), i])
+
+
+def _scaled(cx, i, stride):
+    s = as_expr(stride)
+    if s.is_const and s.value == 1:
+        return i
+    return cx.emit(K.Multiply, [i, cx.full(s.value if s.is_const else s, I64)])
+
+
+def _numel(shape):
+    n = as_expr(1)
+    for d in shape:
+        n = n * d
+    return n.value if n.is_const else n
+
+
+@converter(aten.embedding.default)
+def embedding(cx, node, a):
+    return cx.emit(K.Gather, [cx.tensor(a.weight), _index(cx, a.indices)], {"axis": 0})
+
+
+@converter(aten.index_select.default)
+def index_select(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    size = cx.shape_of(a.self)[d]
+    y = cx.emit(K.Gather, [cx.tensor(a.self), _wrapped(cx, a.index, size)], {"axis": d})
+    return cx.reshape(y, cx.out_shape())
+
+
+@converter(aten.index.Tensor)
+def index(cx, node, a):
+    """x[..., i0, i1, ...] with adjacent index tensors (broadcast together)."""
+    idx = list(a.indices)
+    pos = [k for k, t in enumerate(idx) if t is not None]
+    if not pos:
+        return cx.tensor(a.self)
+    if pos != list(range(pos[0], pos[-1] + 1)):
+        raise Unsupported("index tensors that are not adjacent")
+    xs = cx.shape_of(a.self)
+    d0, m = pos[0], len(pos)
+    flat, stride = None, as_expr(1)
+    for k in reversed(range(m)):
+        size = xs[d0 + k]
+        term = _scaled(cx, _wrapped(cx, idx[d0 + k], size), stride)
+        flat = term if flat is None else cx.emit(K.Add, [term, flat])
+        stride = stride * size
+    x = cx.tensor(a.self)
+    if m > 1:
+        x = cx.reshape(x, tuple(xs[:d0]) + (_numel(xs[d0:d0 + m]),) + tuple(xs[d0 + m:]))
+    y = cx.emit(K.Gather, [x, flat], {"axis": d0})
+    return cx.reshape(y, cx.out_shape())
+
+
+@converter(aten.gather.default)
+def gather(cx, node, a):
+    """out[i][j][k] = x[i][index[i][j][k]][k] (for dim 1): a Gather of the
+    flattened x at i * stride0 + index * stride1 + k."""
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    xs = cx.shape_of(a.self)
+    index = _index(cx, a.index)
+    flat, stride = None, as_expr(1)
+    for k in reversed(range(rank)):
+        if k == d:
+            term = _wrapped(cx, a.index, xs[k])
+        elif as_expr(xs[k]) == 1:
+            term = None  # the only index along this axis is 0
+        else:
+            term = cx.emit(K.GenIndex, [index], {"axis": k}, dtype=I64)
+        if term is not None:
+            term = _scaled(cx, term, stride)
+            flat = term if flat is None else cx.emit(K.Add, [term, flat])
+        stride = stride * xs[k]
+    table = cx.reshape(cx.tensor(a.self), (_numel(xs),))
+    y = cx.emit(K.Gather, [table, flat], {"axis": 0})
+    return cx.reshape(y, cx.out_shape())
+
+
+@converter(aten.index_copy.default)
+def index_copy(cx, node, a):
+    """x.index_copy(dim, index, src) along the second-to-last axis: ScatterRows."""
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    if rank < 2 or d != rank - 2:
+        raise Unsupported(f"index_copy along dimension {d} of a rank-{rank} tensor (only the second-to-last)")
+    x = cx.tensor(a.self)
+    src = cx.cast(cx.tensor(a.source), x.dtype)
+    return cx.emit(K.ScatterRows, [x, _index(cx, a.index), src])
+
+
+@converter(aten.index_put.default)
+def index_put(cx, node, a):
+    """x[..., idx, :] = v with one 1-D index on the second-to-last axis: ScatterRows."""
+    if a.accumulate:
+        raise Unsupported("accumulate=True")
+    rank = cx.rank_of(a.self)
+    idx = list(a.indices)
+    pos = [k for k, t in enumerate(idx) if t is not None]
+    if rank < 2 or pos != [rank - 2] or cx.rank_of(idx[rank - 2]) != 1:
+        raise Unsupported("index_put other than one 1-D index on the second-to-last axis")
+    x = cx.tensor(a.self)
+    vs = cx.shape_of(a.values)
+    want = list(cx.shape_of(a.self))
+    want[rank - 2] = cx.shape_of(idx[rank - 2])[0]
+    if len(vs) != rank or any(as_expr(p) != as_expr(q) for p, q in zip(vs, want)):
+        raise Unsupported(f"values of shape {list(vs)} broadcast into rows {want}")
+    src = cx.cast(cx.tensor(a.values), x.dtype)
+    return cx.emit(K.ScatterRows, [x, _wrapped(cx, idx[rank - 2], cx.shape_of(a.self)[rank - 2]), src])
+
+
+def _copy_into(cx, x, src, starts):
+    return cx.emit(K.CopyToSlice, [x, cx.cast(src, x.dtype)], {"starts": list(starts)})
+
+
+@converter(aten.slice_scatter.default)
+def slice_scatter(cx, node, a):
+    """x[..., start:end, ...] = src: CopyToSlice."""
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    step = number(a.step) if a.step is not None else 1
+    if step != 1:
+        raise Unsupported(f"step {a.step}")
+    start = cx.size(a.start) if a.start is not None else 0
+    if isinstance(start, int) and start < 0:
+        start = as_expr(cx.shape_of(a.self)[d]) + start
+        start = start.value if start.is_const else start
+    starts = [0] * rank
+    starts[d] = start
+    return _copy_into(cx, cx.tensor(a.self), cx.tensor(a.src), starts)
+
+
+@converter(aten.select_scatter.default)
+def select_scatter(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    i = cx.size(a.index)
+    if isinstance(i, int) and i < 0:
+        i = as_expr(cx.shape_of(a.self)[d]) + i
+        i = i.value if i.is_const else i
+    shape = list(cx.shape_of(a.src))
+    shape.insert(d, 1)
+    starts = [0] * rank
+    starts[d] = i
+    return _copy_into(cx, cx.tensor(a.self), cx.reshape(cx.tensor(a.src), shape), starts)
+
+
+@converter(aten.copy.default)
+def copy(cx, node, a):
+    """The value of ``self.copy_(src)``: src in self's dtype and shape. When self
+    is a buffer held as STATE the copy is written into it (CopyToSlice)."""
+    x = cx.tensor(a.self)
+    xs, ss = cx.shape_of(a.self), cx.shape_of(a.src)
+    same = len(xs) == len(ss) and all(as_expr(p) == as_expr(q) for p, q in zip(xs, ss))
+    if cx.is_state(x):
+        if not same:
+            raise Unsupported(f"a copy of {list(ss)} into the state's {list(xs)}")
+        return _copy_into(cx, x, cx.tensor(a.src), [0] * len(xs))
+    y = cx.cast(cx.tensor(a.src), x.dtype)
+    if same:
+        return y
+    if x.dtype is DataType.boolean:
+        return cx.emit(K.LogicalOr, [y, cx.full(0, x.dtype, xs)])
+    return cx.emit(K.Add, [y, cx.full(0, x.dtype, xs)])

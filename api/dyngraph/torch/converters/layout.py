@@ -1,0 +1,208 @@
+"""Ops that move data: views and reshapes, permutes, slices, cat, split,
+expand, copies and dtype casts.
+
+Reshape-like ops (view, reshape, unsqueeze, squeeze, flatten) reshape to the
+shape torch.export recorded for their result: its dimensions are the
+program's size expressions, so the target is never a trace-time number.
+"""
+
+from __future__ import annotations
+
+from ...dtypes import DataType
+from ...op import OpKind as K
+from ...ops.layout import TO_END
+from ...symbolic import as_expr
+from .common import aten, norm_dim
+from .registry import Unsupported, converter
+
+
+@converter(
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default,
+    aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims,
+    aten.flatten.using_ints, aten.unflatten.int,
+)
+def reshape(cx, node, a):
+    return cx.reshape(cx.tensor(node.args[0]), cx.out_shape())
+
+
+@converter(aten.permute.default, aten.permute_copy.default)
+def permute(cx, node, a):
+    rank = cx.rank_of(a.self)
+    return cx.transpose(cx.tensor(a.self), [norm_dim(d, rank) for d in a.dims])
+
+
+@converter(aten.transpose.int)
+def transpose(cx, node, a):
+    rank = cx.rank_of(a.self)
+    order = list(range(rank))
+    d0, d1 = norm_dim(a.dim0, rank), norm_dim(a.dim1, rank)
+    order[d0], order[d1] = order[d1], order[d0]
+    return cx.transpose(cx.tensor(a.self), order)
+
+
+@converter(aten.t.default)
+def t(cx, node, a):
+    rank = cx.rank_of(a.self)
+    return cx.transpose(cx.tensor(a.self), [1, 0] if rank == 2 else list(range(rank)))
+
+
+@converter(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
+           aten.lift_fresh_copy.default, aten.alias_copy.default, aten.detach_copy.default)
+def identity(cx, node, a):
+    return cx.tensor(a.self)
+
+
+@converter(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten.type_as.default)
+def to_copy(cx, node, a):
+    return cx.cast(cx.tensor(a.self), cx.out_dtype())
+
+
+def _slice_bound(cx, v, default):
+    if v is None:
+        return default
+    v = cx.size(v)
+    if isinstance(v, int) and v >= TO_END:
+        return TO_END
+    return v
+
+
+def _is_whole(cx, start, end, step, dim_size) -> bool:
+    if step != 1:
+        return False
+    if not (isinstance(start, int) and start == 0):
+        return False
+    if isinstance(end, int) and end >= TO_END:
+        return True
+    return as_expr(end) == as_expr(dim_size) or (
+        isinstance(dim_size, int) and isinstance(end, int) and end >= dim_size
+    ) or as_expr(dim_size).provably_le(end)
+
+
+@converter(aten.slice.Tensor, aten.slice_copy.Tensor)
+def slice_(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    start, end = _slice_bound(cx, a.start, 0), _slice_bound(cx, a.end, TO_END)
+    step = cx.size(a.step)
+    if not isinstance(step, int):
+        raise Unsupported("a symbolic step")
+    x = cx.tensor(a.self)
+    if _is_whole(cx, start, end, step, cx.shape_of(a.self)[d]):
+        return x
+    return cx.emit(K.Slice, [x], {"begin": [start], "end": [end], "axes": [d], "steps": [step]})
+
+
+@converter(aten.narrow.default)
+def narrow(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    start, length = cx.size(a.start), cx.size(a.length)
+    return cx.emit(K.Slice, [cx.tensor(a.self)], {"begin": [start], "end": [as_expr(start) + length], "axes": [d]})
+
+
+@converter(aten.select.int, aten.select_copy.int)
+def select(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    i = cx.size(a.index)
+    if isinstance(i, int) and i < 0:
+        size = cx.shape_of(a.self)[d]
+        i = as_expr(size) + i
+        i = i.value if i.is_const else i
+    y = cx.emit(K.Slice, [cx.tensor(a.self)], {"begin": [i], "end": [as_expr(i) + 1], "axes": [d]})
+    return cx.reshape(y, cx.out_shape())
+
+
+@converter(aten.cat.default, aten.concat.default)
+def cat(cx, node, a):
+    dt = cx.out_dtype()
+    parts = []
+    for t in a.tensors:
+        shape = cx.shape_of(t)
+        if any(isinstance(s, int) and s == 0 for s in shape):
+            continue  # torch skips empty inputs
+        parts.append(cx.cast(cx.tensor(t), dt))
+    if not parts:
+        raise Unsupported("every input is empty")
+    if len(parts) == 1:
+        return parts[0]
+    rank = cx.out.dim()
+    return cx.emit(K.Concat, parts, {"axis": norm_dim(a.dim, rank)})
+
+
+def _split(cx, x, d, sizes):
+    outs, start = [], as_expr(0)
+    for s in sizes:
+        end = start + s
+        st = start.value if start.is_const else start
+        en = end.value if end.is_const else end
+        if len(sizes) == 1:
+            outs.append(x)
+        else:
+            outs.append(cx.emit(K.Slice, [x], {"begin": [st], "end": [en], "axes": [d]}))
+        start = end
+    return tuple(outs)
+
+
+@converter(aten.split.Tensor, aten.split_with_sizes.default, aten.split_copy.Tensor, aten.split_with_sizes_copy.default)
+def split(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    sizes = [cx.sym.dim_or_int(o.shape[d]) for o in cx.out]
+    return _split(cx, cx.tensor(a.self), d, sizes)
+
+
+@converter(aten.chunk.default)
+def chunk(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    sizes = [cx.sym.dim_or_int(o.shape[d]) for o in cx.out]
+    return _split(cx, cx.tensor(a.self), d, sizes)
+
+
+@converter(aten.unbind.int)
+def unbind(cx, node, a):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    n = cx.shape_of(a.self)[d]
+    if not isinstance(n, int):
+        raise Unsupported("unbind along a dynamic dimension")
+    x = cx.tensor(a.self)
+    outs = []
+    for i, o in enumerate(cx.out):
+        y = cx.emit(K.Slice, [x], {"begin": [i], "end": [i + 1], "axes": [d]}) if n > 1 else x
+        outs.append(cx.reshape(y, cx.sym.shape(o)))
+    return tuple(outs)
+
+
+@converter(aten.expand.default, aten.expand_copy.default, aten.broadcast_to.default, aten.expand_as.default)
+def expand(cx, node, a):
+    """Broadcast to the result's shape: nothing when the shape does not change,
+    else the input plus a zero (or false) of the result's shape."""
+    x = cx.tensor(node.args[0])
+    want = cx.out_shape()
+    have = cx.type(x).shape
+    if len(have) == len(want) and all(as_expr(h) == as_expr(w) for h, w in zip(have, want)):
+        return x
+    if cx.supports(K.Expand):
+        return cx.emit(K.Expand, [x], {"shape": list(want)})
+    if x.dtype is DataType.boolean:
+        return cx.emit(K.LogicalOr, [x, cx.full(0, x.dtype, want)])
+    return cx.emit(K.Add, [x, cx.full(0, x.dtype, want)])
+
+
+@converter(aten.repeat.default)
+def repeat(cx, node, a):
+    """x.repeat(r0, r1, ...) as a Concat of copies per repeated axis (static repeats)."""
+    x = cx.tensor(a.self)
+    reps = [cx.size(r) for r in a.repeats]
+    if not all(isinstance(r, int) for r in reps):
+        raise Unsupported("symbolic repeats")
+    rank = cx.rank_of(a.self)
+    if len(reps) > rank:
+        x = cx.reshape(x, (1,) * (len(reps) - rank) + tuple(cx.shape_of(a.self)))
+    for d, r in enumerate(reps):
+        if r > 1:
+            x = cx.emit(K.Concat, [x] * r, {"axis": d})
+    return x
+

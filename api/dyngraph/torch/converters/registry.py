@@ -1,0 +1,57 @@
+"""The converter table: one function per ATen op (or small family of ops).
+
+A converter is called with the lowering context ``cx`` (see
+:class:`dyngraph.torch.lowering.Lowering`), the FX node, and the node's
+arguments bound by name to the op's schema (``a.self``, ``a.other``,
+``a.dim``...; defaults filled in). It emits dyngraph ops through ``cx`` and
+returns the node's value: a logical tensor, a tuple of them, or a size.
+Raising :class:`Unsupported` (with a reason) makes the node run in PyTorch;
+whatever the converter emitted before is discarded.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Callable, Dict
+
+CONVERTERS: Dict[object, Callable] = {}
+
+
+class Unsupported(Exception):
+    """This node (with these arguments) has no dyngraph form; it runs in PyTorch."""
+
+
+def converter(*targets):
+    """Register a converter for one or several ATen op overloads."""
+
+    def deco(fn):
+        for t in targets:
+            if t in CONVERTERS:
+                raise RuntimeError(f"two converters for {t}")
+            CONVERTERS[t] = fn
+        return fn
+
+    return deco
+
+
+class Args(SimpleNamespace):
+    """A node's arguments, by schema name."""
+
+
+def bind(node) -> Args:
+    """Bind an FX node's args and kwargs to its op's schema argument names."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return Args(args=node.args, kwargs=node.kwargs)
+    out = {}
+    pos = list(node.args)
+    for i, a in enumerate(schema.arguments):
+        if i < len(pos) and not a.kwarg_only:
+            out[a.name] = pos[i]
+        elif a.name in node.kwargs:
+            out[a.name] = node.kwargs[a.name]
+        elif a.has_default_value():
+            out[a.name] = a.default_value
+        else:
+            out[a.name] = None
+    return Args(**out)

@@ -1,0 +1,95 @@
+"""Exporting a module and preparing an ExportedProgram for conversion.
+
+The program is decomposed to core ATen with a table that keeps the ops
+dyngraph runs whole (attention, linear, matmul, the norms, silu,
+index_copy): one dyngraph op each instead of a handful.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import torch
+from torch._decomp import core_aten_decompositions
+
+from ..errors import CompileError
+
+aten = torch.ops.aten
+
+# ops converted whole: not decomposed
+KEEP = (
+    aten.scaled_dot_product_attention.default,
+    aten.linear.default,
+    aten.matmul.default,
+    aten.silu.default,
+    aten.rms_norm.default,
+    aten.layer_norm.default,
+    aten.index_copy.default,
+    aten.hardswish.default,
+    aten.softplus.default,
+)
+
+
+def decomposition_table() -> dict:
+    """Core ATen decompositions, except for the ops dyngraph converts whole."""
+    table = dict(core_aten_decompositions())
+    for op in KEEP:
+        table.pop(op, None)
+    return table
+
+
+def export(module: torch.nn.Module, args: Tuple = (), kwargs: Optional[dict] = None,
+           dynamic_shapes: Any = None, strict: bool = False) -> torch.export.ExportedProgram:
+    """``torch.export.export`` in eval mode and without autograd."""
+    if not isinstance(module, torch.nn.Module):
+        raise CompileError(f"expected a torch.nn.Module or an ExportedProgram, got {type(module).__name__}")
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            return torch.export.export(module, tuple(args), dict(kwargs or {}), dynamic_shapes=dynamic_shapes,
+                                       strict=strict)
+    except Exception as e:  # torch raises many kinds of errors here
+        raise CompileError(f"torch.export failed: {type(e).__name__}: {e}") from e
+    finally:
+        module.train(was_training)
+
+
+def decompose(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    try:
+        return ep.run_decompositions(decomposition_table())
+    except Exception as e:
+        raise CompileError(f"decomposing the exported program failed: {type(e).__name__}: {e}") from e
+
+
+def dim_names(module, args, kwargs, dynamic_shapes) -> Dict[Tuple[str, int], str]:
+    """(top-level argument name, dimension) -> the torch.export.Dim's name, for
+    the arguments ``dynamic_shapes`` describes by name or position (used to
+    name dyngraph's dimensions like the user's)."""
+    if dynamic_shapes is None:
+        return {}
+    try:
+        bound = inspect.signature(module.forward).bind(*args, **(kwargs or {}))
+    except (TypeError, ValueError):
+        return {}
+    names = list(bound.arguments)
+    if isinstance(dynamic_shapes, Mapping):
+        specs = dict(dynamic_shapes)
+    elif isinstance(dynamic_shapes, (tuple, list)):
+        specs = dict(zip(names, dynamic_shapes))
+    else:
+        return {}
+    out = {}
+    for arg, spec in specs.items():
+        if isinstance(spec, Mapping):
+            items = spec.items()
+        elif isinstance(spec, (tuple, list)):
+            items = enumerate(spec)
+        else:
+            continue
+        for d, dim in items:
+            name = getattr(dim, "__name__", None)
+            if isinstance(d, int) and isinstance(name, str):
+                out[(arg, d)] = name
+    return out

@@ -1,0 +1,674 @@
+"""FX graph (of a decomposed ExportedProgram) -> dyngraph graph.
+
+Every node of the program is converted in order. Placeholders become logical
+tensors (user inputs VARIABLE, weights CONSTANT, mutated buffers STATE);
+SymInt-valued nodes become dimension expressions; each ATen op is converted
+by its function in the converter table (:mod:`dyngraph.torch.converters`).
+A node that has no converter, or whose converter refuses it, becomes a
+``Wildcard`` op with the output shapes torch.export recorded: the dyngraph
+partitioner puts it in an unsupported partition, and the runner executes the
+original FX node with PyTorch there.
+
+Each emitted op is shape-inferred at once with dyngraph's own rules, so a
+converter that produced something inconsistent is caught at its node (which
+then falls back) rather than when the whole graph is finalized. Converters
+may look through the nodes that produce their arguments (``x * rsqrt(mean(x
+** 2) + eps)`` is one RMSNorm); ops nothing uses are dropped at the end.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.fx as fx
+from torch.export.graph_signature import InputKind, OutputKind
+
+from ..dtypes import DataType
+from ..errors import CompileError, DyngraphError
+from ..inference import check_rank
+from ..logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
+from ..op import Op, OpKind
+from ..ops import InferContext, TensorType, schema_of
+from ..ops.registry import check_arity, normalize_attrs
+from ..partition import backend_supported_kinds
+from ..state import WRITERS, state_versions
+from ..symbolic import Expr, as_expr
+from .converters import CONVERTERS, Unsupported, bind
+from .dtypes import dg_dtype, to_numpy
+from .symbols import SymbolTable
+
+# nodes that only check things torch already checked at export
+IGNORED = {
+    torch.ops.aten._assert_tensor_metadata.default,
+    torch.ops.aten._assert_scalar.default,
+    torch.ops.aten._assert_async.default,
+    torch.ops.aten._assert_async.msg,
+    torch.ops.aten.sym_constrain_range_for_size.default,
+    torch.ops.aten.sym_constrain_range.default,
+    torch.ops.aten._functional_sym_constrain_range_for_size.default,
+    torch.ops.aten._functional_sym_constrain_range.default,
+}
+
+
+@dataclass
+class Fallback:
+    """A node that runs in PyTorch, and why."""
+
+    node: str
+    target: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.node} ({self.target}): {self.reason}"
+
+
+@dataclass
+class Lowered:
+    """What the runner needs: the ops (in order), the tensors, data, and where
+    the program's inputs and outputs are."""
+
+    ops: List[Op]
+    op_nodes: Dict[int, fx.Node]  # op id -> the node it came from
+    tensors: Dict[int, LogicalTensor]
+    data: Dict[int, np.ndarray]  # CONSTANT data / STATE initial values
+    torch_constants: Dict[int, torch.Tensor]  # constants as torch tensors (for fallback nodes)
+    inputs: List[Optional[int]]  # flat user input -> tensor id (None for non-tensor inputs)
+    input_values: List[Any]  # non-tensor inputs' trace-time values
+    outputs: List[Any]  # flat user outputs: Ref (a tensor or a size) or a constant
+    input_mutations: List[Tuple[int, int]]  # (flat user input, tensor id of its new value)
+    buffer_writes: List[Tuple[str, int, int]]  # runner-owned buffers: (name, input id, new value id)
+    buffers: Dict[int, torch.Tensor]  # runner-owned buffers by input id (their current value)
+    states: Dict[str, int]  # mutated buffers held as STATE: name -> tensor id
+    wildcards: Dict[int, "WildcardInfo"]
+    fallbacks: List[Fallback]
+    symbols: SymbolTable
+    sink_id: Optional[int]
+    torch_dtypes: Dict[int, torch.dtype] = field(default_factory=dict)
+
+
+@dataclass
+class WildcardInfo:
+    node: fx.Node
+    args: Any  # templates (see runner.resolve)
+    kwargs: Any
+    outputs: Any  # the output structure: tensor ids in place of tensors
+
+
+class Ref:
+    """In a template of a node's arguments or outputs: a tensor (by id) or a size expression."""
+
+    TENSOR = "tensor"
+    EXPR = "expr"
+    __slots__ = ("kind", "value")
+
+    def __init__(self, kind: str, value):
+        self.kind = kind
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Ref({self.kind}, {self.value})"
+
+
+class ForceFallback(Exception):
+    """Raised when a node needs the torch value of a node that was converted
+    without producing it (e.g. an unused output of a multi-output op)."""
+
+    def __init__(self, node: fx.Node, reason: str):
+        super().__init__(reason)
+        self.node = node
+        self.reason = reason
+
+
+class _Missing:
+    """An output of a converted node that dyngraph does not compute."""
+
+    def __init__(self, node, index):
+        self.node = node
+        self.index = index
+
+
+class Lowering:
+    """The conversion context handed to converters (``cx``)."""
+
+    def __init__(self, ep, symbols: SymbolTable, forced: Dict[fx.Node, str], runner_buffers: set):
+        self.ep = ep
+        self.sym = symbols
+        self.forced = forced
+        self.runner_buffers = runner_buffers
+        self.kinds = backend_supported_kinds()
+        self.ops: List[Op] = []
+        self.op_nodes: Dict[int, fx.Node] = {}
+        self.tensors: Dict[int, LogicalTensor] = {}
+        self.types: Dict[int, TensorType] = {}
+        self.values: Dict[fx.Node, Any] = {}
+        self.data: Dict[int, np.ndarray] = {}
+        self.torch_constants: Dict[int, torch.Tensor] = {}
+        self.torch_dtypes: Dict[int, torch.dtype] = {}
+        self.opaque: set = set()  # tensor ids dyngraph cannot hold (float64, rank > 4...)
+        self.wildcards: Dict[int, WildcardInfo] = {}
+        self.fallbacks: Dict[int, Fallback] = {}
+        self.node: Optional[fx.Node] = None
+        self._next_tensor = 0
+        self._next_op = 0
+        self._full_cache: Dict[tuple, LogicalTensor] = {}
+        self.state_root: Dict[int, int] = {}  # version tensor id -> state tensor id
+
+    # ------------------------------------------------------------------ tensors
+    def new_tensor(self, dtype: DataType, shape=None, prop=VARIABLE, name=None) -> LogicalTensor:
+        lt = LogicalTensor(self._next_tensor, dtype, shape, property=prop, name=name)
+        self._next_tensor += 1
+        self.tensors[lt.id] = lt
+        return lt
+
+    def _declare(self, fake, name, prop=VARIABLE) -> LogicalTensor:
+        """A tensor with torch's (symbolic) shape; dtypes without a dyngraph form are opaque."""
+        dt = dg_dtype(fake.dtype)
+        try:
+            shape = self.sym.shape(fake)
+        except Unsupported:
+            shape = None
+        lt = self.new_tensor(dt or DataType.f32, shape, prop, name)
+        self.torch_dtypes[lt.id] = fake.dtype
+        if dt is None or shape is None or len(shape) > 4:
+            self.opaque.add(lt.id)
+        elif shape is not None:
+            self.types[lt.id] = TensorType(dt, tuple(as_expr(d) for d in shape))
+        return lt
+
+    # ------------------------------------------------------------- converter API
+    def meta(self, node):
+        """torch.export's value of a node (a FakeTensor, SymInt, tuple...)."""
+        if not isinstance(node, fx.Node):
+            return node
+        return node.meta.get("val")
+
+    @property
+    def out(self):
+        """The (fake) value of the node being converted."""
+        return self.meta(self.node)
+
+    def out_dtype(self) -> DataType:
+        dt = dg_dtype(self.out.dtype)
+        if dt is None:
+            raise Unsupported(f"dtype {self.out.dtype}")
+        return dt
+
+    def out_shape(self) -> tuple:
+        return self.sym.shape(self.out)
+
+    def shape_of(self, arg) -> tuple:
+        """torch's shape of a tensor argument (ints and Exprs)."""
+        return self.sym.shape(self.meta(arg))
+
+    def rank_of(self, arg) -> int:
+        return self.meta(arg).dim()
+
+    def value(self, arg):
+        if isinstance(arg, fx.Node):
+            v = self.values.get(arg)
+            if isinstance(v, _Missing):
+                raise ForceFallback(v.node, f"output {v.index} is used by {self.node.name}")
+            return v
+        return arg
+
+    def tensor(self, arg) -> LogicalTensor:
+        """The logical tensor of a tensor argument."""
+        v = self.value(arg)
+        if not isinstance(v, LogicalTensor):
+            raise Unsupported(f"argument {arg} is not a tensor")
+        if v.id in self.opaque:
+            why = self.torch_dtypes.get(v.id)
+            raise Unsupported(f"input {arg} has no dyngraph form ({why}, shape {self.meta(arg).shape})")
+        return v
+
+    def is_tensor(self, arg) -> bool:
+        return isinstance(arg, fx.Node) and isinstance(self.values.get(arg), LogicalTensor)
+
+    def type(self, lt: LogicalTensor) -> TensorType:
+        return self.types[lt.id]
+
+    def size(self, v):
+        """An int or Expr for a size argument (int, SymInt node, SymInt)."""
+        if isinstance(v, fx.Node):
+            got = self.value(v)
+            if isinstance(got, (int, Expr)) and not isinstance(got, bool):
+                return got.value if isinstance(got, Expr) and got.is_const else got
+            raise Unsupported(f"argument {v} is not a size")
+        return self.sym.dim_or_int(v)
+
+    def sizes(self, vs) -> tuple:
+        return tuple(self.size(v) for v in vs)
+
+    def supports(self, kind: OpKind) -> bool:
+        return kind in self.kinds
+
+    def emit(self, kind: OpKind, inputs: Sequence[LogicalTensor], attrs: Optional[dict] = None,
+             dtype: Optional[DataType] = None, n_out: int = 1, name: Optional[str] = None):
+        """Add an op; returns its output (or outputs). Its shapes are inferred now."""
+        if kind not in self.kinds:
+            raise Unsupported(f"the backend has no {kind.name}")
+        inputs = list(inputs)
+        for lt in inputs:
+            if lt.id not in self.types:
+                raise Unsupported(f"input {lt.label} of {kind.name} has no known type")
+        provisional = dtype or (inputs[0].dtype if inputs else DataType.f32)
+        outs = [LogicalTensor(self._next_tensor + k, provisional, None) for k in range(n_out)]
+        label = name or f"{self.node.name if self.node is not None else 'op'}.{kind.name}"
+        op = Op(self._next_op, kind, inputs, outs, attrs or {}, label)
+        schema = schema_of(kind)
+        try:
+            check_arity(schema, len(inputs), n_out, op.label)
+            norm = normalize_attrs(schema, op.attrs, op.label)
+            ctx = InferContext(op.label, op.outputs, op.name)
+            types = schema.infer(norm, [self.types[lt.id] for lt in inputs], ctx)
+            for t in types:
+                check_rank(op.label, t)
+        except DyngraphError as e:
+            raise Unsupported(str(e)) from None
+        if ctx.value_symbols:
+            raise Unsupported(f"{kind.name} reads sizes from tensor values")
+        if dtype is not None and any(t.dtype is not dtype for t in types):
+            raise Unsupported(f"{kind.name} produces {types[0].dtype}, not {dtype}")
+        outs = [self.new_tensor(t.dtype) for t in types]
+        op.outputs = outs
+        for lt, t in zip(outs, types):
+            self.types[lt.id] = t
+        self.ops.append(op)
+        self.op_nodes[op.id] = self.node
+        self._next_op += 1
+        if kind in WRITERS and self.is_state(inputs[0]):
+            self.state_root[outs[0].id] = self.state_root.get(inputs[0].id, inputs[0].id)
+        return outs[0] if n_out == 1 else outs
+
+    def is_state(self, lt: LogicalTensor) -> bool:
+        """Whether ``lt`` is a STATE tensor or a version of one (written in place)."""
+        return lt.property is STATE or lt.id in self.state_root
+
+    # helpers shared by converters
+    def cast(self, lt: LogicalTensor, dtype: DataType) -> LogicalTensor:
+        if lt.dtype is dtype:
+            return lt
+        return self.emit(OpKind.TypeCast, [lt], dtype=dtype)
+
+    def full(self, value, dtype: DataType, shape=()) -> LogicalTensor:
+        """A tensor filled with ``value`` (a number, or a size expression: a scalar only)."""
+        if isinstance(value, Expr) and value.is_const:
+            value = value.value
+        if isinstance(value, Expr):
+            if tuple(shape) != ():
+                raise Unsupported("a symbolic fill value of a non-scalar")
+            return self.expr_tensor(value, dtype)
+        if isinstance(value, bool):
+            value = float(value)
+        key = (float(value), dtype, tuple(shape), self.node)
+        hit = self._full_cache.get(key)
+        if hit is not None:
+            return hit
+        lt = self.emit(OpKind.Full, [], {"shape": list(shape), "value": float(value)}, dtype=dtype)
+        self._full_cache[key] = lt
+        return lt
+
+    def expr_tensor(self, e: Expr, dtype: DataType) -> LogicalTensor:
+        """A 0-d tensor holding the value of a size expression (an Arange of one element)."""
+        one = self.emit(OpKind.Arange, [], {"start": e, "end": e + 1, "step": 1}, dtype=DataType.i64)
+        return self.cast(self.reshape(one, ()), dtype)
+
+    def operand(self, arg, dtype: DataType) -> LogicalTensor:
+        """A tensor argument cast to ``dtype``, or a number / size as a 0-d tensor of ``dtype``."""
+        if isinstance(arg, fx.Node):
+            v = self.value(arg)
+            if isinstance(v, LogicalTensor):
+                return self.cast(self.tensor(arg), dtype)
+            if isinstance(v, (int, float, Expr)):
+                return self.full(v, dtype)
+            raise Unsupported(f"argument {arg} is neither a tensor nor a number")
+        if isinstance(arg, (int, float, bool)):
+            return self.full(arg, dtype)
+        if isinstance(arg, torch.SymInt):
+            return self.full(self.sym.expr(arg), dtype)
+        raise Unsupported(f"argument {arg!r} is neither a tensor nor a number")
+
+    def reshape(self, lt: LogicalTensor, shape) -> LogicalTensor:
+        shape = tuple(shape)
+        cur = self.types[lt.id].shape
+        if len(cur) == len(shape) and all(as_expr(a) == as_expr(b) for a, b in zip(cur, shape)):
+            return lt
+        return self.emit(OpKind.StaticReshape, [lt], {"shape": list(shape)})
+
+    def transpose(self, lt: LogicalTensor, order) -> LogicalTensor:
+        order = list(order)
+        if order == list(range(len(order))):
+            return lt
+        return self.emit(OpKind.StaticTranspose, [lt], {"order": order})
+
+    # --------------------------------------------------------------- conversion
+    def run(self) -> Lowered:
+        ep = self.ep
+        sig = ep.graph_signature
+        graph = ep.graph
+        self.input_specs = {s.arg.name: s for s in sig.input_specs if hasattr(s.arg, "name")}
+        self.mutated_buffers = {s.target for s in sig.output_specs if s.kind is OutputKind.BUFFER_MUTATION}
+        self.user_inputs: List[Optional[int]] = []
+        self.user_input_values: List[Any] = []
+        self.states: Dict[str, int] = {}
+        self.buffers: Dict[int, torch.Tensor] = {}
+        self.buffer_ids: Dict[str, int] = {}
+        self.user_input_pos: Dict[str, int] = {}
+        for node in graph.nodes:
+            self.node = node
+            if node.op == "placeholder":
+                self._placeholder(node)
+            elif node.op == "call_function":
+                self._call(node)
+            elif node.op == "get_attr":
+                obj = ep.graph_module
+                for part in node.target.split("."):
+                    obj = getattr(obj, part)
+                self.values[node] = obj
+            elif node.op == "output":
+                return self._finish(node)
+        raise CompileError("the exported graph has no output node")
+
+    def _placeholder(self, node: fx.Node) -> None:
+        spec = self.input_specs.get(node.name)
+        fake = node.meta.get("val")
+        kind = spec.kind if spec is not None else InputKind.USER_INPUT
+        if kind is InputKind.USER_INPUT:
+            self.user_input_pos[node.name] = len(self.user_inputs)
+            if isinstance(fake, torch.Tensor):
+                lt = self._declare(fake, node.name)
+                self.values[node] = lt
+                self.user_inputs.append(lt.id)
+                self.user_input_values.append(None)
+            elif isinstance(fake, torch.SymInt):
+                raise CompileError(f"input {node.name} is a symbolic int; pass sizes as tensor shapes")
+            else:
+                self.values[node] = fake
+                self.user_inputs.append(None)
+                self.user_input_values.append(fake)
+            return
+        if kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            t = self.ep.state_dict.get(spec.target) if spec.target in self.ep.state_dict else self.ep.constants.get(spec.target)
+            if not isinstance(t, torch.Tensor):
+                raise CompileError(f"{node.name}: no data for {spec.target}")
+            t = t.detach()
+            if kind is InputKind.BUFFER and spec.target in self.mutated_buffers:
+                if spec.target in self.runner_buffers:
+                    lt = self._declare(t, node.name)
+                    self.buffers[lt.id] = t.clone()
+                else:
+                    lt = self._declare(t, node.name, STATE)
+                    self.states[spec.target] = lt.id
+                    if lt.id not in self.opaque:
+                        self.data[lt.id] = to_numpy(t.contiguous())
+                self.buffer_ids[spec.target] = lt.id
+                self.torch_constants[lt.id] = t
+                self.values[node] = lt
+                return
+            lt = self._declare(t, node.name, CONSTANT)
+            self.torch_constants[lt.id] = t
+            if lt.id not in self.opaque:
+                self.data[lt.id] = to_numpy(t.contiguous())
+            self.values[node] = lt
+            return
+        raise CompileError(f"input {node.name} of kind {kind.name} is not supported")
+
+    def _call(self, node: fx.Node) -> None:
+        target = node.target
+        if target in IGNORED:
+            self.values[node] = None
+            return
+        if target is operator.getitem:
+            src, idx = node.args
+            v = self.values.get(src)
+            if isinstance(v, (tuple, list)):
+                self.values[node] = v[idx]
+                return
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and not isinstance(val, torch.Tensor):
+            # a size computed from sizes: its expression is in the node's value
+            try:
+                self.values[node] = self.sym.expr(val)
+                return
+            except Unsupported as e:
+                raise CompileError(f"{node.name}: the size {val} has no dyngraph form ({e})") from None
+        if isinstance(val, (torch.SymFloat, torch.SymBool)):
+            raise CompileError(f"{node.name}: symbolic {type(val).__name__} values are not supported")
+        if node in self.forced:
+            self._wildcard(node, self.forced[node])
+            return
+        conv = CONVERTERS.get(target)
+        if conv is None:
+            self._wildcard(node, "no converter")
+            return
+        mark_ops = len(self.ops)
+        try:
+            self._check_types(node)
+            value = conv(self, node, bind(node))
+            self._check_value(node, value)
+        except Unsupported as e:
+            self._rollback(mark_ops)
+            self._wildcard(node, str(e) or "unsupported arguments")
+            return
+        self.values[node] = value
+
+    def _rollback(self, mark_ops: int) -> None:
+        for op in self.ops[mark_ops:]:
+            self.op_nodes.pop(op.id, None)
+        del self.ops[mark_ops:]
+        self._full_cache = {k: v for k, v in self._full_cache.items() if k[3] is not self.node}
+
+    def _check_types(self, node: fx.Node) -> None:
+        def check(v, what):
+            if isinstance(v, torch.Tensor):
+                if dg_dtype(v.dtype) is None:
+                    raise Unsupported(f"{what} has dtype {v.dtype}")
+                if v.dim() > 4:
+                    raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most 4 dimensions)")
+                if v.device.type != "cpu":
+                    raise Unsupported(f"{what} is on {v.device}")
+            elif isinstance(v, (tuple, list)):
+                for x in v:
+                    check(x, what)
+
+        check(node.meta.get("val"), "the result")
+
+    def _check_value(self, node: fx.Node, value) -> None:
+        """A converter's result must be torch's value: same dtype, rank and static sizes."""
+        fake = node.meta.get("val")
+        if isinstance(fake, torch.Tensor):
+            if not isinstance(value, LogicalTensor):
+                raise Unsupported("the converter produced no tensor")
+            t = self.types.get(value.id)
+            want = dg_dtype(fake.dtype)
+            if t is None or t.dtype is not want or t.rank != fake.dim():
+                got = "unknown" if t is None else f"{t.dtype}{list(t.shape)}"
+                raise Unsupported(f"converted to {got}, torch has {fake.dtype}{list(fake.shape)}")
+            for d, (e, s) in enumerate(zip(t.shape, fake.shape)):
+                if isinstance(s, int) and e.is_const and e.value != s:
+                    raise Unsupported(f"converted to shape {list(t.shape)}, torch has {list(fake.shape)}")
+
+    def _template(self, a):
+        """How to find an argument's value when the node runs in PyTorch."""
+        if isinstance(a, fx.Node):
+            v = self.values.get(a)
+            if isinstance(v, _Missing):
+                raise ForceFallback(v.node, f"output {v.index} is used by {self.node.name}")
+            return self._value_template(v)
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._template(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self._template(x) for k, x in a.items()}
+        if isinstance(a, torch.SymInt):
+            return Ref(Ref.EXPR, self.sym.expr(a))
+        return a
+
+    def _value_template(self, v):
+        if isinstance(v, LogicalTensor):
+            return Ref(Ref.TENSOR, v.id)
+        if isinstance(v, Expr):
+            return Ref(Ref.EXPR, v)
+        if isinstance(v, (list, tuple)):
+            return type(v)(self._value_template(x) for x in v)
+        return v
+
+    def _wildcard(self, node: fx.Node, reason: str) -> None:
+        """The node runs in PyTorch: a Wildcard op with torch's output shapes."""
+        self.node = node
+        args = self._template(node.args)
+        kwargs = self._template(dict(node.kwargs))
+        inputs: List[LogicalTensor] = []
+
+        def collect(t):
+            if isinstance(t, Ref):
+                if t.kind == Ref.TENSOR:
+                    lt = self.tensors[t.value]
+                    if lt not in inputs:
+                        inputs.append(lt)
+            elif isinstance(t, (list, tuple)):
+                for x in t:
+                    collect(x)
+            elif isinstance(t, dict):
+                for x in t.values():
+                    collect(x)
+
+        collect(args)
+        collect(kwargs)
+        outputs: List[LogicalTensor] = []
+
+        def declare(v, path):
+            if isinstance(v, torch.Tensor):
+                lt = self._declare(v, f"{node.name}{path}")
+                outputs.append(lt)
+                return lt
+            if isinstance(v, (list, tuple)):
+                return type(v)(declare(x, f"{path}[{i}]") for i, x in enumerate(v))
+            if isinstance(v, torch.SymInt):
+                try:
+                    return self.sym.expr(v)
+                except Unsupported:
+                    raise CompileError(f"{node.name} ({node.target}) computes a data-dependent size; not supported") from None
+            return v
+
+        value = declare(node.meta.get("val"), "")
+        op = Op(self._next_op, OpKind.Wildcard, inputs, outputs, {}, node.name)
+        self._next_op += 1
+        self.ops.append(op)
+        self.op_nodes[op.id] = node
+        self.wildcards[op.id] = WildcardInfo(node, args, kwargs, self._value_template(value))
+        self.fallbacks[op.id] = Fallback(node.name, _target_name(node.target), reason)
+        self.values[node] = value
+
+    # ------------------------------------------------------------------- finish
+    def _finish(self, out_node: fx.Node) -> Lowered:
+        sig = self.ep.graph_signature
+        results = out_node.args[0]
+        outputs, roots, user_roots = [], [], []
+        input_mutations, buffer_writes = [], []
+        self.node = out_node
+        for spec, v in zip(sig.output_specs, results):
+            val = self.values.get(v) if isinstance(v, fx.Node) else v
+            if isinstance(val, _Missing):
+                raise ForceFallback(val.node, "its output is a program output")
+            if spec.kind is OutputKind.USER_OUTPUT:
+                outputs.append(self._value_template(val))
+                if isinstance(val, LogicalTensor):
+                    user_roots.append(val)
+            elif spec.kind is OutputKind.BUFFER_MUTATION:
+                if not isinstance(val, LogicalTensor):
+                    raise CompileError(f"buffer {spec.target} is assigned a non-tensor")
+                sid = self.states.get(spec.target)
+                if sid is not None:
+                    val = self._final_state_write(spec.target, sid, val)
+                    roots.append(val)
+                else:
+                    buffer_writes.append((spec.target, self.buffer_ids[spec.target], val.id))
+                    user_roots.append(val)
+            elif spec.kind is OutputKind.USER_INPUT_MUTATION:
+                if not isinstance(val, LogicalTensor):
+                    raise CompileError(f"input {spec.target} is assigned a non-tensor")
+                input_mutations.append((self.user_input_pos[spec.target], val.id))
+                user_roots.append(val)
+            else:
+                raise CompileError(f"output {v} of kind {spec.kind.name} is not supported")
+        live_ops = self._live_ops(roots + user_roots)
+        sink_id = None
+        needed = [lt for lt in dict.fromkeys(user_roots) if lt.id in self._produced(live_ops)]
+        if needed:
+            sink = Op(self._next_op, OpKind.Wildcard, needed, [], {}, "outputs")
+            self._next_op += 1
+            live_ops.append(sink)
+            sink_id = sink.id
+        live_ids = {op.id for op in live_ops}
+        used = {lt.id for op in live_ops for lt in op.inputs}
+        return Lowered(
+            ops=live_ops,
+            op_nodes={k: v for k, v in self.op_nodes.items() if k in live_ids},
+            tensors=self.tensors,
+            data={k: v for k, v in self.data.items() if k in used},
+            torch_constants=self.torch_constants,
+            inputs=self.user_inputs,
+            input_values=self.user_input_values,
+            outputs=outputs,
+            input_mutations=input_mutations,
+            buffer_writes=buffer_writes,
+            buffers=self.buffers,
+            states={k: v for k, v in self.states.items() if v in used},
+            wildcards={k: v for k, v in self.wildcards.items() if k in live_ids},
+            fallbacks=[f for k, f in self.fallbacks.items() if k in live_ids],
+            symbols=self.sym,
+            sink_id=sink_id,
+            torch_dtypes=self.torch_dtypes,
+        )
+
+    def _final_state_write(self, name: str, sid: int, val: LogicalTensor) -> LogicalTensor:
+        """The buffer's new value must be written into its state: a version of
+        the state already is; anything else is copied in (whole-buffer assignment)."""
+        state_lt = self.tensors[sid]
+        versions = state_versions(self.ops, lambda tid: self.tensors[tid].property)
+        if versions.get(val.id) == sid:
+            return val
+        if val.id in self.opaque or sid in self.opaque:
+            raise RunnerBuffer(name, "its new value has no dyngraph form")
+        # the latest version of the state (the one no write consumes)
+        written = {op.inputs[0].id for op in self.ops if op.kind in WRITERS}
+        latest = [t for t, s in versions.items() if s == sid and t not in written] or [sid]
+        dst = self.tensors[latest[0]]
+        rank = self.types[sid].rank
+        try:
+            v = self.cast(val, state_lt.dtype)
+            return self.emit(OpKind.CopyToSlice, [dst, v], {"starts": [0] * rank}, name=f"{name}.assign")
+        except Unsupported as e:
+            raise RunnerBuffer(name, str(e)) from None
+
+    def _produced(self, ops) -> set:
+        return {lt.id for op in ops for lt in op.outputs}
+
+    def _live_ops(self, roots: Sequence[LogicalTensor]) -> List[Op]:
+        live = {lt.id for lt in roots}
+        keep = []
+        for op in reversed(self.ops):
+            if any(lt.id in live for lt in op.outputs):
+                keep.append(op)
+                live.update(lt.id for lt in op.inputs)
+        keep.reverse()
+        return keep
+
+
+class RunnerBuffer(Exception):
+    """A mutated buffer cannot live in a compiled partition's state; the runner keeps it."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(reason)
+        self.name = name
+        self.reason = reason
+
+
+def _target_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    return getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)

@@ -1,0 +1,131 @@
+"""Running a converted program: its partitions in order.
+
+Supported partitions are compiled once (each a dyngraph CompiledPartition);
+each unsupported one is a node that runs in PyTorch (see
+:mod:`dyngraph.torch.fallback`). Values pass between them as torch tensors,
+and into and out of dyngraph as numpy views of the same memory.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Sequence
+
+
+from ..errors import CompileError, DyngraphError
+from ..graph import Graph
+from ..logical_tensor import CONSTANT, STATE
+from ..op import Op
+from .dtypes import DG_TO_TORCH, from_numpy, numpy_out_dtype, to_numpy
+from .fallback import TorchStep
+from .lowering import Lowered, RunnerBuffer
+
+
+class PartitionFailure(Exception):
+    """A supported partition did not compile: its nodes (or the one named) fall back."""
+
+    def __init__(self, nodes, reason: str):
+        super().__init__(reason)
+        self.nodes = nodes
+        self.reason = reason
+
+
+class DgStep:
+    """One compiled dyngraph partition."""
+
+    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops")
+
+    def __init__(self, cp, in_ids, out_ids, torch_dtypes, n_ops):
+        self.cp = cp
+        self.run = cp._impl.run  # the raw call: numpy in, numpy out
+        self.in_ids = in_ids
+        self.out_ids = out_ids
+        self.torch_dtypes = torch_dtypes
+        self.np_dtypes = [numpy_out_dtype(dt) for dt in torch_dtypes]
+        self.n_ops = n_ops
+
+    def __call__(self, env: dict, symenv) -> None:
+        outs = self.run([to_numpy(env[i]) for i in self.in_ids], self.np_dtypes)
+        for i, o, dt in zip(self.out_ids, outs, self.torch_dtypes):
+            env[i] = from_numpy(o, dt)
+
+
+_OP_ID = re.compile(r"\bop (\d+) \(")
+
+
+def build_graph(lowered: Lowered) -> Graph:
+    g = Graph()
+    for op in lowered.ops:
+        g.add_op(Op(op.id, op.kind, op.inputs, op.outputs, op.attrs, op.name))
+    try:
+        g.finalize()
+    except DyngraphError as e:  # every op was inferred when converted: a converter bug
+        raise CompileError(f"the converted graph does not finalize: {e}") from e
+    return g
+
+
+def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
+    """Compile the supported partitions; returns (steps, state owners, partitions)."""
+    steps: List = []
+    owners: Dict[str, tuple] = {}
+    state_names = {tid: name for name, tid in lowered.states.items()}
+    state_users: Dict[int, int] = {}
+    parts = graph.get_partitions()
+    for part in parts:
+        ops = part.get_ops()
+        if not part.is_supported():
+            if len(ops) == 1 and ops[0].id == lowered.sink_id:
+                continue
+            (op,) = ops
+            info = lowered.wildcards[op.id]
+            for lt in op.inputs:
+                if lt.property is STATE:
+                    raise RunnerBuffer(state_names.get(lt.id, str(lt.id)), f"{info.node.name} runs in PyTorch and reads it")
+            steps.append(TorchStep(info))
+            continue
+        ins, outs = part.get_input_ports(), part.get_output_ports()
+        for lt in ins:
+            if lt.property is STATE:
+                if lt.id in state_users:
+                    raise RunnerBuffer(state_names.get(lt.id, str(lt.id)), "two compiled partitions use it")
+                state_users[lt.id] = part.get_id()
+        consts = {lt.id: lowered.data[lt.id] for lt in ins if lt.property in (CONSTANT, STATE) and lt.id in lowered.data}
+        try:
+            cp = part.compile(ins, outs, engine, constants=consts, **options)
+        except DyngraphError as e:
+            m = _OP_ID.search(str(e))
+            node = lowered.op_nodes.get(int(m.group(1))) if m else None
+            nodes = [node] if node is not None else [lowered.op_nodes[op.id] for op in ops if op.id in lowered.op_nodes]
+            raise PartitionFailure(nodes, f"partition did not compile: {e}") from None
+        in_ids = [lt.id for lt in cp.get_inputs()]
+        out_ids = [lt.id for lt in cp.get_outputs()]
+        tdts = [lowered.torch_dtypes.get(i) or DG_TO_TORCH[lt.dtype] for i, lt in zip(out_ids, cp.get_outputs())]
+        step = DgStep(cp, in_ids, out_ids, tdts, len(ops))
+        for lt in ins:
+            if lt.property is STATE:
+                owners[state_names[lt.id]] = (cp, lt.id)
+        steps.append(step)
+    return steps, owners, parts
+
+
+def symbol_sources(lowered: Lowered) -> list:
+    """(symbol, flat input index, dimension) for every symbol that is a plain
+    dimension of a user input: how sizes are known when nodes run in PyTorch."""
+    found = {}
+    for k, tid in enumerate(lowered.inputs):
+        if tid is None:
+            continue
+        shape = lowered.tensors[tid].shape or ()
+        for d, e in enumerate(shape):
+            s = e.as_symbol() if hasattr(e, "as_symbol") else None
+            if s is not None and s not in found:
+                found[s] = (k, d)
+    return [(s, k, d) for s, (k, d) in found.items()]
+
+
+def symbol_env(sources, flat: Sequence) -> dict:
+    return {s: flat[k].shape[d] for s, k, d in sources}
+
+
+__all__ = ["DgStep", "PartitionFailure", "build_graph", "build_steps", "symbol_env", "symbol_sources"]
+
