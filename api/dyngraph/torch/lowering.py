@@ -596,6 +596,7 @@ class Lowering:
             else:
                 raise CompileError(f"output {v} of kind {spec.kind.name} is not supported")
         live_ops = self._live_ops(roots + user_roots)
+        self._check_in_place(live_ops)
         sink_id = None
         needed = [lt for lt in dict.fromkeys(user_roots) if lt.id in self._produced(live_ops)]
         if needed:
@@ -644,6 +645,21 @@ class Lowering:
             return self.emit(OpKind.CopyToSlice, [dst, v], {"starts": [0] * rank}, name=f"{name}.assign")
         except Unsupported as e:
             raise RunnerBuffer(name, str(e)) from None
+
+    def _check_in_place(self, ops) -> None:
+        """A state version that is written again in place may not be read by
+        anything else (the reader could see the later value): such a buffer is
+        kept by the runner instead."""
+        versions = state_versions(ops, lambda tid: self.tensors[tid].property)
+        names = {sid: name for name, sid in self.states.items()}
+        for op in ops:
+            if op.kind not in WRITERS or op.inputs[0].id not in versions:
+                continue
+            dst = op.inputs[0].id
+            for other in ops:
+                if other is not op and any(t.id == dst for t in other.inputs):
+                    name = names.get(versions[dst], str(versions[dst]))
+                    raise RunnerBuffer(name, f"{other.name} reads a value that {op.name} then overwrites in place")
 
     def _produced(self, ops) -> set:
         return {lt.id for op in ops for lt in op.outputs}

@@ -1,0 +1,112 @@
+"""Helpers for Hugging Face ``transformers`` models.
+
+:class:`StaticCacheLM` wraps a decoder-only causal LM so that it exports with
+a static KV cache that the wrapper owns as buffers: ``k_cache_{i}`` and
+``v_cache_{i}`` of shape ``[batch, kv_heads, max_cache_len, head_dim]``,
+written with ``index_copy_`` at the token positions passed in. Compiled with
+:func:`dyngraph.torch.compile`, those buffers become STATE tensors updated in
+place: prefill and decode are calls of one compiled program at different
+sequence lengths.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import torch
+from transformers.cache_utils import Cache, StaticLayer
+
+
+class _PositionedLayer(StaticLayer):
+    """A cache layer on tensors the wrapper owns, written at given positions."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor):
+        super().__init__(max_cache_len=keys.shape[2])
+        self.keys, self.values = keys, values
+        self.positions = positions
+        self.dtype, self.device = keys.dtype, keys.device
+        self.batch_size, self.num_heads = keys.shape[:2]
+        self.k_head_dim, self.v_head_dim = keys.shape[-1], values.shape[-1]
+        self.is_initialized = True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        self.keys.index_copy_(2, self.positions, key_states)
+        self.values.index_copy_(2, self.positions, value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self):
+        return self.positions[0]
+
+
+class StaticCacheLM(torch.nn.Module):
+    """``forward(input_ids [B, S], positions [S]) -> logits [B, S, vocab]``.
+
+    Tokens are written into the cache at ``positions`` and attend to every
+    cached position ``<=`` their own (a causal mask over the whole cache,
+    built from the positions). ``reset`` is the caller's: zero the buffers
+    (or, compiled, call the program's ``reset()``).
+    """
+
+    def __init__(self, model, max_cache_len: int, batch_size: int = 1, dtype: Optional[torch.dtype] = None):
+        super().__init__()
+        cfg = model.config.get_text_config()
+        self.model = model
+        self.max_cache_len = int(max_cache_len)
+        self.num_layers = int(cfg.num_hidden_layers)
+        heads = int(cfg.num_attention_heads)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        dtype = dtype or next(model.parameters()).dtype
+        for i in range(self.num_layers):
+            shape = (batch_size, kv_heads, self.max_cache_len, head_dim)
+            self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)
+            self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)
+
+    def caches(self) -> List[torch.Tensor]:
+        return [t for i in range(self.num_layers) for t in (getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"))]
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        layers = [
+            _PositionedLayer(getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"), positions)
+            for i in range(self.num_layers)
+        ]
+        cache = Cache(layers=layers)
+        keys = torch.arange(self.max_cache_len, device=positions.device)
+        mask = (keys[None, :] <= positions[:, None])[None, None]  # [1, 1, S, max_cache_len]
+        out = self.model(
+            input_ids=input_ids,
+            position_ids=positions[None, :],
+            attention_mask=mask,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        return out.logits
+
+
+def export_static_cache_lm(lm: StaticCacheLM, example_length: int = 4, max_length: Optional[int] = None,
+                           batch_size: int = 1):
+    """``torch.export`` a :class:`StaticCacheLM` with a dynamic sequence length
+    (1 to ``max_length``, at most the cache length)."""
+    max_length = min(max_length or lm.max_cache_len, lm.max_cache_len)
+    seq = torch.export.Dim("seq", min=1, max=max_length)
+    ids = torch.zeros((batch_size, example_length), dtype=torch.long)
+    pos = torch.arange(example_length)
+    with torch.no_grad():
+        return torch.export.export(lm, (ids, pos), dynamic_shapes=({1: seq}, {0: seq}), strict=False)
+
+
+def greedy(run, prompt: Sequence[int], max_new_tokens: int, start: int = 0) -> List[int]:
+    """Greedy decoding with a compiled (or eager) StaticCacheLM: prefill the
+    prompt at positions ``start...``, then one token per call."""
+    ids = torch.tensor([list(prompt)], dtype=torch.long)
+    logits = run(ids, torch.arange(start, start + ids.shape[1]))
+    pos = start + ids.shape[1]
+    out: List[int] = []
+    for _ in range(max_new_tokens):
+        nxt = int(logits[0, -1].argmax())
+        out.append(nxt)
+        if len(out) == max_new_tokens:
+            break
+        logits = run(torch.tensor([[nxt]]), torch.tensor([pos]))
+        pos += 1
+    return out
