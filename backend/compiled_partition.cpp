@@ -38,16 +38,13 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     BuildOptions opts;
     opts.n_threads = engine_->n_threads();
     opts.threadpool = engine_->threadpool();
+    while (lru_.size() >= capacity_) evict_last();  // first: its metadata buffer can serve the new graph
+    opts.recycled = &spare_meta_;
     std::unique_ptr<BuiltGraph> g = build_graph(prog_, *resident_, b, opts);
     ++stats_.misses;
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;
     stats_.last_graph_nodes = g->n_nodes();
-    while (lru_.size() >= capacity_) {
-        index_.erase(lru_.back()->key);
-        lru_.pop_back();
-        ++stats_.evictions;
-    }
     lru_.push_front(std::move(g));
     index_.emplace(lru_.front()->key, lru_.begin());
     return *lru_.front();
@@ -186,21 +183,27 @@ CacheStats CompiledPartition::stats() const {
     return s;
 }
 
+void CompiledPartition::evict_last() {
+    index_.erase(lru_.back()->key);
+    AlignedBuffer meta = lru_.back()->release_metadata();
+    if (meta.size() > spare_meta_.size()) spare_meta_ = std::move(meta);
+    lru_.pop_back();
+    ++stats_.evictions;
+}
+
 void CompiledPartition::clear_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    index_.clear();
-    lru_.clear();
+    while (!lru_.empty()) {
+        evict_last();
+        --stats_.evictions;  // cleared on request, not evicted
+    }
 }
 
 void CompiledPartition::set_capacity(size_t capacity) {
     std::lock_guard<std::mutex> lock(mu_);
     if (capacity < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
     capacity_ = capacity;
-    while (lru_.size() > capacity_) {
-        index_.erase(lru_.back()->key);
-        lru_.pop_back();
-        ++stats_.evictions;
-    }
+    while (lru_.size() > capacity_) evict_last();
 }
 
 }  // namespace dg

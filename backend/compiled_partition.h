@@ -71,6 +71,7 @@ public:
 
 private:
     BuiltGraph& lookup(const Binding& b);
+    void evict_last();
     void bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out);
     void check_indices(const HostTensor& h, const HostIndexCheck& c) const;
 
@@ -85,6 +86,8 @@ private:
     std::unordered_map<std::vector<int64_t>, std::list<std::unique_ptr<BuiltGraph>>::iterator, KeyHash> index_;
     size_t capacity_;
     CacheStats stats_;
+
+    AlignedBuffer spare_meta_;  // the metadata buffer of the last graph evicted, for the next build
 
     // shared compute arena (grows to the largest graph seen)
     AlignedBuffer arena_;
