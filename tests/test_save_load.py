@@ -1,7 +1,6 @@
 """A compiled partition saves to one file and loads back in another process;
 malformed files raise IRError and never crash."""
 
-import os
 
 import numpy as np
 import pytest

@@ -4,7 +4,7 @@ dimensions allow."""
 from __future__ import annotations
 
 import os
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Sequence
 
 import numpy as np
 
