@@ -35,6 +35,7 @@ struct CacheStats {
     size_t metadata_bytes = 0;  // graph metadata of the cached entries
     size_t arena_bytes = 0;     // shared compute buffer
     size_t constant_bytes = 0;
+    size_t borrowed_bytes = 0;  // constants used in place in the loaded file
     size_t state_bytes = 0;
 };
 
@@ -48,8 +49,10 @@ struct KeyHash {
 
 class CompiledPartition {
 public:
+    // With `borrow_ir`, constants are used where they lie in `ir`, which must
+    // then outlive this object unchanged (a loaded file's memory mapping).
     CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
-                      std::shared_ptr<Engine> engine, size_t cache_capacity);
+                      std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir = false);
 
     const Program& program() const { return prog_; }
 

@@ -84,7 +84,20 @@ void convert_from_ggml(ggml_type from, const void* src, DType to, void* dst, int
     }
 }
 
-ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external) : prog_(prog) {
+ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded)
+    : prog_(prog) {
+    std::map<int32_t, const DataRef*> embedded;
+    for (const auto& d : prog.data) embedded[d.tensor] = &d;
+    // constants whose embedded bytes are already what ggml computes on, and aligned:
+    // used where they lie when the caller keeps the IR buffer alive (a loaded file's mapping)
+    auto borrowable = [&](int32_t i) -> const uint8_t* {
+        const TensorDef& t = prog.tensors[size_t(i)];
+        auto e = embedded.find(i);
+        if (!borrow_embedded || t.property != Property::Constant || e == embedded.end()) return nullptr;
+        if (t.storage == Storage::Default && !host_matches_ggml(t.dtype)) return nullptr;
+        if (reinterpret_cast<uintptr_t>(e->second->data) % 64 != 0) return nullptr;
+        return e->second->data;
+    };
     by_index_.assign(prog.tensors.size(), nullptr);
     size_t n_resident = 0;
     for (const auto& t : prog.tensors) n_resident += t.property != Property::Variable;
@@ -105,6 +118,11 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         ggml_tensor* g = ggml_new_tensor(ctx_, type, 4, ne);
         ggml_set_name(g, t.name.substr(0, GGML_MAX_NAME - 1).c_str());
         by_index_[i] = g;
+        if (const uint8_t* p = borrowable(int32_t(i))) {
+            g->data = const_cast<uint8_t*>(p);  // read only: constants are never written
+            borrowed_bytes_ += ggml_nbytes(g);
+            continue;
+        }
         (t.property == Property::Constant ? consts : states).push_back(g);
     }
     auto buft = ggml_backend_cpu_buffer_type();
@@ -123,11 +141,9 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     alloc(states, state_buf_, "state");
     if (state_buf_) ggml_backend_buffer_clear(state_buf_, 0);
 
-    std::map<int32_t, const DataRef*> embedded;
-    for (const auto& d : prog.data) embedded[d.tensor] = &d;
     for (size_t i = 0; i < prog.tensors.size(); ++i) {
         const TensorDef& t = prog.tensors[i];
-        if (t.property == Property::Variable) continue;
+        if (t.property == Property::Variable || borrowable(int32_t(i))) continue;
         auto shape = static_shape(prog, t);
         int64_t n = numel(shape), row = shape.empty() ? 1 : shape.back();
         ggml_tensor* g = by_index_[i];
@@ -161,7 +177,9 @@ ResidentTensors::~ResidentTensors() {
     if (ctx_) ggml_free(ctx_);
 }
 
-size_t ResidentTensors::constant_bytes() const { return const_buf_ ? ggml_backend_buffer_get_size(const_buf_) : 0; }
+size_t ResidentTensors::constant_bytes() const {
+    return (const_buf_ ? ggml_backend_buffer_get_size(const_buf_) : 0) + borrowed_bytes_;
+}
 size_t ResidentTensors::state_bytes() const { return state_buf_ ? ggml_backend_buffer_get_size(state_buf_) : 0; }
 
 size_t ResidentTensors::host_nbytes(int32_t index) const {

@@ -21,14 +21,17 @@ struct HostData {
 
 class ResidentTensors {
 public:
-    // `external` (by tensor index) holds data the IR does not embed.
-    ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external);
+    // `external` (by tensor index) holds data the IR does not embed. With
+    // `borrow_embedded`, constants embedded in the IR in their final form are
+    // used in place (the caller keeps the IR buffer alive and unchanged).
+    ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded = false);
     ~ResidentTensors();
     ResidentTensors(const ResidentTensors&) = delete;
     ResidentTensors& operator=(const ResidentTensors&) = delete;
 
     ggml_tensor* tensor(int32_t index) const { return by_index_[size_t(index)]; }
-    size_t constant_bytes() const;
+    size_t constant_bytes() const;  // including the borrowed ones
+    size_t borrowed_bytes() const { return borrowed_bytes_; }
     size_t state_bytes() const;
 
     // Host-format bytes of a constant (storage format when quantized), or a
@@ -47,6 +50,7 @@ private:
     ggml_backend_buffer_t state_buf_ = nullptr;
     std::vector<ggml_tensor*> by_index_;
     std::map<int32_t, std::vector<uint8_t>> initial_state_;  // host format
+    size_t borrowed_bytes_ = 0;
 };
 
 // Convert `n` values of logical dtype `from` (host layout) into ggml type `to`.

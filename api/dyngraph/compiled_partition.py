@@ -35,6 +35,7 @@ class CacheInfo(NamedTuple):
     metadata_bytes: int  # graph metadata held by the cached entries
     arena_bytes: int  # the compute buffer all entries share
     constant_bytes: int
+    borrowed_bytes: int  # constants used in place in a loaded file (part of constant_bytes)
     state_bytes: int
 
     @property
@@ -61,10 +62,11 @@ class CompiledPartition:
     buffers.
     """
 
-    def __init__(self, program: Program, impl, engine):
+    def __init__(self, program: Program, impl, engine, keepalive=None):
         self._program = program
         self._impl = impl
         self._engine = engine
+        self._keepalive = keepalive  # a loaded file's mapping, when constants are used in place
         self._inputs = [program.tensors[i].logical_tensor() for i in program.inputs]
         self._outputs = [program.tensors[i].logical_tensor() for i in program.outputs]
         self._input_ids = [lt.id for lt in self._inputs]
