@@ -7,7 +7,7 @@
 namespace dg {
 
 CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
-                                     std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir)
+                                     std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir, bool repack)
     : prog_(Program::parse(ir, ir_size)), binder_(prog_), engine_(std::move(engine)), capacity_(cache_capacity) {
     if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
     for (size_t i = 0; i < prog_.ops.size(); ++i)
@@ -17,7 +17,7 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
         if (idx < 0 || size_t(idx) >= prog_.tensors.size() || prog_.tensors[size_t(idx)].property == Property::Variable)
             fail<CompileError>("data given for tensor index ", idx, ", which is not a constant or state tensor");
     }
-    resident_ = std::make_unique<ResidentTensors>(prog_, external, borrow_ir);
+    resident_ = std::make_unique<ResidentTensors>(prog_, external, borrow_ir, repack);
     prog_.data.clear();  // it pointed into the IR buffer, which the caller may now release
     const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
     in_stage_.resize(n_in);
@@ -180,6 +180,7 @@ CacheStats CompiledPartition::stats() const {
     s.arena_bytes = arena_.size();
     s.constant_bytes = resident_->constant_bytes();
     s.borrowed_bytes = resident_->borrowed_bytes();
+    s.repacked_bytes = resident_->repacked_bytes();
     s.state_bytes = resident_->state_bytes();
     return s;
 }

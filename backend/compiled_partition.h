@@ -36,6 +36,7 @@ struct CacheStats {
     size_t arena_bytes = 0;     // shared compute buffer
     size_t constant_bytes = 0;
     size_t borrowed_bytes = 0;  // constants used in place in the loaded file
+    size_t repacked_bytes = 0;  // quantized weights in ggml's repacked layout
     size_t state_bytes = 0;
 };
 
@@ -52,7 +53,7 @@ public:
     // With `borrow_ir`, constants are used where they lie in `ir`, which must
     // then outlive this object unchanged (a loaded file's memory mapping).
     CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
-                      std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir = false);
+                      std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir = false, bool repack = true);
 
     const Program& program() const { return prog_; }
 

@@ -139,6 +139,7 @@ py::dict stats_dict(const CacheStats& s) {
     d["arena_bytes"] = s.arena_bytes;
     d["constant_bytes"] = s.constant_bytes;
     d["borrowed_bytes"] = s.borrowed_bytes;
+    d["repacked_bytes"] = s.repacked_bytes;
     d["state_bytes"] = s.state_bytes;
     return d;
 }
@@ -183,7 +184,7 @@ PYBIND11_MODULE(_backend, m) {
 
     py::class_<CompiledPartition, std::shared_ptr<CompiledPartition>>(m, "CompiledPartition")
         .def(py::init([](py::buffer ir, const std::map<int32_t, py::array>& data, std::shared_ptr<Engine> engine,
-                         size_t capacity, bool borrow_ir) {
+                         size_t capacity, bool borrow_ir, bool repack) {
                  py::buffer_info info = ir.request();
                  std::map<int32_t, HostData> ext;
                  for (const auto& [k, a] : data) {
@@ -192,9 +193,10 @@ PYBIND11_MODULE(_backend, m) {
                  }
                  return std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
                                                             size_t(info.size * info.itemsize), ext, std::move(engine), capacity,
-                                                            borrow_ir);
+                                                            borrow_ir, repack);
              }),
-             py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false)
+             py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false,
+             py::arg("repack") = true)
         .def("execute",
              [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out) {
                  HostList<8> hi(in, "input");

@@ -24,7 +24,10 @@ public:
     // `external` (by tensor index) holds data the IR does not embed. With
     // `borrow_embedded`, constants embedded in the IR in their final form are
     // used in place (the caller keeps the IR buffer alive and unchanged).
-    ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded = false);
+    // With `repack`, quantized weights read only by MatMul go to ggml's
+    // CPU_REPACK buffer type (a layout its faster kernels read).
+    ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded = false,
+                    bool repack = true);
     ~ResidentTensors();
     ResidentTensors(const ResidentTensors&) = delete;
     ResidentTensors& operator=(const ResidentTensors&) = delete;
@@ -32,6 +35,7 @@ public:
     ggml_tensor* tensor(int32_t index) const { return by_index_[size_t(index)]; }
     size_t constant_bytes() const;  // including the borrowed ones
     size_t borrowed_bytes() const { return borrowed_bytes_; }
+    size_t repacked_bytes() const;
     size_t state_bytes() const;
 
     // Host-format bytes of a constant (storage format when quantized), or a
@@ -48,6 +52,8 @@ private:
     ggml_context* ctx_ = nullptr;
     ggml_backend_buffer_t const_buf_ = nullptr;
     ggml_backend_buffer_t state_buf_ = nullptr;
+    ggml_backend_buffer_t packed_buf_ = nullptr;
+    std::map<int32_t, std::vector<uint8_t>> packed_source_;  // storage bytes of repacked weights (for export)
     std::vector<ggml_tensor*> by_index_;
     std::map<int32_t, std::vector<uint8_t>> initial_state_;  // host format
     size_t borrowed_bytes_ = 0;

@@ -36,6 +36,7 @@ class CacheInfo(NamedTuple):
     arena_bytes: int  # the compute buffer all entries share
     constant_bytes: int
     borrowed_bytes: int  # constants used in place in a loaded file (part of constant_bytes)
+    repacked_bytes: int  # quantized weights in ggml's repacked layout (part of constant_bytes)
     state_bytes: int
 
     @property
@@ -73,8 +74,9 @@ class CompiledPartition:
         self._out_dtypes = [lt.dtype.numpy for lt in self._outputs]
 
     @classmethod
-    def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int) -> "CompiledPartition":
-        impl = _backend.CompiledPartition(write_program(program), data, engine.impl, cache_capacity)
+    def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int,
+               repack_weights: bool = True) -> "CompiledPartition":
+        impl = _backend.CompiledPartition(write_program(program), data, engine.impl, cache_capacity, False, repack_weights)
         return cls(program, impl, engine)
 
     # -- ports -----------------------------------------------------------------
