@@ -51,7 +51,8 @@ struct KeyHash {
 class CompiledPartition {
 public:
     // With `borrow_ir`, constants are used where they lie in `ir`, which must
-    // then outlive this object unchanged (a loaded file's memory mapping).
+    // then outlive this object unchanged, and be a read-only file mapping (a
+    // loaded file): the pages of repacked weights are released after upload.
     CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
                       std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir = false, bool repack = true);
 

@@ -1,6 +1,8 @@
 #include "resident.h"
 
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <limits>
 
 #include "errors.h"
@@ -73,6 +75,15 @@ std::vector<char> matmul_only_weights(const Program& prog) {
     for (size_t i = 0; i < ok.size(); ++i) ok[i] = ok[i] && used[i] && prog.tensors[i].property == Property::Constant;
     for (const int32_t o : prog.outputs) ok[size_t(o)] = 0;
     return ok;
+}
+
+// Drop the whole pages of a read-only file mapping from this process's
+// resident memory (they are read again from the file if touched).
+void release_pages(const void* p, size_t n) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -215,19 +226,26 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         auto ext = external.find(int32_t(i));
         auto emb = embedded.find(int32_t(i));
         if (repacked[i]) {
-            // the repack buffer converts on upload and cannot be read back: keep the storage bytes for save()
-            std::vector<uint8_t>& bytes = packed_source_[int32_t(i)];
-            bytes.resize(ggml_nbytes(g));
+            // the repack buffer converts on upload and cannot be read back: the storage bytes are
+            // kept for save() (a loaded file keeps them: its pages are released after the upload)
+            PackedSource& src = packed_source_[int32_t(i)];
+            src.size = ggml_nbytes(g);
             if (ext != external.end()) {
                 if (ext->second.nbytes != size_t(n) * dtype_size(t.dtype))
                     fail<CompileError>(what, ": data has ", ext->second.nbytes, " bytes, expected ", size_t(n) * dtype_size(t.dtype));
-                convert_to_ggml(t.dtype, ext->second.data, g->type, bytes.data(), n, row, what);
+                src.own.resize(src.size);
+                convert_to_ggml(t.dtype, ext->second.data, g->type, src.own.data(), n, row, what);
+                src.ptr = src.own.data();
+            } else if (emb != embedded.end() && borrow_embedded) {
+                src.ptr = emb->second->data;
             } else if (emb != embedded.end()) {
-                std::memcpy(bytes.data(), emb->second->data, bytes.size());
+                src.own.assign(emb->second->data, emb->second->data + src.size);
+                src.ptr = src.own.data();
             } else {
                 fail<CompileError>("constant ", t.label(), " has no data");
             }
-            ggml_backend_tensor_set(g, bytes.data(), 0, bytes.size());
+            ggml_backend_tensor_set(g, src.ptr, 0, src.size);
+            if (src.own.empty()) release_pages(src.ptr, src.size);
             continue;
         }
         if (ext != external.end()) {
@@ -279,7 +297,7 @@ std::vector<uint8_t> ResidentTensors::export_data(int32_t index) const {
     }
     ggml_tensor* g = by_index_[size_t(index)];
     auto packed = packed_source_.find(index);
-    if (packed != packed_source_.end()) return packed->second;
+    if (packed != packed_source_.end()) return {packed->second.ptr, packed->second.ptr + packed->second.size};
     std::vector<uint8_t> out(host_nbytes(index));
     if (t.storage != Storage::Default) std::memcpy(out.data(), g->data, out.size());
     else convert_from_ggml(g->type, g->data, t.dtype, out.data(), ggml_nelements(g));

@@ -53,7 +53,12 @@ private:
     ggml_backend_buffer_t const_buf_ = nullptr;
     ggml_backend_buffer_t state_buf_ = nullptr;
     ggml_backend_buffer_t packed_buf_ = nullptr;
-    std::map<int32_t, std::vector<uint8_t>> packed_source_;  // storage bytes of repacked weights (for export)
+    struct PackedSource {  // the storage bytes of a repacked weight (for export)
+        std::vector<uint8_t> own;  // a copy, or empty when they lie in the borrowed IR buffer
+        const uint8_t* ptr = nullptr;
+        size_t size = 0;
+    };
+    std::map<int32_t, PackedSource> packed_source_;
     std::vector<ggml_tensor*> by_index_;
     std::map<int32_t, std::vector<uint8_t>> initial_state_;  // host format
     size_t borrowed_bytes_ = 0;
