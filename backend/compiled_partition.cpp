@@ -1,5 +1,7 @@
 #include "compiled_partition.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "errors.h"
@@ -168,6 +170,23 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;
+}
+
+double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out,
+                                       int iters) {
+    execute(in, n_in, out, n_out);  // builds, binds and checks everything once
+    std::lock_guard<std::mutex> lock(mu_);
+    binder_.bind(in, n_in, binding_);
+    BuiltGraph& g = lookup(binding_);
+    bind_buffers(g, in, out);
+    std::vector<double> ns(size_t(std::max(iters, 1)));
+    for (double& t : ns) {
+        auto t0 = std::chrono::steady_clock::now();
+        engine_->compute(g.graph, g.cplan);
+        t = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    }
+    std::nth_element(ns.begin(), ns.begin() + long(ns.size() / 2), ns.end());
+    return ns[ns.size() / 2];
 }
 
 CacheStats CompiledPartition::stats() const {

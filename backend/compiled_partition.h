@@ -67,6 +67,10 @@ public:
     // binding is made ready, so the execute() that follows computes at once.
     std::vector<Dims> infer(const HostTensor* const* in, size_t n_in, bool build, bool check_dtype);
 
+    // Benchmark baseline: prepare one execution, then time `iters` bare ggml
+    // graph computes of it (no binding, no lookup, no Python). Median ns.
+    double time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out, int iters);
+
     CacheStats stats() const;
     void clear_cache();
     void set_capacity(size_t capacity);

@@ -272,6 +272,15 @@ PYBIND11_MODULE(_backend, m) {
                 return result;
             },
             py::arg("arrays"), py::arg("out_dtypes"))
+        .def(
+            "time_compute",
+            [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out, int iters) {
+                HostList<8> hi(in, "input");
+                HostList<8> ho(out, "output");
+                py::gil_scoped_release release;
+                return cp.time_compute(hi.ptr, hi.n, ho.ptr, ho.n, iters);
+            },
+            "Benchmark baseline: median ns of the bare ggml compute of this execution's graph.")
         .def("stats", [](const CompiledPartition& cp) { return stats_dict(cp.stats()); })
         .def("clear_cache", &CompiledPartition::clear_cache)
         .def("set_capacity", &CompiledPartition::set_capacity)
