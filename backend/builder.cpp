@@ -10,6 +10,13 @@ BuiltGraph::~BuiltGraph() {
     if (ctx) ggml_free(ctx);
 }
 
+AlignedBuffer BuiltGraph::release_metadata() {
+    if (ctx) ggml_free(ctx);  // the context does not own the buffer it was given
+    ctx = nullptr;
+    graph = nullptr;
+    return std::move(meta);
+}
+
 namespace {
 
 ggml_tensor* new_tensor(ggml_context* ctx, ggml_type type, const Dims& s) {
@@ -50,7 +57,11 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
     const size_t graph_size = budget;
     auto g = std::make_unique<BuiltGraph>();
     g->key = b.symbols;
-    ggml_init_params ip{budget * ggml_tensor_overhead() + ggml_graph_overhead_custom(graph_size, false) + 4096, nullptr, true};
+    const size_t meta_size = budget * ggml_tensor_overhead() + ggml_graph_overhead_custom(graph_size, false) + 4096;
+    // the metadata lives in a buffer of ours: a recycled one (its pages already mapped) when it is large enough
+    if (opts.recycled && opts.recycled->size() >= meta_size) g->meta = std::move(*opts.recycled);
+    else g->meta.reserve(meta_size);
+    ggml_init_params ip{meta_size, g->meta.data(), true};
     g->ctx = ggml_init(ip);
     if (!g->ctx) fail<ExecutionError>("ggml_init failed (", ip.mem_size, " bytes of graph metadata)");
     ggml_context* ctx = g->ctx;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "aligned_buffer.h"
 #include "binder.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -27,6 +28,7 @@ struct ExternalRef {
 
 struct BuiltGraph {
     std::vector<int64_t> key;
+    AlignedBuffer meta;  // the memory of ctx: tensor and graph metadata
     ggml_context* ctx = nullptr;
     ggml_cgraph* graph = nullptr;
     std::vector<ggml_tensor*> inputs;   // per runtime input: its leaf
@@ -47,12 +49,15 @@ struct BuiltGraph {
     BuiltGraph(const BuiltGraph&) = delete;
     BuiltGraph& operator=(const BuiltGraph&) = delete;
     ~BuiltGraph();
+    // Free the graph and hand back its metadata buffer, for the next build to reuse.
+    AlignedBuffer release_metadata();
 };
 
 struct BuildOptions {
     int n_threads = 1;
     ggml_threadpool* threadpool = nullptr;
     size_t align = 64;
+    AlignedBuffer* recycled = nullptr;  // a metadata buffer to reuse, if large enough (taken)
 };
 
 // Build the graph of `prog` for binding `b`. Every lowered tensor is checked

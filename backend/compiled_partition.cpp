@@ -1,5 +1,7 @@
 #include "compiled_partition.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "errors.h"
@@ -7,7 +9,7 @@
 namespace dg {
 
 CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
-                                     std::shared_ptr<Engine> engine, size_t cache_capacity)
+                                     std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir, bool repack)
     : prog_(Program::parse(ir, ir_size)), binder_(prog_), engine_(std::move(engine)), capacity_(cache_capacity) {
     if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
     for (size_t i = 0; i < prog_.ops.size(); ++i)
@@ -17,7 +19,7 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
         if (idx < 0 || size_t(idx) >= prog_.tensors.size() || prog_.tensors[size_t(idx)].property == Property::Variable)
             fail<CompileError>("data given for tensor index ", idx, ", which is not a constant or state tensor");
     }
-    resident_ = std::make_unique<ResidentTensors>(prog_, external);
+    resident_ = std::make_unique<ResidentTensors>(prog_, external, borrow_ir, repack);
     prog_.data.clear();  // it pointed into the IR buffer, which the caller may now release
     const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
     in_stage_.resize(n_in);
@@ -38,16 +40,13 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     BuildOptions opts;
     opts.n_threads = engine_->n_threads();
     opts.threadpool = engine_->threadpool();
+    while (lru_.size() >= capacity_) evict_last();  // first: its metadata buffer can serve the new graph
+    opts.recycled = &spare_meta_;
     std::unique_ptr<BuiltGraph> g = build_graph(prog_, *resident_, b, opts);
     ++stats_.misses;
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;
     stats_.last_graph_nodes = g->n_nodes();
-    while (lru_.size() >= capacity_) {
-        index_.erase(lru_.back()->key);
-        lru_.pop_back();
-        ++stats_.evictions;
-    }
     lru_.push_front(std::move(g));
     index_.emplace(lru_.front()->key, lru_.begin());
     return *lru_.front();
@@ -173,6 +172,23 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
     ++stats_.executions;
 }
 
+double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out,
+                                       int iters) {
+    execute(in, n_in, out, n_out);  // builds, binds and checks everything once
+    std::lock_guard<std::mutex> lock(mu_);
+    binder_.bind(in, n_in, binding_);
+    BuiltGraph& g = lookup(binding_);
+    bind_buffers(g, in, out);
+    std::vector<double> ns(size_t(std::max(iters, 1)));
+    for (double& t : ns) {
+        auto t0 = std::chrono::steady_clock::now();
+        engine_->compute(g.graph, g.cplan);
+        t = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    }
+    std::nth_element(ns.begin(), ns.begin() + long(ns.size() / 2), ns.end());
+    return ns[ns.size() / 2];
+}
+
 CacheStats CompiledPartition::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     CacheStats s = stats_;
@@ -182,25 +198,33 @@ CacheStats CompiledPartition::stats() const {
     for (const auto& g : lru_) s.metadata_bytes += g->metadata_bytes();
     s.arena_bytes = arena_.size();
     s.constant_bytes = resident_->constant_bytes();
+    s.borrowed_bytes = resident_->borrowed_bytes();
+    s.repacked_bytes = resident_->repacked_bytes();
     s.state_bytes = resident_->state_bytes();
     return s;
 }
 
+void CompiledPartition::evict_last() {
+    index_.erase(lru_.back()->key);
+    AlignedBuffer meta = lru_.back()->release_metadata();
+    if (meta.size() > spare_meta_.size()) spare_meta_ = std::move(meta);
+    lru_.pop_back();
+    ++stats_.evictions;
+}
+
 void CompiledPartition::clear_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    index_.clear();
-    lru_.clear();
+    while (!lru_.empty()) {
+        evict_last();
+        --stats_.evictions;  // cleared on request, not evicted
+    }
 }
 
 void CompiledPartition::set_capacity(size_t capacity) {
     std::lock_guard<std::mutex> lock(mu_);
     if (capacity < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
     capacity_ = capacity;
-    while (lru_.size() > capacity_) {
-        index_.erase(lru_.back()->key);
-        lru_.pop_back();
-        ++stats_.evictions;
-    }
+    while (lru_.size() > capacity_) evict_last();
 }
 
 }  // namespace dg

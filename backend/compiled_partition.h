@@ -35,6 +35,8 @@ struct CacheStats {
     size_t metadata_bytes = 0;  // graph metadata of the cached entries
     size_t arena_bytes = 0;     // shared compute buffer
     size_t constant_bytes = 0;
+    size_t borrowed_bytes = 0;  // constants used in place in the loaded file
+    size_t repacked_bytes = 0;  // quantized weights in ggml's repacked layout
     size_t state_bytes = 0;
 };
 
@@ -48,8 +50,11 @@ struct KeyHash {
 
 class CompiledPartition {
 public:
+    // With `borrow_ir`, constants are used where they lie in `ir`, which must
+    // then outlive this object unchanged, and be a read-only file mapping (a
+    // loaded file): the pages of repacked weights are released after upload.
     CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
-                      std::shared_ptr<Engine> engine, size_t cache_capacity);
+                      std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir = false, bool repack = true);
 
     const Program& program() const { return prog_; }
 
@@ -62,6 +67,10 @@ public:
     // binding is made ready, so the execute() that follows computes at once.
     std::vector<Dims> infer(const HostTensor* const* in, size_t n_in, bool build, bool check_dtype);
 
+    // Benchmark baseline: prepare one execution, then time `iters` bare ggml
+    // graph computes of it (no binding, no lookup, no Python). Median ns.
+    double time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out, int iters);
+
     CacheStats stats() const;
     void clear_cache();
     void set_capacity(size_t capacity);
@@ -71,6 +80,7 @@ public:
 
 private:
     BuiltGraph& lookup(const Binding& b);
+    void evict_last();
     void bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out);
     void check_indices(const HostTensor& h, const HostIndexCheck& c) const;
 
@@ -85,6 +95,8 @@ private:
     std::unordered_map<std::vector<int64_t>, std::list<std::unique_ptr<BuiltGraph>>::iterator, KeyHash> index_;
     size_t capacity_;
     CacheStats stats_;
+
+    AlignedBuffer spare_meta_;  // the metadata buffer of the last graph evicted, for the next build
 
     // shared compute arena (grows to the largest graph seen)
     AlignedBuffer arena_;

@@ -138,6 +138,8 @@ py::dict stats_dict(const CacheStats& s) {
     d["metadata_bytes"] = s.metadata_bytes;
     d["arena_bytes"] = s.arena_bytes;
     d["constant_bytes"] = s.constant_bytes;
+    d["borrowed_bytes"] = s.borrowed_bytes;
+    d["repacked_bytes"] = s.repacked_bytes;
     d["state_bytes"] = s.state_bytes;
     return d;
 }
@@ -182,7 +184,7 @@ PYBIND11_MODULE(_backend, m) {
 
     py::class_<CompiledPartition, std::shared_ptr<CompiledPartition>>(m, "CompiledPartition")
         .def(py::init([](py::buffer ir, const std::map<int32_t, py::array>& data, std::shared_ptr<Engine> engine,
-                         size_t capacity) {
+                         size_t capacity, bool borrow_ir, bool repack) {
                  py::buffer_info info = ir.request();
                  std::map<int32_t, HostData> ext;
                  for (const auto& [k, a] : data) {
@@ -190,9 +192,11 @@ PYBIND11_MODULE(_backend, m) {
                      ext[k] = HostData{a.data(), size_t(a.nbytes())};
                  }
                  return std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
-                                                            size_t(info.size * info.itemsize), ext, std::move(engine), capacity);
+                                                            size_t(info.size * info.itemsize), ext, std::move(engine), capacity,
+                                                            borrow_ir, repack);
              }),
-             py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"))
+             py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false,
+             py::arg("repack") = true)
         .def("execute",
              [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out) {
                  HostList<8> hi(in, "input");
@@ -268,6 +272,15 @@ PYBIND11_MODULE(_backend, m) {
                 return result;
             },
             py::arg("arrays"), py::arg("out_dtypes"))
+        .def(
+            "time_compute",
+            [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out, int iters) {
+                HostList<8> hi(in, "input");
+                HostList<8> ho(out, "output");
+                py::gil_scoped_release release;
+                return cp.time_compute(hi.ptr, hi.n, ho.ptr, ho.n, iters);
+            },
+            "Benchmark baseline: median ns of the bare ggml compute of this execution's graph.")
         .def("stats", [](const CompiledPartition& cp) { return stats_dict(cp.stats()); })
         .def("clear_cache", &CompiledPartition::clear_cache)
         .def("set_capacity", &CompiledPartition::set_capacity)

@@ -1,11 +1,14 @@
 #include "resident.h"
 
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <limits>
 
 #include "errors.h"
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
+#include "generated/dyngraph_ir_generated.h"
 
 namespace dg {
 
@@ -21,6 +24,66 @@ int64_t numel(const std::vector<int64_t>& s) {
     int64_t n = 1;
     for (int64_t d : s) n *= d;
     return n;
+}
+
+// llama.cpp's CPU_REPACK buffer type: quantized matmul weights laid out for
+// its faster gemv/gemm kernels (e.g. q4_0 8x8 on AVX2); null when absent.
+ggml_backend_buffer_type_t repack_buffer_type() {
+    static ggml_backend_buffer_type_t buft = [] {
+        using get_extra_t = ggml_backend_buffer_type_t* (*)(ggml_backend_dev_t);
+        ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+        if (!dev) return ggml_backend_buffer_type_t(nullptr);
+        auto get_extra = reinterpret_cast<get_extra_t>(
+            ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(dev), "ggml_backend_dev_get_extra_bufts"));
+        for (ggml_backend_buffer_type_t* p = get_extra ? get_extra(dev) : nullptr; p && *p; ++p)
+            if (std::strcmp(ggml_backend_buft_name(*p), "CPU_REPACK") == 0) return *p;
+        return ggml_backend_buffer_type_t(nullptr);
+    }();
+    return buft;
+}
+
+// Whether the repack buffer type takes a weight of this type and shape for
+// ggml_mul_mat with f32 activations: asked the way llama.cpp asks, with a
+// metadata-only op whose weight sits in a zero-size buffer of that type.
+bool repack_supports(ggml_type type, int64_t k, int64_t n) {
+    ggml_backend_buffer_type_t buft = repack_buffer_type();
+    if (!buft) return false;
+    ggml_init_params ip{4 * ggml_tensor_overhead(), nullptr, true};
+    ggml_context* ctx = ggml_init(ip);
+    if (!ctx) return false;
+    ggml_tensor* w = ggml_new_tensor_2d(ctx, type, k, n);
+    ggml_tensor* x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, 1);
+    ggml_tensor* op = ggml_mul_mat(ctx, w, x);
+    ggml_backend_buffer_t dummy = ggml_backend_buft_alloc_buffer(buft, 0);
+    w->buffer = dummy;
+    bool ok = dummy && ggml_backend_dev_supports_op(ggml_backend_buft_get_device(buft), op);
+    if (dummy) ggml_backend_buffer_free(dummy);
+    ggml_free(ctx);
+    return ok;
+}
+
+// Constants read only as the weight of MatMul (transpose_b): a repacked layout is invisible to everything else.
+std::vector<char> matmul_only_weights(const Program& prog) {
+    std::vector<char> ok(prog.tensors.size(), 1), used(prog.tensors.size(), 0);
+    for (const OpDef& op : prog.ops)
+        for (size_t k = 0; k < op.inputs.size(); ++k) {
+            size_t t = size_t(op.inputs[k]);
+            used[t] = 1;
+            bool weight = op.kind == uint16_t(dyngraph::fb::OpKind::MatMul) && k == 1 && op.get_int("transpose_b", 0) != 0;
+            if (!weight) ok[t] = 0;
+        }
+    for (size_t i = 0; i < ok.size(); ++i) ok[i] = ok[i] && used[i] && prog.tensors[i].property == Property::Constant;
+    for (const int32_t o : prog.outputs) ok[size_t(o)] = 0;
+    return ok;
+}
+
+// Drop the whole pages of a read-only file mapping from this process's
+// resident memory (they are read again from the file if touched).
+void release_pages(const void* p, size_t n) {
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -84,15 +147,39 @@ void convert_from_ggml(ggml_type from, const void* src, DType to, void* dst, int
     }
 }
 
-ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external) : prog_(prog) {
+ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded,
+                                 bool repack)
+    : prog_(prog) {
+    std::map<int32_t, const DataRef*> embedded;
+    for (const auto& d : prog.data) embedded[d.tensor] = &d;
+    std::vector<char> repacked(prog.tensors.size(), 0);
+    if (repack && repack_buffer_type()) {
+        std::vector<char> weights = matmul_only_weights(prog);
+        for (size_t i = 0; i < prog.tensors.size(); ++i) {
+            const TensorDef& t = prog.tensors[i];
+            if (!weights[i] || t.storage == Storage::Default || t.shape.size() != 2) continue;
+            int64_t n = prog.const_value(t.shape[0]), k = prog.const_value(t.shape[1]);
+            repacked[i] = repack_supports(ggml_type_of(t.storage, t.dtype), k, n);
+        }
+    }
+    // constants whose embedded bytes are already what ggml computes on, and aligned:
+    // used where they lie when the caller keeps the IR buffer alive (a loaded file's mapping)
+    auto borrowable = [&](int32_t i) -> const uint8_t* {
+        const TensorDef& t = prog.tensors[size_t(i)];
+        auto e = embedded.find(i);
+        if (!borrow_embedded || t.property != Property::Constant || e == embedded.end() || repacked[size_t(i)]) return nullptr;
+        if (t.storage == Storage::Default && !host_matches_ggml(t.dtype)) return nullptr;
+        if (reinterpret_cast<uintptr_t>(e->second->data) % 64 != 0) return nullptr;
+        return e->second->data;
+    };
     by_index_.assign(prog.tensors.size(), nullptr);
     size_t n_resident = 0;
     for (const auto& t : prog.tensors) n_resident += t.property != Property::Variable;
     ggml_init_params ip{(n_resident + 1) * ggml_tensor_overhead(), nullptr, true};
     ctx_ = ggml_init(ip);
     if (!ctx_) fail<ExecutionError>("ggml_init failed for the partition's resident tensors");
-    // constants first, then state: two buffers so state can be cleared on its own
-    std::vector<ggml_tensor*> consts, states;
+    // constants, repacked weights, state: separate buffers (state is cleared on its own)
+    std::vector<ggml_tensor*> consts, packed, states;
     for (size_t i = 0; i < prog.tensors.size(); ++i) {
         const TensorDef& t = prog.tensors[i];
         if (t.property == Property::Variable) continue;
@@ -105,10 +192,15 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         ggml_tensor* g = ggml_new_tensor(ctx_, type, 4, ne);
         ggml_set_name(g, t.name.substr(0, GGML_MAX_NAME - 1).c_str());
         by_index_[i] = g;
-        (t.property == Property::Constant ? consts : states).push_back(g);
+        if (const uint8_t* p = borrowable(int32_t(i))) {
+            g->data = const_cast<uint8_t*>(p);  // read only: constants are never written
+            borrowed_bytes_ += ggml_nbytes(g);
+            continue;
+        }
+        (t.property == Property::State ? states : repacked[i] ? packed : consts).push_back(g);
     }
-    auto buft = ggml_backend_cpu_buffer_type();
-    auto alloc = [&](std::vector<ggml_tensor*>& ts, ggml_backend_buffer_t& buf, const char* what) {
+    auto alloc = [&](std::vector<ggml_tensor*>& ts, ggml_backend_buffer_t& buf, const char* what,
+                     ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type()) {
         if (ts.empty()) return;
         size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
         for (auto* g : ts) total += (ggml_nbytes(g) + align - 1) / align * align;
@@ -120,20 +212,42 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
                 fail<ExecutionError>("cannot place a ", what, " tensor in its buffer");
     };
     alloc(consts, const_buf_, "constants");
+    alloc(packed, packed_buf_, "repacked weights", repack_buffer_type());
     alloc(states, state_buf_, "state");
     if (state_buf_) ggml_backend_buffer_clear(state_buf_, 0);
 
-    std::map<int32_t, const DataRef*> embedded;
-    for (const auto& d : prog.data) embedded[d.tensor] = &d;
     for (size_t i = 0; i < prog.tensors.size(); ++i) {
         const TensorDef& t = prog.tensors[i];
-        if (t.property == Property::Variable) continue;
+        if (t.property == Property::Variable || borrowable(int32_t(i))) continue;
         auto shape = static_shape(prog, t);
         int64_t n = numel(shape), row = shape.empty() ? 1 : shape.back();
         ggml_tensor* g = by_index_[i];
         std::string what = cat("tensor ", t.label());
         auto ext = external.find(int32_t(i));
         auto emb = embedded.find(int32_t(i));
+        if (repacked[i]) {
+            // the repack buffer converts on upload and cannot be read back: the storage bytes are
+            // kept for save() (a loaded file keeps them: its pages are released after the upload)
+            PackedSource& src = packed_source_[int32_t(i)];
+            src.size = ggml_nbytes(g);
+            if (ext != external.end()) {
+                if (ext->second.nbytes != size_t(n) * dtype_size(t.dtype))
+                    fail<CompileError>(what, ": data has ", ext->second.nbytes, " bytes, expected ", size_t(n) * dtype_size(t.dtype));
+                src.own.resize(src.size);
+                convert_to_ggml(t.dtype, ext->second.data, g->type, src.own.data(), n, row, what);
+                src.ptr = src.own.data();
+            } else if (emb != embedded.end() && borrow_embedded) {
+                src.ptr = emb->second->data;
+            } else if (emb != embedded.end()) {
+                src.own.assign(emb->second->data, emb->second->data + src.size);
+                src.ptr = src.own.data();
+            } else {
+                fail<CompileError>("constant ", t.label(), " has no data");
+            }
+            ggml_backend_tensor_set(g, src.ptr, 0, src.size);
+            if (src.own.empty()) release_pages(src.ptr, src.size);
+            continue;
+        }
         if (ext != external.end()) {
             size_t want = size_t(n) * dtype_size(t.dtype);
             if (ext->second.nbytes != want)
@@ -157,11 +271,17 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
 
 ResidentTensors::~ResidentTensors() {
     if (const_buf_) ggml_backend_buffer_free(const_buf_);
+    if (packed_buf_) ggml_backend_buffer_free(packed_buf_);
     if (state_buf_) ggml_backend_buffer_free(state_buf_);
     if (ctx_) ggml_free(ctx_);
 }
 
-size_t ResidentTensors::constant_bytes() const { return const_buf_ ? ggml_backend_buffer_get_size(const_buf_) : 0; }
+size_t ResidentTensors::constant_bytes() const {
+    return (const_buf_ ? ggml_backend_buffer_get_size(const_buf_) : 0) +
+           (packed_buf_ ? ggml_backend_buffer_get_size(packed_buf_) : 0) + borrowed_bytes_;
+}
+
+size_t ResidentTensors::repacked_bytes() const { return packed_buf_ ? ggml_backend_buffer_get_size(packed_buf_) : 0; }
 size_t ResidentTensors::state_bytes() const { return state_buf_ ? ggml_backend_buffer_get_size(state_buf_) : 0; }
 
 size_t ResidentTensors::host_nbytes(int32_t index) const {
@@ -176,6 +296,8 @@ std::vector<uint8_t> ResidentTensors::export_data(int32_t index) const {
         return it == initial_state_.end() ? std::vector<uint8_t>{} : it->second;
     }
     ggml_tensor* g = by_index_[size_t(index)];
+    auto packed = packed_source_.find(index);
+    if (packed != packed_source_.end()) return {packed->second.ptr, packed->second.ptr + packed->second.size};
     std::vector<uint8_t> out(host_nbytes(index));
     if (t.storage != Storage::Default) std::memcpy(out.data(), g->data, out.size());
     else convert_from_ggml(g->type, g->data, t.dtype, out.data(), ggml_nelements(g));

@@ -21,14 +21,21 @@ struct HostData {
 
 class ResidentTensors {
 public:
-    // `external` (by tensor index) holds data the IR does not embed.
-    ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external);
+    // `external` (by tensor index) holds data the IR does not embed. With
+    // `borrow_embedded`, constants embedded in the IR in their final form are
+    // used in place (the caller keeps the IR buffer alive and unchanged).
+    // With `repack`, quantized weights read only by MatMul go to ggml's
+    // CPU_REPACK buffer type (a layout its faster kernels read).
+    ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded = false,
+                    bool repack = true);
     ~ResidentTensors();
     ResidentTensors(const ResidentTensors&) = delete;
     ResidentTensors& operator=(const ResidentTensors&) = delete;
 
     ggml_tensor* tensor(int32_t index) const { return by_index_[size_t(index)]; }
-    size_t constant_bytes() const;
+    size_t constant_bytes() const;  // including the borrowed ones
+    size_t borrowed_bytes() const { return borrowed_bytes_; }
+    size_t repacked_bytes() const;
     size_t state_bytes() const;
 
     // Host-format bytes of a constant (storage format when quantized), or a
@@ -45,8 +52,16 @@ private:
     ggml_context* ctx_ = nullptr;
     ggml_backend_buffer_t const_buf_ = nullptr;
     ggml_backend_buffer_t state_buf_ = nullptr;
+    ggml_backend_buffer_t packed_buf_ = nullptr;
+    struct PackedSource {  // the storage bytes of a repacked weight (for export)
+        std::vector<uint8_t> own;  // a copy, or empty when they lie in the borrowed IR buffer
+        const uint8_t* ptr = nullptr;
+        size_t size = 0;
+    };
+    std::map<int32_t, PackedSource> packed_source_;
     std::vector<ggml_tensor*> by_index_;
     std::map<int32_t, std::vector<uint8_t>> initial_state_;  // host format
+    size_t borrowed_bytes_ = 0;
 };
 
 // Convert `n` values of logical dtype `from` (host layout) into ggml type `to`.

@@ -1,7 +1,6 @@
 """A compiled partition saves to one file and loads back in another process;
 malformed files raise IRError and never crash."""
 
-import os
 
 import numpy as np
 import pytest
@@ -153,3 +152,17 @@ print(loaded, refused)
     assert r.returncode == 0, f"child died: {r.returncode}\n{r.stderr[-2000:]}"
     loaded, refused = map(int, r.stdout.split())
     assert loaded + refused == 300 and refused > 0
+
+
+@pytest.mark.parametrize("mmap_weights", [True, False])
+def test_loaded_weights_are_used_in_place_from_the_mapped_file(mlp, tmp_path, rng, mmap_weights):
+    import gc
+
+    path = tmp_path / "mlp.dgir"
+    mlp.save(path)
+    cp = dg.load(path, dg.Engine(num_threads=1), mmap_weights=mmap_weights)
+    gc.collect()  # nothing but the compiled partition holds the mapping
+    info = cp.cache_info()
+    assert info.borrowed_bytes == (info.constant_bytes if mmap_weights else 0)
+    x = rng.standard_normal((6, 8), dtype=np.float32)
+    np.testing.assert_array_equal(cp(x)[0], mlp(x)[0])

@@ -85,3 +85,26 @@ def test_unknown_weight_type_is_refused(engine):
     with pytest.raises(dg.CompileError, match="weight_type"):
         compile_op(dg.OpKind.MatMul, [[2, 64], [64, 32]], constants={1: np.zeros((64, 32), np.float32)},
                    engine=engine, weight_type="q3_k")
+
+
+def test_quantized_weights_are_repacked_for_the_faster_kernels(engine, rng):
+    w = rng.standard_normal((64, 96), dtype=np.float32)
+    spec = ([[dg.DYNAMIC_DIM, 64], [64, 96]],)
+    packed = compile_op(dg.OpKind.MatMul, *spec, constants={1: w}, engine=engine, weight_type="q4_0")
+    plain = compile_op(dg.OpKind.MatMul, *spec, constants={1: w}, engine=engine, weight_type="q4_0", repack_weights=False)
+    assert packed.cache_info().repacked_bytes > 0 and plain.cache_info().repacked_bytes == 0
+    for n in (1, 4, 13):
+        a = rng.standard_normal((n, 64), dtype=np.float32)
+        # same quantized values, another summation order
+        scale = np.abs(a) @ np.abs(w)
+        assert np.max(np.abs(run(packed, a)[0] - run(plain, a)[0]) / scale) < 1e-5
+
+
+def test_a_repacked_partition_saves_its_quantized_weights(engine, rng, tmp_path):
+    w = rng.standard_normal((64, 96), dtype=np.float32)
+    cp = compile_op(dg.OpKind.MatMul, [[dg.DYNAMIC_DIM, 64], [64, 96]], constants={1: w}, engine=engine, weight_type="q4_0")
+    cp.save(tmp_path / "p.dgir")
+    loaded = dg.load(tmp_path / "p.dgir", engine)
+    assert loaded.cache_info().repacked_bytes > 0
+    a = rng.standard_normal((3, 64), dtype=np.float32)
+    np.testing.assert_array_equal(run(loaded, a)[0], run(cp, a)[0])

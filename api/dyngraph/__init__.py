@@ -10,7 +10,7 @@ from ._loader import load_ggml as _load_ggml
 
 _load_ggml()
 
-from . import _backend  # noqa: E402
+from . import _backend  # noqa: E402,F401  (loads the extension after the ggml libraries)
 from .compiled_partition import CacheInfo, CompiledPartition  # noqa: E402
 from .dtypes import DataType, bf16, boolean, f16, f32, i32, i64  # noqa: E402
 from .engine import Engine, EngineKind, Stream  # noqa: E402

@@ -4,7 +4,7 @@ dimensions allow."""
 from __future__ import annotations
 
 import os
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Sequence
 
 import numpy as np
 
@@ -35,6 +35,8 @@ class CacheInfo(NamedTuple):
     metadata_bytes: int  # graph metadata held by the cached entries
     arena_bytes: int  # the compute buffer all entries share
     constant_bytes: int
+    borrowed_bytes: int  # constants used in place in a loaded file (part of constant_bytes)
+    repacked_bytes: int  # quantized weights in ggml's repacked layout (part of constant_bytes)
     state_bytes: int
 
     @property
@@ -61,18 +63,20 @@ class CompiledPartition:
     buffers.
     """
 
-    def __init__(self, program: Program, impl, engine):
+    def __init__(self, program: Program, impl, engine, keepalive=None):
         self._program = program
         self._impl = impl
         self._engine = engine
+        self._keepalive = keepalive  # a loaded file's mapping, when constants are used in place
         self._inputs = [program.tensors[i].logical_tensor() for i in program.inputs]
         self._outputs = [program.tensors[i].logical_tensor() for i in program.outputs]
         self._input_ids = [lt.id for lt in self._inputs]
         self._out_dtypes = [lt.dtype.numpy for lt in self._outputs]
 
     @classmethod
-    def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int) -> "CompiledPartition":
-        impl = _backend.CompiledPartition(write_program(program), data, engine.impl, cache_capacity)
+    def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int,
+               repack_weights: bool = True) -> "CompiledPartition":
+        impl = _backend.CompiledPartition(write_program(program), data, engine.impl, cache_capacity, False, repack_weights)
         return cls(program, impl, engine)
 
     # -- ports -----------------------------------------------------------------

@@ -4,7 +4,7 @@ backend's compiled partition."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -291,7 +291,10 @@ def finish_program(prog: Program, value_sources: List[SourceSpec] = ()) -> None:
     prog.sources = sources
 
 
-def compile_partition(part, inputs, outputs, engine, constants, cache_capacity: int = 16, weight_type: Optional[str] = None):
+def compile_partition(
+    part, inputs, outputs, engine, constants, cache_capacity: int = 16, weight_type: Optional[str] = None,
+    repack_weights: bool = True,
+):
     from .compiled_partition import CompiledPartition
     from .engine import Engine
 
@@ -302,5 +305,5 @@ def compile_partition(part, inputs, outputs, engine, constants, cache_capacity: 
     prog, data, value_sources = build_program(part, list(inputs), list(outputs), constants)
     run_passes(prog, data, weight_type=weight_type)
     finish_program(prog, value_sources)
-    return CompiledPartition.create(prog, data, engine, cache_capacity)
+    return CompiledPartition.create(prog, data, engine, cache_capacity, repack_weights)
 

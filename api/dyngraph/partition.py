@@ -174,7 +174,9 @@ class Partition:
         ``constants`` maps the id of each CONSTANT input to its data (and,
         optionally, of each STATE input to its initial value). ``options``:
         ``cache_capacity`` (graphs kept per compiled partition), ``weight_type``
-        (storage of matmul/embedding weights: "f32", "f16", "q8_0", "q4_0").
+        (storage of matmul/embedding weights: "f32", "f16", "q8_0", "q4_0"),
+        ``repack_weights`` (default True: quantized matmul weights in the layout
+        of ggml's faster CPU kernels, where ggml supports it).
         """
         if not self._supported:
             kinds = sorted({op.kind.name for op in self._ops})

@@ -3,7 +3,6 @@ buffer protocol), used in place without a copy."""
 
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 

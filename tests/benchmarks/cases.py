@@ -143,6 +143,29 @@ def mlp_cases(engine: dg.Engine, batches: Sequence[int] = MLP_BATCHES) -> Dict[s
     return cases
 
 
+LLAMA_PREFILL = 32
+
+
+def llama_cases(engine: dg.Engine) -> Dict[str, Case]:
+    """The Llama-style decoder of dyngraph.models.llama (random weights): a prefill
+    of LLAMA_PREFILL tokens, and one decode step after it (KV cache in state)."""
+    from dyngraph.models.llama import LlamaConfig, LlamaRunner, random_weights
+
+    cfg = LlamaConfig(vocab=2048, hidden=256, layers=4, heads=8, kv_heads=2, ffn=768, max_seq=256)
+    runner = LlamaRunner(cfg, random_weights(cfg, seed=0), engine)
+    cp = runner.cp
+    prompt = np.random.default_rng(0).integers(0, cfg.vocab, LLAMA_PREFILL)
+    pre = Step(cp, [prompt, np.arange(LLAMA_PREFILL)])
+    dec = Step(cp, [prompt[:1].copy(), np.array([LLAMA_PREFILL])])  # the token after the prompt
+    pre()
+    dec()
+    group = "llama-4layer"
+    return {
+        "prefill": Case(f"llama dyngraph prefill {LLAMA_PREFILL} tokens", group, pre, "dyngraph", cp=cp),
+        "decode": Case("llama dyngraph decode step (1 token)", group, dec, "dyngraph", cp=cp),
+    }
+
+
 def check(case: Case, rtol: float = 2e-5, atol: float = 2e-5) -> None:
     """The case computes what it claims (not a timing check)."""
     if case.expect is not None:
@@ -154,4 +177,4 @@ def calls_of(case: Case) -> int:
     return case.fn.calls if isinstance(case.fn, _Counted) else 0
 
 
-__all__: List[str] = ["Case", "Step", "calls_of", "check", "mlp_cases", "stack_cases"]
+__all__: List[str] = ["Case", "Step", "calls_of", "check", "llama_cases", "mlp_cases", "stack_cases"]

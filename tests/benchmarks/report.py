@@ -35,7 +35,7 @@ if os.environ.get("DYNGRAPH_DEV") == "1":
 import numpy as np  # noqa: E402
 
 import dyngraph as dg  # noqa: E402
-from cases import STACK_SEQ, calls_of, check, mlp_cases, stack_cases  # noqa: E402
+from cases import LLAMA_PREFILL, STACK_SEQ, calls_of, check, llama_cases, mlp_cases, stack_cases  # noqa: E402
 from threads import limit_blas_threads  # noqa: E402
 
 
@@ -57,7 +57,8 @@ def main() -> None:
     engine = dg.Engine(dg.Engine.CPU, num_threads=1)
     stack = stack_cases(engine)
     mlp = mlp_cases(engine)
-    cases = list(stack.values()) + list(mlp.values())
+    llama = llama_cases(engine)
+    cases = list(stack.values()) + list(mlp.values()) + list(llama.values())
     for c in cases:
         check(c)
 
@@ -110,6 +111,11 @@ def main() -> None:
         b = key[len("dyngraph"):]
         d, ref = med[c.name], med[mlp[f"numpy{b}"].name]
         rows.append((c.name, fmt(d), f"{fmt(ref)} (numpy)", f"{d / ref:.2f}", ""))
+
+    for key, n in (("prefill", LLAMA_PREFILL), ("decode", 1)):
+        c = llama[key]
+        d = med[c.name]
+        rows.append((c.name, fmt(d), "", "", f"{n / (d * 1e-9):.0f} tok/s"))
 
     head = ("case", "dyngraph median", "reference median", "ratio dg/ref", "")
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(5)]

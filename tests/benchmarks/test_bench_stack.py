@@ -74,3 +74,18 @@ def test_mlp_dyngraph_cached(benchmark, mlp, batch):
 @pytest.mark.parametrize("batch", MLP_BATCHES)
 def test_mlp_numpy_f32(benchmark, mlp, batch):
     _bench(benchmark, mlp[f"numpy{batch}"])
+
+
+@pytest.fixture(scope="module")
+def llama(engine):
+    from cases import llama_cases
+
+    return llama_cases(engine)
+
+
+@pytest.mark.parametrize("key", ["prefill", "decode"])
+def test_llama_decoder(benchmark, llama, key):
+    case = llama[key]
+    builds = case.cp.cache_info().builds
+    _bench(benchmark, case)
+    assert case.cp.cache_info().builds == builds == 2  # one graph for the prefill length, one for decode

@@ -9,7 +9,7 @@ symbolic shapes, at finalize and compile time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..dtypes import DataType
