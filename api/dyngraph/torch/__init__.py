@@ -97,7 +97,8 @@ class CompiledProgram:
         return flat
 
     def _fast_plan(self):
-        """One dyngraph partition fed by the inputs, producing every output: the call is one backend run."""
+        """One dyngraph partition fed by the inputs, producing every output: the
+        call is one backend run, with numpy views of the tensors in and out."""
         lw = self._lowered
         if len(self._steps) != 1 or not isinstance(self._steps[0], DgStep) or self._buffers or lw.input_mutations:
             return None
@@ -111,21 +112,27 @@ class CompiledProgram:
             if not (isinstance(o, Ref) and o.kind == Ref.TENSOR and o.value in out_pos):
                 return None
             outs.append(out_pos[o.value])
-        simple = self._simple
-        return ([pos[i] for i in step.in_ids], outs, step.run, step.np_dtypes, step.torch_dtypes, simple)
+        in_pos = [pos[i] for i in step.in_ids]
+        run, np_dtypes, t_dtypes = step.run, step.np_dtypes, step.torch_dtypes
+        plain = not any(dt is torch.bfloat16 for dt in t_dtypes)
+        from_np = torch.from_numpy
+        unflatten = _unflattener(self._out_spec)
+        n, simple, flatten, consts, check = self._n_args, self._simple, self._flatten, self._consts, self._check_constants
+
+        def call(args, kwargs):
+            flat = args if simple and not kwargs and len(args) == n else flatten(args, kwargs)
+            if consts:
+                check(flat)
+            res = run([to_numpy(flat[k]) for k in in_pos], np_dtypes)
+            if plain:
+                return unflatten([from_np(res[j]) for j in outs])
+            return unflatten([from_numpy(res[j], t_dtypes[j]) for j in outs])
+
+        return call
 
     def __call__(self, *args, **kwargs):
-        fast = self._fast
-        if fast is not None:
-            in_pos, out_pos, run, np_dtypes, t_dtypes, simple = fast
-            flat = list(args) if simple and not kwargs and len(args) == self._n_args else self._flatten(args, kwargs)
-            self._check_constants(flat)
-            try:
-                outs = run([to_numpy(flat[k]) for k in in_pos], np_dtypes)
-            except (TypeError, RuntimeError, AttributeError) as e:
-                raise ExecutionError(f"bad inputs: {e}") from None
-            res = [from_numpy(outs[j], t_dtypes[j]) for j in out_pos]
-            return pytree.tree_unflatten(res, self._out_spec)
+        if self._fast is not None:
+            return self._fast(args, kwargs)
         return self._call_general(self._flatten(args, kwargs))
 
     def _check_constants(self, flat) -> None:
@@ -207,6 +214,16 @@ class CompiledProgram:
 
     def __repr__(self) -> str:
         return f"CompiledProgram({len(self.compiled_partitions)} dyngraph partition(s), {len(self.fallbacks)} node(s) in PyTorch)"
+
+
+def _unflattener(spec):
+    """A function rebuilding the output structure from the flat outputs (the
+    common shapes, a tensor or a tuple of tensors, without pytree)."""
+    if spec.is_leaf():
+        return lambda res: res[0]
+    if spec.type is tuple and all(c.is_leaf() for c in spec.children()):
+        return tuple
+    return lambda res: pytree.tree_unflatten(res, spec)
 
 
 def _kwarg_keys(in_spec) -> Optional[Tuple[str, ...]]:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..dtypes import DataType
+from ..errors import DTypeError, ExecutionError
 
 TORCH_TO_DG = {
     torch.float32: DataType.f32,
@@ -25,11 +26,25 @@ def dg_dtype(dt: torch.dtype) -> Optional[DataType]:
     return TORCH_TO_DG.get(dt)
 
 
-def to_numpy(t: torch.Tensor) -> np.ndarray:
+def to_numpy(t) -> np.ndarray:
     """A numpy view of a CPU tensor (bf16 as its 16-bit pattern)."""
+    try:
+        return t.numpy()
+    except (RuntimeError, TypeError, AttributeError):
+        pass
+    if isinstance(t, np.ndarray):
+        return t
+    if not isinstance(t, torch.Tensor):
+        raise ExecutionError(f"expected a torch tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise ExecutionError(f"tensors must be on the CPU, got one on {t.device}")
+    t = t.detach()
     if t.dtype is torch.bfloat16:
-        return t.detach().view(torch.int16).numpy().view(np.uint16)
-    return t.detach().numpy()
+        return t.view(torch.int16).numpy().view(np.uint16)
+    try:
+        return t.numpy()
+    except (RuntimeError, TypeError) as e:
+        raise DTypeError(f"a tensor of dtype {t.dtype} has no dyngraph form: {e}") from None
 
 
 def from_numpy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:

@@ -93,10 +93,7 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
         try:
             cp = part.compile(ins, outs, engine, constants=consts, **options)
         except DyngraphError as e:
-            m = _OP_ID.search(str(e))
-            node = lowered.op_nodes.get(int(m.group(1))) if m else None
-            nodes = [node] if node is not None else [lowered.op_nodes[op.id] for op in ops if op.id in lowered.op_nodes]
-            raise PartitionFailure(nodes, f"partition did not compile: {e}") from None
+            raise _failure(e, ops, lowered) from None
         in_ids = [lt.id for lt in cp.get_inputs()]
         out_ids = [lt.id for lt in cp.get_outputs()]
         tdts = [lowered.torch_dtypes.get(i) or DG_TO_TORCH[lt.dtype] for i, lt in zip(out_ids, cp.get_outputs())]
@@ -106,6 +103,23 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
                 owners[state_names[lt.id]] = (cp, lt.id)
         steps.append(step)
     return steps, owners, parts
+
+
+def _failure(e: DyngraphError, ops, lowered: Lowered) -> PartitionFailure:
+    """Which nodes to run in PyTorch when a partition does not compile: ops
+    that make tensors from sizes alone when the partition's inputs do not
+    tell those sizes (in PyTorch, their results become inputs that do); the
+    op an error names; else the whole partition."""
+    msg = str(e)
+    nodes_of = lowered.op_nodes
+    if "cannot be determined" in msg:
+        gens = list(dict.fromkeys(nodes_of[op.id] for op in ops if not op.inputs and op.id in nodes_of))
+        if gens:
+            return PartitionFailure(gens, "its sizes are not known to its dyngraph partition (no input has them)")
+    m = _OP_ID.search(msg)
+    node = nodes_of.get(int(m.group(1))) if m else None
+    nodes = [node] if node is not None else list(dict.fromkeys(nodes_of[op.id] for op in ops if op.id in nodes_of))
+    return PartitionFailure(nodes, f"its partition did not compile: {msg}")
 
 
 def symbol_sources(lowered: Lowered) -> list:
