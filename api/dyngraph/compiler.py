@@ -69,7 +69,7 @@ def _as_data(lt: LogicalTensor, value, what: str) -> np.ndarray:
             same_kind, want = True, arr.dtype
         if not same_kind:
             raise DTypeError(f"{what} {lt.label}: data has dtype {arr.dtype}, the tensor is {lt.dtype}")
-    return np.ascontiguousarray(arr, dtype=want)
+    return np.require(arr, dtype=want, requirements="C")  # (ascontiguousarray makes a 0-d array 1-d)
 
 
 def _data_type(lt: LogicalTensor, arr: Optional[np.ndarray], port: LogicalTensor, what: str) -> TensorType:

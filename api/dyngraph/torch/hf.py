@@ -83,6 +83,28 @@ class StaticCacheLM(torch.nn.Module):
         return out.logits
 
 
+def load_gguf_causal_lm(path: str, dtype: torch.dtype = torch.float32):
+    """(model, tokenizer) of a GGUF file, with transformers' own GGUF reader
+    (weights dequantized to ``dtype``); unlike ``from_pretrained(gguf_file=)``
+    it does not need ``accelerate``."""
+    import os
+
+    import transformers
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    folder, name = os.path.split(os.path.abspath(path))
+    config = transformers.AutoConfig.from_pretrained(folder, gguf_file=name)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    tensors = load_gguf_checkpoint(path, return_tensors=True, model_to_load=model)["tensors"]
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+    if set(missing) - tied or unexpected:
+        raise ValueError(f"{name}: missing weights {sorted(set(missing) - tied)}, unexpected {sorted(unexpected)}")
+    model.tie_weights()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    return model, tokenizer
+
+
 def export_static_cache_lm(lm: StaticCacheLM, example_length: int = 4, max_length: Optional[int] = None,
                            batch_size: int = 1):
     """``torch.export`` a :class:`StaticCacheLM` with a dynamic sequence length

@@ -41,6 +41,9 @@ from .converters import CONVERTERS, Unsupported, bind
 from .dtypes import dg_dtype, to_numpy
 from .symbols import SymbolTable
 
+# static fills up to this many elements are constants rather than Full ops
+SMALL_CONSTANT = 4096
+
 # nodes that only check things torch already checked at export
 IGNORED = {
     torch.ops.aten._assert_tensor_metadata.default,
@@ -156,6 +159,7 @@ class Lowering:
         self._next_op = 0
         self._full_cache: Dict[tuple, LogicalTensor] = {}
         self.state_root: Dict[int, int] = {}  # version tensor id -> state tensor id
+        self._const_cache: Dict[tuple, LogicalTensor] = {}
 
     # ------------------------------------------------------------------ tensors
     def new_tensor(self, dtype: DataType, shape=None, prop=VARIABLE, name=None) -> LogicalTensor:
@@ -295,7 +299,9 @@ class Lowering:
         return self.emit(OpKind.TypeCast, [lt], dtype=dtype)
 
     def full(self, value, dtype: DataType, shape=()) -> LogicalTensor:
-        """A tensor filled with ``value`` (a number, or a size expression: a scalar only)."""
+        """A tensor filled with ``value`` (a number, or a size expression: a scalar only).
+        Small static ones are constants (data, no op: they join whichever
+        partition uses them); others are Full ops sized by their expressions."""
         if isinstance(value, Expr) and value.is_const:
             value = value.value
         if isinstance(value, Expr):
@@ -304,12 +310,30 @@ class Lowering:
             return self.expr_tensor(value, dtype)
         if isinstance(value, bool):
             value = float(value)
-        key = (float(value), dtype, tuple(shape), self.node)
+        shape = tuple(shape)
+        if all(isinstance(d, int) for d in shape) and dtype is not DataType.bf16 and int(np.prod(shape)) <= SMALL_CONSTANT:
+            return self.constant(np.full(shape, value, dtype=dtype.numpy))
+        key = (float(value), dtype, shape, self.node)
         hit = self._full_cache.get(key)
         if hit is not None:
             return hit
         lt = self.emit(OpKind.Full, [], {"shape": list(shape), "value": float(value)}, dtype=dtype)
         self._full_cache[key] = lt
+        return lt
+
+    def constant(self, data: np.ndarray, name: Optional[str] = None) -> LogicalTensor:
+        """A CONSTANT tensor holding ``data`` (made at conversion, e.g. a scalar operand)."""
+        if not data.flags.c_contiguous:
+            data = data.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+        key = (data.dtype.str, data.shape, data.tobytes())
+        hit = self._const_cache.get(key)
+        if hit is not None:
+            return hit
+        lt = self.new_tensor(DataType.from_numpy(data.dtype), list(data.shape), CONSTANT, name)
+        self.types[lt.id] = TensorType(lt.dtype, tuple(Expr.const(d) for d in data.shape))
+        self.data[lt.id] = data
+        self.torch_constants[lt.id] = torch.from_numpy(data.copy())
+        self._const_cache[key] = lt
         return lt
 
     def expr_tensor(self, e: Expr, dtype: DataType) -> LogicalTensor:
