@@ -15,20 +15,19 @@ from typing import Dict, Mapping, Optional
 import sympy
 import torch
 from torch.utils._sympy import functions as F
+from torch.utils._sympy.numbers import int_oo
 
 from ..symbolic import INT64_MAX, Dim, Expr, as_expr, sym_max, sym_min
 from .converters.registry import Unsupported
 
 
 def _int_bound(v, default: int) -> int:
-    try:
-        if v is None or not v.is_finite:
-            return default
-    except AttributeError:
-        pass
+    """An integer range bound; ``default`` when infinite (torch's int_oo) or missing."""
+    if v is None or v in (int_oo, -int_oo, sympy.oo, -sympy.oo):
+        return default
     try:
         return int(v)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, AttributeError):
         return default
 
 

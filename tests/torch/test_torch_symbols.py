@@ -1,0 +1,83 @@
+"""torch.export's symbolic sizes as dyngraph dimensions: each symbol a Dim
+with the export's range (from 1 at least), each size expression the equal
+Expr, and derived dimensions of the inputs (``2 * n``, ``n + 1``) computed at
+the size of every call."""
+
+import pytest
+
+torch = pytest.importorskip("torch", minversion="2.5")
+sympy = pytest.importorskip("sympy")
+
+from torch.utils._sympy import functions as F  # noqa: E402
+from torch.utils._sympy.numbers import int_oo  # noqa: E402
+from torch.utils._sympy.value_ranges import ValueRanges  # noqa: E402
+
+from dyngraph.symbolic import INT64_MAX, Expr  # noqa: E402
+from dyngraph.torch.converters import Unsupported  # noqa: E402
+from dyngraph.torch.symbols import SymbolTable  # noqa: E402
+from torchutil import assert_matches_eager, compile_module, mk  # noqa: E402
+
+s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+
+
+def table():
+    return SymbolTable({s0: ValueRanges(0, 100), s1: ValueRanges(2, int_oo)}, {s0: "seq"})
+
+
+def test_symbols_become_dims_with_the_export_range_from_one():
+    t = table()
+    seq, other = t.dim(s0), t.dim(s1)
+    assert (seq.name, seq.min, seq.max) == ("seq", 1, 100)  # the range started at 0
+    assert (other.name, other.min, other.max) == ("s1", 2, INT64_MAX)  # unbounded above
+    assert t.dim(s0) is seq
+
+
+@pytest.mark.parametrize(
+    "expr, value",
+    [
+        (s0 + 1, 8),
+        (2 * s0, 14),
+        (s0 * s1 - 3, 18),
+        (F.FloorDiv(s0, 2), 3),
+        (F.CeilDiv(s0, 2), 4),
+        (F.PythonMod(s0, 4), 3),
+        (F.ModularIndexing(s0, 2, 2), 1),
+        (F.Max(s0, s1), 7),
+        (F.Min(s0, s1), 3),
+        (F.PowByNatural(s0, 2), 49),
+        (sympy.Integer(5), 5),
+    ],
+)
+def test_size_expressions_evaluate_like_torch(expr, value):
+    t = table()
+    e = t.expr(expr)
+    assert isinstance(e, Expr)
+    assert e.evaluate({t.dim(s0).sym: 7, t.dim(s1).sym: 3}) == value
+
+
+def test_equal_expressions_are_equal_exprs():
+    t = table()
+    assert t.expr(s0 + 1) == t.dim(s0) + 1
+    assert t.expr(2 * (s0 + 1)) == t.expr(2 * s0 + 2)
+
+
+def test_non_integer_sizes_are_refused():
+    with pytest.raises(Unsupported):
+        table().expr(s0 / 3)
+
+
+def test_derived_input_dimensions_are_computed_per_call():
+    # y has 2 * n rows, z has n + 1: one symbol, three input sizes
+    n = torch.export.Dim("n", min=1, max=32)
+    module = mk(lambda x, y, z: (y.view(x.shape[0], 2, 3).sum(1) + x, torch.cat([x, z[1:]], 0), z[: x.shape[0]] * 2))
+    run = compile_module(module, [torch.randn(4, 3), torch.randn(8, 3), torch.randn(5, 3)],
+                         ({0: n}, {0: 2 * n}, {0: n + 1}))
+    assert run.fallbacks == [] and list(run.dims) == ["n"]
+    assert_matches_eager(run, module, [[torch.randn(k, 3), torch.randn(2 * k, 3), torch.randn(k + 1, 3)] for k in (1, 5, 32)])
+
+
+def test_dims_are_named_after_the_torch_dims_or_their_input():
+    n = torch.export.Dim("tokens", min=1, max=16)
+    module = mk(lambda x, y: (x * 2, y + 1))
+    run = compile_module(module, [torch.randn(3, 4), torch.randn(2, 5)], ({0: n}, {0: torch.export.Dim.DYNAMIC}))
+    assert sorted(run.dims) == ["b.dim0", "tokens"]
