@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 import torch.fx as fx
 from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..dtypes import DataType
 from ..errors import CompileError, DyngraphError
@@ -57,9 +58,8 @@ IGNORED = {
 }
 
 
-@dataclass
-class Fallback:
-    """A node that runs in PyTorch, and why."""
+class Fallback(NamedTuple):
+    """A node that runs in PyTorch, and why: ``(node, target, reason)``."""
 
     node: str
     target: str
@@ -455,6 +455,9 @@ class Lowering:
         val = node.meta.get("val")
         if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and not isinstance(val, torch.Tensor):
             # a size computed from sizes: its expression is in the node's value
+            if isinstance(val, torch.SymInt) and free_unbacked_symbols(val):
+                raise CompileError(f"{node.name} ({_target_name(target)}) computes a size from tensor data; "
+                                   f"data-dependent sizes are not supported")
             try:
                 self.values[node] = self.sym.expr(val)
                 return
@@ -676,12 +679,17 @@ class Lowering:
         kept by the runner instead."""
         versions = state_versions(ops, lambda tid: self.tensors[tid].property)
         names = {sid: name for name, sid in self.states.items()}
+        readers: Dict[int, List[Op]] = {}
+        for op in ops:
+            for t in op.inputs:
+                if t.id in versions:
+                    readers.setdefault(t.id, []).append(op)
         for op in ops:
             if op.kind not in WRITERS or op.inputs[0].id not in versions:
                 continue
             dst = op.inputs[0].id
-            for other in ops:
-                if other is not op and any(t.id == dst for t in other.inputs):
+            for other in readers.get(dst, ()):
+                if other is not op:
                     name = names.get(versions[dst], str(versions[dst]))
                     raise RunnerBuffer(name, f"{other.name} reads a value that {op.name} then overwrites in place")
 
