@@ -25,12 +25,15 @@ def tiny_decoder(kind: str):
     torch.manual_seed(0)
     common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    if kind == "llama":
-        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**common)).eval()
+    if kind.startswith("llama"):
+        cfg = transformers.LlamaConfig(**common)
+        if kind == "llama-eager-attention":  # attention as matmul + softmax, keys and values repeated per group
+            cfg._attn_implementation = "eager"
+        return transformers.LlamaForCausalLM(cfg).eval()
     return transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=16, **common)).eval()
 
 
-@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+@pytest.mark.parametrize("kind", ["llama", "qwen3", "llama-eager-attention"])
 def test_tiny_decoder_logits_match_eager_at_every_length(kind):
     model = tiny_decoder(kind)
     seq = torch.export.Dim("seq", min=1, max=128)

@@ -120,6 +120,10 @@ CASES = {
             q, k[:, :, None].expand(1, 2, 2, k.shape[2], 16).reshape(1, 4, k.shape[2], 16),
             v[:, :, None].expand(1, 2, 2, v.shape[2], 16).reshape(1, 4, v.shape[2], 16), is_causal=True)),
         lambda n: [randn(1, 4, n, 16), randn(1, 2, n, 16), randn(1, 2, n, 16)], [{2: 0}, {2: 0}, {2: 0}]),
+    "repeat_along_a_new_axis": (
+        mk(lambda x: (x[:, :, None].expand(1, 2, 3, x.shape[2], 4).reshape(1, 6, x.shape[2], 4),
+                      x[:, None].expand(1, 3, 2, x.shape[2], 4).reshape(1, 6, x.shape[2], 4))),
+        lambda n: [randn(1, 2, n, 4)], [{2: 0}]),
     "half_precision": (
         mk(lambda x: (x.half() * 2 + 1).softmax(-1)),
         lambda n: [randn(n, 8)], [{0: 0}]),

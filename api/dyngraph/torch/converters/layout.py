@@ -12,7 +12,7 @@ from ...dtypes import DataType
 from ...op import OpKind as K
 from ...ops.layout import TO_END
 from ...symbolic import as_expr
-from .common import aten, norm_dim
+from .common import aten, is_call, norm_dim, through_identities
 from .registry import Unsupported, converter
 
 
@@ -22,7 +22,49 @@ from .registry import Unsupported, converter
     aten.flatten.using_ints, aten.unflatten.int,
 )
 def reshape(cx, node, a):
+    repeated = _repeat_pattern(cx, node.args[0])
+    if repeated is not None:
+        return repeated
     return cx.reshape(cx.tensor(node.args[0]), cx.out_shape())
+
+
+def _repeat_pattern(cx, src):
+    """``reshape(expand(unsqueeze(x, d)))`` that repeats x along a new axis d
+    and merges that axis with a neighbour (transformers' ``repeat_kv``): the
+    rank-5 intermediate never exists; the copies are a Concat.
+
+    Merged with axis d - 1, each slice of x is repeated in place
+    (``repeat_interleave``); merged with axis d + 1, x is tiled."""
+    e = through_identities(src)
+    if not is_call(e, aten.expand.default, aten.expand_copy.default):
+        return None
+    u = through_identities(e.args[0])
+    if not is_call(u, aten.unsqueeze.default) or not cx.is_tensor(u.args[0]):
+        return None
+    x_shape = [as_expr(d) for d in cx.shape_of(u.args[0])]
+    k = len(x_shape)
+    d = norm_dim(u.args[1], k + 1)
+    big = [as_expr(v) for v in cx.shape_of(e)]
+    r = big[d]
+    if not r.is_const or big[:d] + big[d + 1:] != x_shape:
+        return None
+    out = [as_expr(v) for v in cx.out_shape()]
+    x = cx.tensor(u.args[0])
+    reps = r.value
+    if d > 0 and out == x_shape[:d - 1] + [x_shape[d - 1] * reps] + x_shape[d:]:
+        inner = as_expr(1)
+        for v in x_shape[d:]:
+            inner = inner * v
+        xs = cx.reshape(x, tuple(_int(v) for v in x_shape[:d]) + (1, _int(inner)))
+        y = cx.emit(K.Concat, [xs] * reps, {"axis": d}) if reps > 1 else xs
+        return cx.reshape(y, cx.out_shape())
+    if d < k and out == x_shape[:d] + [x_shape[d] * reps] + x_shape[d + 1:]:
+        return cx.emit(K.Concat, [x] * reps, {"axis": d}) if reps > 1 else x
+    return None
+
+
+def _int(e):
+    return e.value if e.is_const else e
 
 
 @converter(aten.permute.default, aten.permute_copy.default)
