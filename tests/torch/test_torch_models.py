@@ -52,6 +52,40 @@ def test_tiny_decoder_logits_match_eager_at_every_length(kind):
     assert run.cache_info()[0].builds == 4
 
 
+def other_architecture(kind: str):
+    torch.manual_seed(0)
+    if kind == "gpt2":  # learned positions, Conv1D (addmm), tanh GELU, LayerNorm
+        cfg = transformers.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=256,
+                                      bos_token_id=0, eos_token_id=0)
+        return transformers.GPT2LMHeadModel(cfg).eval()
+    if kind == "gemma3":  # sliding-window layers, q/k norms, scaled embeddings, GELU-tanh MLP
+        cfg = transformers.Gemma3TextConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                            max_position_embeddings=256, sliding_window=16)
+        return transformers.Gemma3ForCausalLM(cfg).eval()
+    # t5 encoder: relative position buckets (integer abs, log, min, where), no biases
+    cfg = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4)
+    return transformers.T5EncoderModel(cfg).eval()
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "gemma3", "t5-encoder"])
+def test_other_architectures_convert_whole_and_match_eager(kind):
+    model = other_architecture(kind)
+    seq = torch.export.Dim("seq", min=1, max=128)
+    kwargs, dynamic = {"input_ids": torch.randint(0, 128, (1, 5))}, {"input_ids": {1: seq}}
+    if kind != "t5-encoder":
+        kwargs["use_cache"], dynamic["use_cache"] = False, None
+    run = dgt.compile(model, kwargs=kwargs, dynamic_shapes=dynamic, engine=1)
+    assert run.fallbacks == [], run.report()
+    for n in (1, 30):
+        kwargs["input_ids"] = torch.randint(0, 128, (1, n))
+        with torch.no_grad():
+            want = model(**kwargs)
+        got = run(**kwargs)
+        key = "last_hidden_state" if kind == "t5-encoder" else "logits"
+        torch.testing.assert_close(got[key], want[key], atol=LOGITS_ATOL, rtol=0)
+
+
 def test_tiny_llama_with_a_static_cache_decodes_like_eager():
     model = tiny_decoder("llama")
     lm = StaticCacheLM(model, max_cache_len=64).eval()

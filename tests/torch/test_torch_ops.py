@@ -53,6 +53,9 @@ CASES = {
            + torch.sqrt(x.abs()) + torch.rsqrt(x.abs() + 1) + F.gelu(x) + F.gelu(x, approximate="tanh")
            + torch.sin(x) + torch.cos(x) + torch.log(x.abs() + 1) + x.neg() + x.reciprocal().clamp(-3, 3)),
         lambda n: [randn(n, 8)], [{0: 0}]),
+    "integer_unary": (
+        mk(lambda i: (i.abs(), -i, i.square(), i.abs().float().sqrt())),
+        lambda n: [torch.randint(-9, 9, (n, 4))], [{0: 0}]),
     "powers": (
         mk(lambda x: x ** 2 + x ** 3 + (x.abs() + 1) ** -0.5 + (x.abs() + 1) ** 0.5 + 2 ** x + x.square()),
         lambda n: [randn(n, 8)], [{0: 0}]),

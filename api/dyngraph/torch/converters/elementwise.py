@@ -188,7 +188,15 @@ _UNARY = {
 
 @converter(*_UNARY)
 def unary(cx, node, a):
-    return cx.emit(_UNARY[node.target], [_same(cx, a.self)])
+    x = _same(cx, a.self)
+    kind = _UNARY[node.target]
+    if not x.dtype.is_float and kind in (K.Neg, K.Abs, K.Square):
+        # integers: 0 - x, max(x, 0 - x), x * x (dyngraph's unary ops are floating point)
+        neg = cx.emit(K.Subtract, [cx.full(0, x.dtype), x])
+        if kind is K.Neg:
+            return neg
+        return cx.emit(K.Maximum, [x, neg]) if kind is K.Abs else cx.emit(K.Multiply, [x, x])
+    return cx.emit(kind, [x])
 
 
 @converter(aten.gelu.default)
@@ -219,6 +227,13 @@ def pow_scalar(cx, node, a):
     x = _same(cx, a.self)
     if e == 1:
         return x
+    if not x.dtype.is_float:
+        if not (isinstance(e, int) and 1 < e <= 4):
+            raise Unsupported(f"integer power {e}")
+        y = x
+        for _ in range(e - 1):
+            y = cx.emit(K.Multiply, [y, x])
+        return y
     if e == 2:
         return cx.emit(K.Square, [x])
     if e == 3:
