@@ -46,13 +46,13 @@ MAX_ATTEMPTS = 32
 class CompiledProgram:
     """A torch.export program compiled on dyngraph: call it like the module."""
 
-    def __init__(self, ep, lowered: Lowered, steps, owners, parts, engine, decomposed):
-        self.exported_program = decomposed
+    def __init__(self, ep, lowered: Lowered, steps, owners, partitions, engine):
+        self.exported_program = ep  # as decomposed and converted
         self.engine = engine
+        self.partitions = partitions  # the dyngraph partitions, supported and not
         self._lowered = lowered
         self._steps = steps
         self._owners = owners
-        self._parts = parts
         spec = ep.call_spec
         self._in_spec, self._out_spec = spec.in_spec, spec.out_spec
         self._kw_keys = _kwarg_keys(self._in_spec)
@@ -61,9 +61,6 @@ class CompiledProgram:
         self._inputs = lowered.inputs
         self._consts = [(k, v) for k, v in enumerate(lowered.input_values) if lowered.inputs[k] is None]
         self._sym_sources = symbol_sources(lowered)
-        self._needs_sym = any(isinstance(o, Ref) and o.kind == Ref.EXPR for o in lowered.outputs) or any(
-            _has_expr(s.args) or _has_expr(s.kwargs) for s in steps if not isinstance(s, DgStep)
-        )
         self._buffers = lowered.buffers
         self._buffer_init = {tid: t.clone() for tid, t in lowered.buffers.items()}
         self._constants = {}
@@ -241,16 +238,6 @@ def _n_positional(in_spec) -> int:
         return 0
 
 
-def _has_expr(t) -> bool:
-    if isinstance(t, Ref):
-        return t.kind == Ref.EXPR
-    if isinstance(t, (list, tuple)):
-        return any(_has_expr(x) for x in t)
-    if isinstance(t, dict):
-        return any(_has_expr(x) for x in t.values())
-    return False
-
-
 def _collect_ids(t, out: set) -> None:
     if isinstance(t, Ref):
         if t.kind == Ref.TENSOR:
@@ -341,7 +328,7 @@ def compile(
             for n in new:
                 forced[n] = e.reason
             continue
-        return CompiledProgram(decomposed, lowered, steps, owners, parts, eng, decomposed)
+        return CompiledProgram(decomposed, lowered, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
 
 

@@ -481,6 +481,12 @@ class Lowering:
             self._rollback(mark_ops)
             self._wildcard(node, str(e) or "unsupported arguments")
             return
+        except (ForceFallback, RunnerBuffer):
+            raise
+        except Exception as e:  # a converter that did not foresee these arguments: the node runs in torch
+            self._rollback(mark_ops)
+            self._wildcard(node, f"the converter failed: {type(e).__name__}: {e}")
+            return
         self.values[node] = value
 
     def _rollback(self, mark_ops: int) -> None:
