@@ -1,0 +1,97 @@
+"""pytest-benchmark cases of the PyTorch front end (one engine thread, one
+torch thread):
+
+- call overhead: ``x + 1`` through ``dyngraph.torch`` (flatten, numpy views,
+  one backend run, tensors back) against the raw compiled partition call on
+  numpy arrays and against eager PyTorch;
+- a decode step of a tiny Llama with a static KV cache
+  (``dyngraph.torch.hf.StaticCacheLM``) against eager PyTorch.
+
+    pytest tests/benchmarks/test_bench_torch.py --benchmark-enable
+
+Nothing here asserts a time.
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", minversion="2.5")
+transformers = pytest.importorskip("transformers")
+
+import dyngraph.torch as dgt  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class AddOne(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+@pytest.fixture(scope="module")
+def add_one():
+    n = torch.export.Dim("n", min=1, max=64)
+    run = dgt.compile(AddOne(), (torch.randn(4, 8),), dynamic_shapes=({0: n},), engine=1)
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(run(x), x + 1)
+    return run, x
+
+
+def test_call_overhead_dyngraph_torch(benchmark, add_one):
+    run, x = add_one
+    benchmark.group = "torch-call-overhead"
+    benchmark(run, x)
+
+
+def test_call_overhead_compiled_partition_numpy(benchmark, add_one):
+    run, x = add_one
+    cp, a = run.compiled_partitions[0], x.numpy()
+    benchmark.group = "torch-call-overhead"
+    out = benchmark(cp, a)
+    np.testing.assert_allclose(out[0], a + 1)
+
+
+def test_call_overhead_eager(benchmark, add_one):
+    _, x = add_one
+    benchmark.group = "torch-call-overhead"
+    benchmark(torch.add, x, 1)
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
+                                   num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=512)
+    lm = StaticCacheLM(transformers.LlamaForCausalLM(cfg).eval(), max_cache_len=128).eval()
+    run = dgt.compile(export_static_cache_lm(lm), engine=1)
+    prompt = torch.randint(0, 512, (1, 16))
+    with torch.no_grad():
+        want = lm(prompt, torch.arange(16))
+    torch.testing.assert_close(run(prompt, torch.arange(16)), want, atol=1e-4, rtol=0)
+    return lm, run
+
+
+def _decode_step(fn):
+    tok, pos = torch.tensor([[5]]), torch.tensor([16])
+    return lambda: fn(tok, pos)  # rewrites position 16 each call: the cache stays valid
+
+
+def test_decode_step_dyngraph_torch(benchmark, decoder):
+    _, run = decoder
+    benchmark.group = "torch-decode-step"
+    benchmark(_decode_step(run))
+
+
+def test_decode_step_eager(benchmark, decoder):
+    lm, _ = decoder
+    benchmark.group = "torch-decode-step"
+    with torch.no_grad():
+        benchmark(_decode_step(lm))
