@@ -46,6 +46,15 @@ def test_a_fallback_taking_symbolic_sizes_gets_them_for_the_current_inputs():
     assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in SIZES])
 
 
+def test_a_fallback_gets_sizes_known_only_through_derived_input_dimensions():
+    # the only input is 2 * n long; the padding (run in torch) is n
+    n = n_dim()
+    module = mk(lambda x: F.pad(x, (0, x.shape[0] // 2)) * 3)
+    run = compile_module(module, [torch.randn(6, 3)], ({0: 2 * n},))
+    assert [f.target for f in run.fallbacks] == ["aten.constant_pad_nd.default"]
+    assert_matches_eager(run, module, [[torch.randn(2 * k, 3)] for k in (2, 4, 9)])
+
+
 def test_rank_five_intermediates_run_in_torch():
     module = mk(lambda x: x.reshape(x.shape[0], 1, 2, 1, 4).sum(1).reshape(x.shape[0], 8).exp())
     run = compile_module(module, [torch.randn(5, 8)], ({0: n_dim()},))

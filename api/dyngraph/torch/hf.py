@@ -43,8 +43,10 @@ class StaticCacheLM(torch.nn.Module):
 
     Tokens are written into the cache at ``positions`` and attend to every
     cached position ``<=`` their own (a causal mask over the whole cache,
-    built from the positions). ``reset`` is the caller's: zero the buffers
-    (or, compiled, call the program's ``reset()``).
+    built from the positions; sliding-window layers see the whole cache too,
+    so models with them match only while the sequence fits their window).
+    Resetting is the caller's: zero the buffers (or, compiled, call the
+    program's ``reset()``).
     """
 
     def __init__(self, model, max_cache_len: int, batch_size: int = 1, dtype: Optional[torch.dtype] = None):

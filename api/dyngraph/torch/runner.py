@@ -11,11 +11,9 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Sequence
 
-
 from ..errors import CompileError, DyngraphError
 from ..graph import Graph
 from ..logical_tensor import CONSTANT, STATE
-from ..op import Op
 from .dtypes import DG_TO_TORCH, from_numpy, numpy_out_dtype, to_numpy
 from .fallback import TorchStep
 from .lowering import Lowered, RunnerBuffer
@@ -56,7 +54,7 @@ _OP_ID = re.compile(r"\bop (\d+) \(")
 def build_graph(lowered: Lowered) -> Graph:
     g = Graph()
     for op in lowered.ops:
-        g.add_op(Op(op.id, op.kind, op.inputs, op.outputs, op.attrs, op.name))
+        g.add_op(op)
     try:
         g.finalize()
     except DyngraphError as e:  # every op was inferred when converted: a converter bug
@@ -123,22 +121,31 @@ def _failure(e: DyngraphError, ops, lowered: Lowered) -> PartitionFailure:
 
 
 def symbol_sources(lowered: Lowered) -> list:
-    """(symbol, flat input index, dimension) for every symbol that is a plain
-    dimension of a user input: how sizes are known when nodes run in PyTorch."""
+    """(symbol, flat input index, dimension, coeff, offset) for every symbol a
+    user input's dimension gives (``dim == coeff * symbol + offset``): how
+    sizes are known when nodes run in PyTorch."""
     found = {}
-    for k, tid in enumerate(lowered.inputs):
-        if tid is None:
-            continue
-        shape = lowered.tensors[tid].shape or ()
-        for d, e in enumerate(shape):
-            s = e.as_symbol() if hasattr(e, "as_symbol") else None
-            if s is not None and s not in found:
-                found[s] = (k, d)
-    return [(s, k, d) for s, (k, d) in found.items()]
+    for exact in (True, False):
+        for k, tid in enumerate(lowered.inputs):
+            if tid is None:
+                continue
+            for d, e in enumerate(lowered.tensors[tid].shape or ()):
+                if not hasattr(e, "free_symbols"):
+                    continue
+                free = e.free_symbols()
+                if len(free) != 1:
+                    continue
+                (s,) = free
+                if s in found or (exact and e.as_symbol() is not s):
+                    continue
+                lin = e.linear_in(s)
+                if lin is not None and lin[1].is_const:
+                    found[s] = (k, d, lin[0], lin[1].value)
+    return [(s, *src) for s, src in found.items()]
 
 
 def symbol_env(sources, flat: Sequence) -> dict:
-    return {s: flat[k].shape[d] for s, k, d in sources}
+    return {s: (flat[k].shape[d] - off) // coeff for s, k, d, coeff, off in sources}
 
 
 __all__ = ["DgStep", "PartitionFailure", "build_graph", "build_steps", "symbol_env", "symbol_sources"]
