@@ -90,7 +90,7 @@ CASES = {
         lambda n: [randn(n, 8)], [{0: 0}]),
     "slices_selects": (
         mk(lambda x: (x[1:, 2:6:2] * 1, x[:, -1] + 0, x[-3:] - 0, x.narrow(1, 2, 3), x[0], x[:, 1:-1],
-                      x[x.shape[0] - 2:], x.select(0, -2))),
+                      x[x.shape[0] - 2:], x.select(0, -2), x.narrow(0, -2, 2), x.narrow(1, -3, 2))),
         lambda n: [randn(n, 8)], [{0: 0}], 4),
     "cat_split": (
         mk(lambda x, y: (torch.cat([x, y], 0), torch.cat([x, y[:, :3]], 1), *torch.split(x, 3, dim=1),

@@ -139,7 +139,10 @@ def narrow(cx, node, a):
     rank = cx.rank_of(a.self)
     d = norm_dim(a.dim, rank)
     start, length = cx.size(a.start), cx.size(a.length)
-    return cx.emit(K.Slice, [cx.tensor(a.self)], {"begin": [start], "end": [as_expr(start) + length], "axes": [d]})
+    if isinstance(start, int) and start < 0:  # from the end, like select
+        start = as_expr(cx.shape_of(a.self)[d]) + start
+    start = as_expr(start)
+    return cx.emit(K.Slice, [cx.tensor(a.self)], {"begin": [_int(start)], "end": [_int(start + length)], "axes": [d]})
 
 
 @converter(aten.select.int, aten.select_copy.int)
