@@ -181,7 +181,7 @@ class CompiledProgram:
         """The current value of a mutated buffer (a copy), by its name in the module."""
         if name in self._owners:
             cp, tid = self._owners[name]
-            return torch.from_numpy(cp.read_state(tid))
+            return from_numpy(cp.read_state(tid), self._lowered.torch_dtypes[tid])
         for bname, bid, _ in self._lowered.buffer_writes:
             if bname == name:
                 return self._buffers[bid].clone()
