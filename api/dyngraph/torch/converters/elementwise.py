@@ -1,7 +1,7 @@
 """Elementwise arithmetic and activations.
 
 Inputs are cast to the dtype torch computes the result in (the node's output
-dtype); Python numbers become 0-d Full tensors of that dtype. ``x * 1``,
+dtype); Python numbers become 0-d constants of that dtype. ``x * 1``,
 ``x + 0`` and the like are the input itself.
 """
 
