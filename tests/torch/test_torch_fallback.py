@@ -86,6 +86,20 @@ def test_multi_output_op_whose_second_output_is_used_falls_back_whole():
     assert_matches_eager(run, module, [[torch.randn(n, 8)] for n in SIZES])
 
 
+def test_empty_tensors_run_in_torch():
+    class WithEmpty(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("none", torch.zeros(0, 8))
+
+        def forward(self, x):
+            return torch.cat([self.none, x]).relu() + x.new_zeros(0, 8).sum()
+
+    module = WithEmpty()
+    run = compile_module(module, [torch.randn(5, 8)], ({0: n_dim()},))
+    assert_matches_eager(run, module, [[torch.randn(n, 8)] for n in SIZES])
+
+
 def test_every_node_can_fall_back():
     module = mk(lambda x: torch.sort(x, -1).values.flip(0).cumprod(-1))
     run = compile_module(module, [torch.randn(5, 8)], ({0: n_dim()},))

@@ -177,8 +177,8 @@ class Lowering:
             shape = None
         lt = self.new_tensor(dt or DataType.f32, shape, prop, name)
         self.torch_dtypes[lt.id] = fake.dtype
-        if dt is None or shape is None or len(shape) > 4:
-            self.opaque.add(lt.id)
+        if dt is None or shape is None or len(shape) > 4 or any(isinstance(d, int) and d == 0 for d in shape):
+            self.opaque.add(lt.id)  # (dyngraph sizes are at least 1)
         elif shape is not None:
             self.types[lt.id] = TensorType(dt, tuple(as_expr(d) for d in shape))
         return lt
@@ -504,6 +504,8 @@ class Lowering:
                     raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most 4 dimensions)")
                 if v.device.type != "cpu":
                     raise Unsupported(f"{what} is on {v.device}")
+                if any(isinstance(d, int) and d == 0 for d in v.shape):
+                    raise Unsupported(f"{what} is empty (shape {list(v.shape)}; dyngraph sizes are at least 1)")
             elif isinstance(v, (tuple, list)):
                 for x in v:
                     check(x, what)
