@@ -322,11 +322,10 @@ def compile(
             runner_buffers.add(e.name)
             continue
         except PartitionFailure as e:
-            new = [n for n in e.nodes if n not in forced]
+            new = {n: r for n, r in e.reasons.items() if n not in forced}
             if not new:
-                raise CompileError(e.reason) from None
-            for n in new:
-                forced[n] = e.reason
+                raise CompileError(str(e)) from None
+            forced.update(new)
             continue
         return CompiledProgram(decomposed, lowered, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")

@@ -20,12 +20,11 @@ from .lowering import Lowered, RunnerBuffer
 
 
 class PartitionFailure(Exception):
-    """A supported partition did not compile: its nodes (or the one named) fall back."""
+    """Supported partitions did not compile: these nodes fall back, each for its reason."""
 
-    def __init__(self, nodes, reason: str):
-        super().__init__(reason)
-        self.nodes = nodes
-        self.reason = reason
+    def __init__(self, reasons: dict):
+        super().__init__("; ".join(dict.fromkeys(reasons.values())))
+        self.reasons = reasons  # fx node -> reason
 
 
 class DgStep:
@@ -69,6 +68,7 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
     state_names = {tid: name for name, tid in lowered.states.items()}
     state_users: Dict[int, int] = {}
     parts = graph.get_partitions()
+    failures: dict = {}  # every partition is tried: one retry handles all that failed
     for part in parts:
         ops = part.get_ops()
         if not part.is_supported():
@@ -91,7 +91,8 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
         try:
             cp = part.compile(ins, outs, engine, constants=consts, **options)
         except DyngraphError as e:
-            raise _failure(e, ops, lowered) from None
+            failures.update(_failure(e, ops, lowered))
+            continue
         in_ids = [lt.id for lt in cp.get_inputs()]
         out_ids = [lt.id for lt in cp.get_outputs()]
         tdts = [lowered.torch_dtypes.get(i) or DG_TO_TORCH[lt.dtype] for i, lt in zip(out_ids, cp.get_outputs())]
@@ -100,10 +101,12 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
             if lt.property is STATE:
                 owners[state_names[lt.id]] = (cp, lt.id)
         steps.append(step)
+    if failures:
+        raise PartitionFailure(failures)
     return steps, owners, parts
 
 
-def _failure(e: DyngraphError, ops, lowered: Lowered) -> PartitionFailure:
+def _failure(e: DyngraphError, ops, lowered: Lowered) -> dict:
     """Which nodes to run in PyTorch when a partition does not compile: ops
     that make tensors from sizes alone when the partition's inputs do not
     tell those sizes (in PyTorch, their results become inputs that do); the
@@ -113,11 +116,11 @@ def _failure(e: DyngraphError, ops, lowered: Lowered) -> PartitionFailure:
     if "cannot be determined" in msg:
         gens = list(dict.fromkeys(nodes_of[op.id] for op in ops if not op.inputs and op.id in nodes_of))
         if gens:
-            return PartitionFailure(gens, "its sizes are not known to its dyngraph partition (no input has them)")
+            return {n: "its sizes are not known to its dyngraph partition (no input has them)" for n in gens}
     m = _OP_ID.search(msg)
     node = nodes_of.get(int(m.group(1))) if m else None
     nodes = [node] if node is not None else list(dict.fromkeys(nodes_of[op.id] for op in ops if op.id in nodes_of))
-    return PartitionFailure(nodes, f"its partition did not compile: {msg}")
+    return {n: f"its partition did not compile: {msg}" for n in nodes}
 
 
 def symbol_sources(lowered: Lowered) -> list:
