@@ -4,10 +4,15 @@
 // and y = a (rows of K) it is exactly a @ b in logical order.
 #include "../generated/dyngraph_ir_generated.h"
 #include "families.h"
+#include "../kernels/sgemm.h"
 
 namespace dg {
 
 namespace {
+
+// From this many rows of activations on, f32 products go to OpenBLAS's sgemm
+// (below it ggml's dot products are as fast: one row is a matrix-vector product).
+constexpr int64_t kSgemmMinRows = 2;
 
 ggml_tensor* transposed(LowerCtx& c, ggml_tensor* t) { return ggml_cont(c.ctx, ggml_transpose(c.ctx, t)); }
 
@@ -28,7 +33,8 @@ void lower_matmul(LowerCtx& c) {
     if (x->ne[2] > y->ne[2] || x->ne[3] > y->ne[3]) {
         y = ggml_repeat_4d(c.ctx, y, y->ne[0], y->ne[1], std::max(x->ne[2], y->ne[2]), std::max(x->ne[3], y->ne[3]));
     }
-    ggml_tensor* r = ggml_mul_mat(c.ctx, x, y);
+    ggml_tensor* r = kernels::sgemm_applies(x, y, kSgemmMinRows) ? kernels::sgemm_mul_mat(c.ctx, x, y)
+                                                                 : ggml_mul_mat(c.ctx, x, y);
     if (c.n_in() == 3) {
         ggml_tensor* bias = c.cont(c.in[2]);
         if (bias->type != GGML_TYPE_F32) bias = ggml_cast(c.ctx, bias, GGML_TYPE_F32);
