@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "errors.h"
 #include "ggml.h"
+#include "ggml_log.h"
 #include "lowering.h"
 
 namespace py = pybind11;
@@ -156,6 +157,7 @@ int32_t checked_index(const CompiledPartition& cp, int64_t idx, Property want, c
 PYBIND11_MODULE(_backend, m) {
     m.doc() = "dyngraph's C++ runtime: IR reader, shape binding, ggml graph builder and cache";
     register_errors(m);
+    install_ggml_log();
 
     m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
     m.def("ggml_version", [] { return std::string(ggml_version()); });

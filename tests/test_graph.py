@@ -126,3 +126,12 @@ def test_rank_above_four_is_refused():
         g = dg.Graph()
         g.add_op(dg.Op(0, dg.OpKind.ReLU, [lt(0, [1, 2, 3, 4, 5])], [lt(1, None)]))
         g.finalize()
+
+
+def test_two_dims_with_one_name_are_refused_at_finalize():
+    x = dg.LogicalTensor(0, dg.f32, [dg.Dim("n"), 4])
+    y = dg.LogicalTensor(1, dg.f32, [dg.Dim("n"), 4])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.ReLU, [x], [y]))
+    with pytest.raises(dg.GraphError, match="two different dimensions named 'n'.*same Dim object"):
+        g.finalize()

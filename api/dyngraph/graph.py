@@ -99,12 +99,28 @@ class Graph:
         if not self._ops:
             raise GraphError("the graph has no ops")
         self._order = self._topological_order()
+        self._check_dim_names()
         known = {}
         for tid, lt in self._tensors.items():
             if tid not in self._producer:
                 known[tid] = type_of(lt, self._symbols)
         self._inferred = infer_ops(self._order, known, self._symbols, strict=False)
         self._finalized = True
+
+    def _check_dim_names(self) -> None:
+        """Two different Dim objects with one name would print alike in every
+        message and never be equal: refuse them up front."""
+        seen: Dict[str, tuple] = {}
+        for tid, lt in self._tensors.items():
+            for d in lt.shape or ():
+                if d is UNKNOWN_DIM or d is DYNAMIC_DIM or isinstance(d, int):
+                    continue
+                for sym in as_expr(d).free_symbols():
+                    other = seen.setdefault(sym.name, (sym, lt))
+                    if other[0] is not sym:
+                        raise GraphError(
+                            f"tensors {other[1].label} and {lt.label} use two different dimensions named "
+                            f"{sym.name!r}; a dimension is shared by using the same Dim object")
 
     def _topological_order(self) -> List[Op]:
         indeg = {op.id: 0 for op in self._ops}

@@ -251,8 +251,13 @@ def model_rows(sm) -> List[Row]:
         path = os.path.join(d, "smollm2.dg")
         cps[0].save(path)
         del run, cps
-        p = subprocess.run([sys.executable, os.path.join(HERE, "rss_probe.py"), path, "32", "32"], check=True,
-                           capture_output=True, text=True, env=dict(os.environ))
+        env = dict(os.environ)
+        if env.get("DYNGRAPH_DEV") == "1":
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "api"), env.get("PYTHONPATH")]))
+        p = subprocess.run([sys.executable, os.path.join(HERE, "rss_probe.py"), path, "32", "32"],
+                           capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            raise RuntimeError(f"rss_probe.py failed:\n{p.stderr[-3000:]}")
     r = json.loads(p.stdout.strip().splitlines()[-1])
     used = r["peak_bytes"] - r["baseline_bytes"]
     budget = r["constant_bytes"] + r["state_bytes"] + r["arena_bytes"]

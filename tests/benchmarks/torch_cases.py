@@ -147,7 +147,7 @@ def smollm2_steps(run, n_prompt: int = 32) -> Dict[str, Callable[[], object]]:
     'prefill' is one call of n_prompt tokens at positions 0.., 'decode' one
     call of one token (at positions 0..31 in turn, as tg32 generates from an
     empty context)."""
-    ids = torch.randint(100, 40000, (1, n_prompt))
+    ids = torch.randint(100, 40000, (1, n_prompt), generator=torch.Generator().manual_seed(0))
     pos = torch.arange(n_prompt)
     turn = [0]
 
