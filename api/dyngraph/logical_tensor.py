@@ -24,6 +24,8 @@ MAX_RANK = 4
 
 
 def _norm_dim(d, where: str):
+    if type(d) is int and d >= 0:  # the common case, without building an Expr
+        return d
     if isinstance(d, _SpecialDim):
         return d
     if isinstance(d, Expr):
@@ -102,7 +104,12 @@ class LogicalTensor:
         return f"{self.id} ({self.name})" if self.name else str(self.id)
 
     def with_shape(self, shape) -> "LogicalTensor":
-        return LogicalTensor(self.id, self.dtype, shape, self.property, self.name)
+        shape = tuple(shape)
+        if not all(type(d) is int and d >= 0 for d in shape):
+            return LogicalTensor(self.id, self.dtype, shape, self.property, self.name)
+        lt = LogicalTensor.__new__(LogicalTensor)  # a concrete shape of a checked tensor: nothing to validate
+        lt.id, lt.dtype, lt.shape, lt.property, lt.name = self.id, self.dtype, shape, self.property, self.name
+        return lt
 
     # -- value semantics ---------------------------------------------------------
     def _key(self):

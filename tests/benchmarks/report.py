@@ -17,7 +17,8 @@ every round calls each once, in a random order. Sections:
 - PyTorch eager (torch extra): MLP, a transformer encoder layer, MiniLM,
   SmolLM2-135M prefill and decode, all f32;
 - llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0 and
-  Q4_0 against llama-bench (pp32, tg32), run here when LLAMA_BENCH and
+  Q4_0 against llama-bench (pp32, tg32; like llama-bench, logits of the
+  last position only), run here when LLAMA_BENCH and
   SMOLLM2_GGUF_DIR are set (llama_cpp_baseline.py says how to build it);
 - compile time, memory (bytes per cached graph, peak RSS of a generation
   from a saved artifact in a fresh process), zero copy, 1 vs 2 threads.
@@ -63,6 +64,7 @@ PADDED_SPEEDUP = 12.0
 LLAMA_CPP_FRACTION = 0.9
 COMPILE_SECONDS = 10.0
 RSS_FACTOR = 1.1
+SECTIONS = ("hit", "rebuild", "stack", "eager", "llamacpp", "model", "threads")
 
 
 @dataclass
@@ -172,7 +174,7 @@ def thread_rows(rounds: int) -> List[Row]:
 # -- PyTorch eager, llama.cpp, compile time, memory --------------------------------------------
 
 
-def eager_rows(rounds: int, quick: bool, state: dict) -> List[Row]:
+def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
     import torch
 
     import torch_cases as tc
@@ -181,9 +183,7 @@ def eager_rows(rounds: int, quick: bool, state: dict) -> List[Row]:
     pairs = tc.mlp_pairs() + tc.encoder_layer_pairs()
     if not quick:
         pairs += tc.minilm_pairs()
-        sm = tc.load_smollm2()
         if sm is not None:
-            state["smollm2"] = sm
             pairs += tc.smollm2_pairs(sm)
     fns = {}
     for p in pairs:
@@ -219,7 +219,7 @@ def llama_cpp_rows(sm, rounds: int) -> List[Row]:
     types = {"F32": "f32", "Q8_0": "q8_0", "Q4_0": "q4_0"}
     fns = {}
     for t, wt in types.items():
-        run = dgt.compile(sm.exported, engine=1, weight_type=wt)
+        run = dgt.compile(sm.exported_last, engine=1, weight_type=wt)
         for key, fn in tc.smollm2_steps(run).items():
             fns[(t, key)] = fn
     samples = interleaved({f"{t} {k}": fn for (t, k), fn in fns.items()}, rounds, max_seconds=90)
@@ -306,30 +306,43 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=100, help="timed rounds per section (default 100)")
     ap.add_argument("--quick", action="store_true", help="leave out the real models and llama.cpp")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--only", help=f"comma-separated sections, of {','.join(SECTIONS)} (default: all)")
     ap.add_argument("--rebuild-bench", default=os.path.join(ROOT, "build", "dev", "tests", "benchmarks", "cpp",
                                                             "dg_rebuild_bench"),
                     help="the C++ microbenchmark binary (cmake -DDYNGRAPH_BUILD_BENCH=ON)")
     args = ap.parse_args()
 
+    only = set(args.only.split(",")) if args.only else set(SECTIONS)
+    if only - set(SECTIONS):
+        ap.error(f"--only: unknown sections {sorted(only - set(SECTIONS))}; choose from {','.join(SECTIONS)}")
     t0 = time.perf_counter()
     blas_one = limit_blas_threads(1)
     engine = dg.Engine(dg.Engine.CPU, num_threads=1)
-    rows = hit_overhead(engine, args.rounds * 10)
-    rows += rebuild_rows(args.rebuild_bench)
-    rows += stack_rows(engine, args.rounds)
+    rows: List[Row] = []
+    if "hit" in only:
+        rows += hit_overhead(engine, args.rounds * 10)
+    if "rebuild" in only:
+        rows += rebuild_rows(args.rebuild_bench)
+    if "stack" in only:
+        rows += stack_rows(engine, args.rounds)
     try:
         import torch  # noqa: F401
         have_torch = True
     except ImportError:
         have_torch = False
-    state: dict = {}
-    if have_torch:
-        rows += eager_rows(max(10, args.rounds // 4), args.quick, state)
-    sm = state.get("smollm2")
-    if sm is not None:
+    sm = None
+    if have_torch and not args.quick and only & {"eager", "llamacpp", "model"}:
+        import torch_cases as tc
+
+        sm = tc.load_smollm2()
+    if have_torch and "eager" in only:
+        rows += eager_rows(max(10, args.rounds // 4), args.quick, sm)
+    if sm is not None and "llamacpp" in only:
         rows += llama_cpp_rows(sm, max(10, args.rounds // 4))
+    if sm is not None and "model" in only:
         rows += model_rows(sm)
-    rows += thread_rows(args.rounds)
+    if "threads" in only:
+        rows += thread_rows(args.rounds)
 
     print(f"dyngraph {dg.__version__}, ggml {dg._backend.ggml_version()}, numpy {np.__version__}"
           + (f", torch {__import__('torch').__version__}" if have_torch else "") + f"; {machine()}")
