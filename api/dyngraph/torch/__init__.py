@@ -36,6 +36,7 @@ from ..errors import CompileError, ExecutionError
 from .dtypes import from_numpy, to_numpy
 from .export import decompose, decomposition_table, dim_names, export
 from .fallback import format_report, resolve
+from .functional import functional_program
 from .lowering import Fallback, ForceFallback, Lowered, Lowering, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
 from .symbols import SymbolTable
@@ -302,20 +303,44 @@ def compile(
     else:
         ep = export(model, args, kwargs, dynamic_shapes, strict=strict)
         names = dim_names(model, args, kwargs, dynamic_shapes)
-    decomposed = decompose(ep)
     eng = _engine(engine)
     options = {"cache_capacity": cache_capacity}
     if weight_type != "f32":
         options["weight_type"] = weight_type
-    symbols = SymbolTable(decomposed.range_constraints, _names(decomposed, names))
+    program = functional_program(ep)
+    if program is not None:
+        try:
+            return _convert(program, names, eng, options, whole=True)
+        except _NotWhole:
+            pass  # torch's decomposition may give converters what they take
+    return _convert(decompose(ep), names, eng, options, whole=False)
+
+
+class _NotWhole(Exception):
+    """The program as exported does not convert whole: it is decomposed first."""
+
+
+def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
+    """Lower, partition and compile ``ep``. ``whole``: every node must run in
+    dyngraph (else _NotWhole); otherwise the nodes that cannot run in PyTorch."""
+    try:
+        symbols = SymbolTable(ep.range_constraints, _names(ep, names))
+    except CompileError:
+        if whole:
+            raise _NotWhole() from None
+        raise
     forced: dict = {}
     runner_buffers: set = set()
     for _ in range(MAX_ATTEMPTS):
         try:
-            lowered = Lowering(decomposed, symbols, forced, runner_buffers).run()
+            lowered = Lowering(ep, symbols, forced, runner_buffers).run()
+            if whole and lowered.fallbacks:
+                raise _NotWhole()
             graph = build_graph(lowered)
             steps, owners, parts = build_steps(lowered, graph, eng, options)
         except ForceFallback as e:
+            if whole:
+                raise _NotWhole() from None
             forced[e.node] = e.reason
             continue
         except RunnerBuffer as e:
@@ -323,13 +348,18 @@ def compile(
             continue
         except PartitionFailure as e:
             new = {n: r for n, r in e.reasons.items() if n not in forced}
+            if whole:
+                raise _NotWhole() from None
             if not new:
                 raise CompileError(str(e)) from None
             forced.update(new)
             continue
-        return CompiledProgram(decomposed, lowered, steps, owners, parts, eng)
+        except CompileError:
+            if whole:
+                raise _NotWhole() from None
+            raise
+        return CompiledProgram(ep, lowered, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
-
 
 __all__ = ["CompiledProgram", "Fallback", "compile", "decomposition_table", "export"]
 
