@@ -39,6 +39,7 @@ from .fallback import format_report, resolve
 from .functional import functional_program
 from .lowering import Fallback, ForceFallback, Lowered, Lowering, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
+from .saving import NotSavableError, savable_partition
 from .symbols import SymbolTable
 
 MAX_ATTEMPTS = 32
@@ -188,6 +189,18 @@ class CompiledProgram:
                 return self._buffers[bid].clone()
         raise KeyError(f"{name!r} is not a buffer the program mutates")
 
+    # ------------------------------------------------------------------ saving
+    def save(self, path) -> None:
+        """Write the program to one file that ``dyngraph.load(path)`` runs
+        without PyTorch (or the model): a ``CompiledPartition`` called on numpy
+        arrays, the program's flat tensor inputs in order (non-tensor inputs
+        keep their exported values), returning its flat outputs in order.
+        Mutated buffers (a KV cache) are its state, saved at their initial
+        values. Only a program that converted whole can be saved: else
+        :class:`NotSavableError` says which nodes run in PyTorch."""
+        names = _input_names(self.exported_program, len(self._inputs))
+        savable_partition(self._lowered, self._steps, names).save(path)
+
     # --------------------------------------------------------------- reporting
     @property
     def fallbacks(self) -> List[Fallback]:
@@ -222,6 +235,12 @@ def _unflattener(spec):
     if spec.type is tuple and all(c.is_leaf() for c in spec.children()):
         return tuple
     return lambda res: pytree.tree_unflatten(res, spec)
+
+
+def _input_names(ep, n: int) -> List[str]:
+    """Names of the flat user inputs (their placeholders')."""
+    names = [getattr(s.arg, "name", None) for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    return [names[k] if k < len(names) and names[k] else f"input {k}" for k in range(n)]
 
 
 def _kwarg_keys(in_spec) -> Optional[Tuple[str, ...]]:
@@ -361,5 +380,5 @@ def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
         return CompiledProgram(ep, lowered, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
 
-__all__ = ["CompiledProgram", "Fallback", "compile", "decomposition_table", "export"]
+__all__ = ["CompiledProgram", "Fallback", "NotSavableError", "compile", "decomposition_table", "export"]
 
