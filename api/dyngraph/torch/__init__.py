@@ -9,12 +9,16 @@
     out = run(input_ids=other_ids)      # any length the export allowed; same outputs as model(...)
     print(run.report())                 # what (if anything) runs in PyTorch, and why
 
-The program is decomposed to core ATen (keeping attention, linear, norms
-whole), converted op by op to a dyngraph graph whose dimensions are the
-export's size symbols (``seq``, ``seq + 1``...), partitioned, and each
-supported partition compiled once. Nodes without a dyngraph form run in
+The program is converted op by op as exported (in-place ops made
+functional, see :mod:`dyngraph.torch.functional`; a program with ops no
+converter takes is first decomposed to core ATen, keeping attention, linear,
+norms whole) to a dyngraph graph whose dimensions are the export's size
+symbols (``seq``, ``seq + 1``...), partitioned, and each supported partition
+compiled once. Nodes without a dyngraph form run in
 PyTorch between partitions. Buffers the program mutates (a static KV cache)
-become STATE tensors updated in place; ``reset()`` restores them.
+become STATE tensors updated in place; ``reset()`` restores them. A program
+that converted whole can be saved (``save(path)``) and run by
+``dyngraph.load`` without PyTorch.
 
 Dimensions: dyngraph sizes are at least 1, so a torch ``Dim`` whose range
 starts at 0 or 1 becomes a dimension with minimum 1.
@@ -49,7 +53,7 @@ class CompiledProgram:
     """A torch.export program compiled on dyngraph: call it like the module."""
 
     def __init__(self, ep, lowered: Lowered, steps, owners, partitions, engine):
-        self.exported_program = ep  # as decomposed and converted
+        self.exported_program = ep  # as converted (made functional, or decomposed)
         self.engine = engine
         self.partitions = partitions  # the dyngraph partitions, supported and not
         self._lowered = lowered

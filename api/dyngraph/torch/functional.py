@@ -99,10 +99,13 @@ def _rewrite(ep):
     views: Dict[fx.Node, List[fx.Node]] = {}  # base -> the views taken of it
     env: Dict[fx.Node, fx.Node] = {}  # old node -> new node (a mutated base: its latest value)
     mutated: Dict[fx.Node, fx.Node] = {}  # placeholder -> its final value (new graph)
+    same: Dict[fx.Node, fx.Node] = {}  # an in-place op -> the tensor it wrote
     rewritten = False
     graph = fx.Graph()
 
     def arg(n):
+        while n in same:  # (tracing reads the latest in-place result; an earlier one is the same tensor)
+            n = same[n]
         return env[n]
 
     for node in old.nodes:
@@ -139,6 +142,8 @@ def _rewrite(ep):
             continue
         # an in-place op: its functional variant, whose result is the tensor's new value
         dst = node.args[k]
+        while dst in same:  # the result of an in-place op is the tensor it wrote
+            dst = same[dst]
         if not isinstance(dst, fx.Node) or base.get(dst) is not dst:
             raise _Refuse(f"{node.name} writes through a view")
         if dst.op == "placeholder":
@@ -160,7 +165,7 @@ def _rewrite(ep):
         env[dst] = new
         env[node] = new
         base[node] = dst
-        views[dst].append(node)  # (the in-place op's result is the tensor itself)
+        same[node] = dst
         if dst.op == "placeholder":
             mutated[dst] = new
     else:
