@@ -1,4 +1,5 @@
-"""Load the ggml shared libraries of the libggml-python wheel before the extension.
+"""Load the ggml shared libraries of the libggml-python wheel (and OpenBLAS of
+the scipy-openblas32 wheel) before the extension.
 
 The extension is linked against them (and carries an rpath to the wheel's
 folder); loading them first by path also covers layouts where that rpath does
@@ -12,6 +13,10 @@ import os
 
 
 def load_ggml() -> None:
+    import scipy_openblas32
+
+    ctypes.CDLL(os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(fullname=True)),
+                mode=ctypes.RTLD_GLOBAL)
     try:
         import libggml
     except ImportError:  # ggml built from source: the libraries sit next to the extension

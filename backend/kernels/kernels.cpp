@@ -1,5 +1,7 @@
 #include "kernels.h"
 
+#include "gelu_erf.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -96,10 +98,21 @@ inline float gelu_tanh(float x) {
     return x / (1.0f + std::exp(-u2));
 }
 
+void gelu_erf_rows(ggml_tensor* dst, int ith, int nth) {
+    const ggml_tensor* a = dst->src[0];
+    for_rows(dst, ith, nth, [&](int64_t i1, int64_t i2, int64_t i3) {
+        const char* row = static_cast<const char*>(a->data) + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
+        float* out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
+        if (a->nb[0] == sizeof(float)) return gelu_erf_row(reinterpret_cast<const float*>(row), out, dst->ne[0]);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) gelu_erf_row(reinterpret_cast<const float*>(row + i0 * a->nb[0]), out + i0, 1);
+    });
+}
+
 void unary_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     switch (Unary(reinterpret_cast<intptr_t>(ud))) {
         case Unary::Relu: return unary_rows(dst, ith, nth, [](float x) { return !(x <= 0.0f) ? x : 0.0f; });  // NaN stays NaN
         case Unary::GeluTanh: return unary_rows(dst, ith, nth, gelu_tanh);
+        case Unary::GeluErf: return gelu_erf_rows(dst, ith, nth);
     }
 }
 

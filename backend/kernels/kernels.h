@@ -9,7 +9,7 @@ namespace dg::kernels {
 enum class Binary { Max, Min, Add, Sub, Mul };
 enum class Compare { Eq, Ne, Gt, Ge, Lt, Le };
 enum class ReduceRows { Max, Min, Sum };
-enum class Unary { Relu, GeluTanh };
+enum class Unary { Relu, GeluTanh, GeluErf };
 
 // out = a (op) b with numpy broadcasting (each of a, b may have 1 where out
 // has n). a, b: F32 or I32 (same type); out has their type. I32 arithmetic
@@ -18,7 +18,8 @@ ggml_tensor* binary(ggml_context* ctx, Binary op, ggml_tensor* a, ggml_tensor* b
 
 // out = f(a), F32 in and out, computed in f32 at full precision where ggml's
 // own kernel is not: ReLU propagates NaN (ggml's gives 0), GELU-tanh is
-// evaluated directly (ggml's reads an f16 table, about 1e-3 relative error).
+// evaluated directly (ggml's reads an f16 table, about 1e-3 relative error),
+// GELU-erf is vectorized (gelu_erf.h; ggml's calls erff per element).
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a);
 
 // out (I32, 0/1) = a (cmp) b with numpy broadcasting; a, b: F32 or I32 (same type).

@@ -77,7 +77,7 @@ void lower_unary_kernel(LowerCtx& c) {
 void lower_gelu(LowerCtx& c) {
     // ggml_gelu reads a table indexed by the input rounded to f16 (about 1e-3 relative error)
     if (c.op.get_str("mode", "erf") == "tanh") lower_unary_kernel<kernels::Unary::GeluTanh>(c);
-    else lower_unary_f32<ggml_gelu_erf>(c);
+    else lower_unary_kernel<kernels::Unary::GeluErf>(c);
 }
 
 void lower_bias_add(LowerCtx& c) {

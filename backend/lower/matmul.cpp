@@ -4,10 +4,17 @@
 // and y = a (rows of K) it is exactly a @ b in logical order.
 #include "../generated/dyngraph_ir_generated.h"
 #include "families.h"
+#include "../kernels/sgemm.h"
 
 namespace dg {
 
 namespace {
+
+// From this many rows of activations on, f32 products go to OpenBLAS's sgemm.
+// Below it ggml's dot products are faster: sgemm packs the whole weight matrix
+// on every call, which a few rows do not pay back (measured on 256x1024 to
+// 1536x576 weights: ggml wins up to 4 rows, they tie at 8, sgemm is 2x at 32).
+constexpr int64_t kSgemmMinRows = 8;
 
 ggml_tensor* transposed(LowerCtx& c, ggml_tensor* t) { return ggml_cont(c.ctx, ggml_transpose(c.ctx, t)); }
 
@@ -28,7 +35,14 @@ void lower_matmul(LowerCtx& c) {
     if (x->ne[2] > y->ne[2] || x->ne[3] > y->ne[3]) {
         y = ggml_repeat_4d(c.ctx, y, y->ne[0], y->ne[1], std::max(x->ne[2], y->ne[2]), std::max(x->ne[3], y->ne[3]));
     }
-    ggml_tensor* r = ggml_mul_mat(c.ctx, x, y);
+    // weights without batch dims times a batch of activations: one product over all their rows
+    // (a [seq, 1, hidden] input is seq rows, not seq batches of one row)
+    const int64_t ne_y[4] = {y->ne[0], y->ne[1], y->ne[2], y->ne[3]};
+    const bool fold = x->ne[2] == 1 && x->ne[3] == 1 && (y->ne[2] > 1 || y->ne[3] > 1) && ggml_is_contiguous(y);
+    if (fold) y = ggml_reshape_2d(c.ctx, y, ne_y[0], ne_y[1] * ne_y[2] * ne_y[3]);
+    ggml_tensor* r = kernels::sgemm_applies(x, y, kSgemmMinRows) ? kernels::sgemm_mul_mat(c.ctx, x, y)
+                                                                 : ggml_mul_mat(c.ctx, x, y);
+    if (fold) r = ggml_reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
     if (c.n_in() == 3) {
         ggml_tensor* bias = c.cont(c.in[2]);
         if (bias->type != GGML_TYPE_F32) bias = ggml_cast(c.ctx, bias, GGML_TYPE_F32);
@@ -40,8 +54,9 @@ void lower_matmul(LowerCtx& c) {
 }  // namespace
 
 void register_matmul(LoweringTable& t) {
-    // at most: 2 transposes + their copies, 2 input casts, a repeat, the product, bias copy + cast + add, output cast
-    t.add(uint16_t(dyngraph::fb::OpKind::MatMul), lower_matmul, 12);
+    // at most: 2 transposes + their copies, 2 input casts, a repeat, 2 reshapes, the product, bias copy + cast + add,
+    // output cast
+    t.add(uint16_t(dyngraph::fb::OpKind::MatMul), lower_matmul, 14);
 }
 
 }  // namespace dg

@@ -143,6 +143,20 @@ def mlp_cases(engine: dg.Engine, batches: Sequence[int] = MLP_BATCHES) -> Dict[s
     return cases
 
 
+def one_op_step(engine) -> Step:
+    """x + x on a [n, 64] input with a dynamic n, prepared and run once at n = 16."""
+    n = dg.Dim("n")
+    x = dg.LogicalTensor(0, dg.f32, [n, 64])
+    y = dg.LogicalTensor(1, dg.f32, [n, 64])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.Add, [x, x], [y]))
+    g.finalize()
+    cp = g.get_partitions()[0].compile([x], [y], engine)
+    step = Step(cp, [np.ones((16, 64), np.float32)])
+    step()
+    return step
+
+
 LLAMA_PREFILL = 32
 
 
@@ -177,4 +191,4 @@ def calls_of(case: Case) -> int:
     return case.fn.calls if isinstance(case.fn, _Counted) else 0
 
 
-__all__: List[str] = ["Case", "Step", "calls_of", "check", "llama_cases", "mlp_cases", "stack_cases"]
+__all__: List[str] = ["Case", "Step", "calls_of", "check", "llama_cases", "mlp_cases", "one_op_step", "stack_cases"]

@@ -1,16 +1,29 @@
-"""Run the benchmark cases side by side in one process and print a table.
+"""Every performance target of dyngraph, measured side by side in one run, in one table.
 
-    python tests/benchmarks/report.py [--rounds N] [--max-seconds S]
+    python tests/benchmarks/report.py [--quick] [--rounds N] [--markdown]
 
 (with DYNGRAPH_DEV=1 it uses the in-tree build in api/, like the tests).
 
-Every round calls each case once, in a fresh random order (so no case
-always follows the same neighbour, whose memory traffic it would inherit),
-timed with time.perf_counter_ns; the table gives per-case medians over the
-rounds, and a rebuild's cost over the cached case as the median of the
-per-round differences. dyngraph runs on one engine thread and numpy on one BLAS thread.
-The cases are those of the pytest-benchmark suite (cases.py); each is
-checked against its reference before it is timed.
+Rows: the case, dyngraph's median, its reference's median, their ratio, the
+target and whether it is met. One engine thread, one BLAS thread, one torch
+thread everywhere. Within a section the cases run interleaved (timing.py):
+every round calls each once, in a random order. Sections:
+
+- cache hit: execute() at a built shape against the bare ggml compute of the
+  same graph (CompiledPartition._impl.time_compute), one-op graph and the
+  4-layer stack;
+- rebuild: the C++ microbenchmark (tests/benchmarks/cpp), when built;
+- dynamic vs padded: the stack at 7 rows against 7 rows padded to 127;
+- PyTorch eager (torch extra): MLP, a transformer encoder layer, MiniLM,
+  SmolLM2-135M prefill and decode, all f32;
+- llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0 and
+  Q4_0 against llama-bench (pp32, tg32), run here when LLAMA_BENCH and
+  SMOLLM2_GGUF_DIR are set (llama_cpp_baseline.py says how to build it);
+- compile time, memory (bytes per cached graph, peak RSS of a generation
+  from a saved artifact in a fresh process), zero copy, 1 vs 2 threads.
+
+--quick leaves out the real models and llama.cpp (about 30 s instead of a
+few minutes).
 """
 
 from __future__ import annotations
@@ -21,127 +34,307 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
-import gc  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import List, Optional  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, HERE)
 if os.environ.get("DYNGRAPH_DEV") == "1":
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "api"))
+    sys.path.insert(0, os.path.join(ROOT, "api"))
 
 import numpy as np  # noqa: E402
 
 import dyngraph as dg  # noqa: E402
-from cases import LLAMA_PREFILL, STACK_SEQ, calls_of, check, llama_cases, mlp_cases, stack_cases  # noqa: E402
+from cases import STACK_SEQ, check, llama_cases, one_op_step, stack_cases  # noqa: E402
 from threads import limit_blas_threads  # noqa: E402
+from timing import fmt, interleaved, median  # noqa: E402
+
+HIT_OVERHEAD_US = 15.0
+REBUILD_RATIO = 1.5
+PADDED_SPEEDUP = 12.0
+LLAMA_CPP_FRACTION = 0.9
+COMPILE_SECONDS = 10.0
+RSS_FACTOR = 1.1
 
 
-def fmt(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e3:.1f} us"
+@dataclass
+class Row:
+    case: str
+    dyngraph: str
+    reference: str
+    ratio: str
+    target: str
+    met: Optional[bool]  # None: informative, no target
+
+
+def yes(ok: Optional[bool]) -> str:
+    return "-" if ok is None else ("yes" if ok else "NO")
+
+
+# -- cache hit ------------------------------------------------------------------------
+
+
+def hit_overhead(engine, rounds: int) -> List[Row]:
+    steps = {"one-op (Add, 16x64)": one_op_step(engine), f"4-layer stack seq{STACK_SEQ}": stack_cases(engine)["cached"].fn}
+    fns, bare = {}, {}
+    for name, s in steps.items():
+        fns[f"{name} execute"] = lambda s=s: s.cp.execute(s.stream, s.ins, s.outs)
+        fns[f"{name} infer+execute"] = s
+        fns[f"{name} call"] = lambda s=s, a=[t.array for t in s.ins]: s.cp(*a)
+        bare[name] = []
+        # the bare compute, timed inside C++ once per round next to the others
+        fns[f"{name} compute"] = lambda s=s, name=name: bare[name].append(
+            s.cp._impl.time_compute(s.ins, s.outs, 1))
+    samples = interleaved(fns, rounds)
+    rows = []
+    for name, s in steps.items():
+        ref = median(bare[name])
+        info = s.cp.cache_info()
+        for how in ("execute", "infer+execute", "call"):
+            d = median(samples[f"{name} {how}"])
+            over = (d - ref) / 1e3
+            target = how == "execute"
+            rows.append(Row(f"cache hit: {name}, {how}()" if how != "infer+execute" else
+                            f"cache hit: {name}, infer_outputs()+execute()",
+                            fmt(d), f"{fmt(ref)} bare ggml compute", f"+{over:.1f} us",
+                            f"<= +{HIT_OVERHEAD_US:.0f} us" if target else "-", over <= HIT_OVERHEAD_US if target else None))
+        assert info.staged_inputs == 0 and info.staged_outputs == 0, info
+    rows.append(Row("zero copy: inputs/outputs staged per call (both cases)", "0", "-", "-", "0", True))
+    return rows
+
+
+# -- rebuild (C++) -----------------------------------------------------------------------
+
+
+def rebuild_rows(bench: Optional[str]) -> List[Row]:
+    if not bench or not os.access(bench, os.X_OK):
+        return [Row("rebuild: build_graph vs the same graph built by hand (C++)", "not built", "-", "-",
+                    f"<= {REBUILD_RATIO}x", None)]
+    with tempfile.TemporaryDirectory() as d:
+        ir = os.path.join(d, "stack.dgir")
+        subprocess.run([sys.executable, os.path.join(HERE, "cpp", "write_stack_ir.py"), ir], check=True)
+        out = subprocess.run([bench, ir, "2000"], check=True, capture_output=True, text=True).stdout
+    ours = float(re.search(r"build_graph \(lower IR.*?([\d.]+) us", out).group(1))
+    hand = float(re.search(r"total\s+([\d.]+) us", out).group(1))
+    return [Row("rebuild: build_graph vs by hand (4-layer stack, C++)", f"{ours:.1f} us", f"{hand:.1f} us by hand",
+                f"{ours / hand:.2f}x", f"<= {REBUILD_RATIO}x", ours / hand <= REBUILD_RATIO)]
+
+
+# -- dynamic vs padded, in-process rebuild ---------------------------------------------------
+
+
+def stack_rows(engine, rounds: int) -> List[Row]:
+    st = stack_cases(engine)
+    for key in ("cached", "padded", "numpy"):
+        check(st[key])
+    keys = ("cached", "padded", "rebuild_clear", "numpy")
+    samples = interleaved({k: st[k].fn for k in keys}, rounds)
+    m = {k: median(samples[k]) for k in keys}
+    speedup = m["padded"] / m["cached"]
+    return [
+        Row(f"dynamic vs padded: stack, {STACK_SEQ} rows vs padded to 127", fmt(m["cached"]), f"{fmt(m['padded'])} padded",
+            f"{speedup:.1f}x faster", f">= {PADDED_SPEEDUP:.0f}x", speedup >= PADDED_SPEEDUP),
+        Row(f"stack seq{STACK_SEQ}: rebuild every call (in process, cache cleared)", fmt(m["rebuild_clear"]),
+            f"{fmt(m['cached'])} cached", f"+{fmt(m['rebuild_clear'] - m['cached'])}", "-", None),
+        Row(f"stack seq{STACK_SEQ} vs numpy f32", fmt(m["cached"]), f"{fmt(m['numpy'])} numpy",
+            f"{m['cached'] / m['numpy']:.2f}", "-", None),
+    ]
+
+
+# -- threads ----------------------------------------------------------------------------------
+
+
+def thread_rows(rounds: int) -> List[Row]:
+    e1, e2 = dg.Engine(dg.Engine.CPU, num_threads=1), dg.Engine(dg.Engine.CPU, num_threads=2)
+    fns = {}
+    for n, eng in ((1, e1), (2, e2)):
+        fns[f"stack{n}"] = stack_cases(eng)["cached"].fn
+        ll = llama_cases(eng)
+        fns[f"prefill{n}"], fns[f"decode{n}"] = ll["prefill"].fn, ll["decode"].fn
+    samples = interleaved(fns, rounds)
+    rows = []
+    for key, name in (("stack", f"4-layer stack seq{STACK_SEQ}"), ("prefill", "4-layer Llama prefill 32"),
+                      ("decode", "4-layer Llama decode step")):
+        one, two = median(samples[f"{key}1"]), median(samples[f"{key}2"])
+        rows.append(Row(f"threads: {name}, 2 threads vs 1", fmt(two), f"{fmt(one)} 1 thread", f"{one / two:.2f}x speedup",
+                        "-", None))
+    return rows
+
+
+# -- PyTorch eager, llama.cpp, compile time, memory --------------------------------------------
+
+
+def eager_rows(rounds: int, quick: bool, state: dict) -> List[Row]:
+    import torch
+
+    import torch_cases as tc
+
+    torch.set_num_threads(1)
+    pairs = tc.mlp_pairs() + tc.encoder_layer_pairs()
+    if not quick:
+        pairs += tc.minilm_pairs()
+        sm = tc.load_smollm2()
+        if sm is not None:
+            state["smollm2"] = sm
+            pairs += tc.smollm2_pairs(sm)
+    fns = {}
+    for p in pairs:
+        fns[p.name + " dg"], fns[p.name + " eager"] = p.dyngraph, p.eager
+    samples = interleaved(fns, rounds, max_seconds=120)
+    rows = []
+    for p in pairs:
+        d, e = median(samples[p.name + " dg"]), median(samples[p.name + " eager"])
+        rows.append(Row(f"vs PyTorch eager f32: {p.name}", fmt(d), f"{fmt(e)} eager", f"{d / e:.2f}", "<= 1.00",
+                        d <= e))
+    return rows
+
+
+def llama_cpp_samples(types) -> Optional[dict]:
+    """llama-bench's pp32 / tg32 tokens/s (1 thread, flash attention and repacking on, its defaults) per type."""
+    bench, gguf_dir = os.environ.get("LLAMA_BENCH"), os.environ.get("SMOLLM2_GGUF_DIR")
+    if not bench or not gguf_dir:
+        return None
+    import llama_cpp_baseline as lb
+
+    models = lb.find_models(gguf_dir, list(types))
+    out = {}
+    for t, path in models.items():
+        for r in lb.run_one(bench, path, "1", 5, {}):
+            out[(t, "prefill" if r["n_prompt"] else "decode")] = r["avg_ts"]
+    return out
+
+
+def llama_cpp_rows(sm, rounds: int) -> List[Row]:
+    import dyngraph.torch as dgt
+    import torch_cases as tc
+
+    types = {"F32": "f32", "Q8_0": "q8_0", "Q4_0": "q4_0"}
+    fns = {}
+    for t, wt in types.items():
+        run = dgt.compile(sm.exported, engine=1, weight_type=wt)
+        for key, fn in tc.smollm2_steps(run).items():
+            fns[(t, key)] = fn
+    samples = interleaved({f"{t} {k}": fn for (t, k), fn in fns.items()}, rounds, max_seconds=90)
+    ref = llama_cpp_samples(types)
+    rows = []
+    for t in types:
+        for key, n in (("prefill", 32), ("decode", 1)):
+            tps = n / (median(samples[f"{t} {key}"]) * 1e-9)
+            name = f"vs llama.cpp: SmolLM2 {t} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s)"
+            if ref is None:
+                rows.append(Row(name, f"{tps:.0f}", "not run (LLAMA_BENCH)", "-", f">= {LLAMA_CPP_FRACTION:.2f}", None))
+                continue
+            r = ref[(t, key)]
+            rows.append(Row(name, f"{tps:.0f}", f"{r:.0f} llama.cpp", f"{tps / r:.2f}", f">= {LLAMA_CPP_FRACTION:.2f}",
+                            tps / r >= LLAMA_CPP_FRACTION))
+    return rows
+
+
+def model_rows(sm) -> List[Row]:
+    import dyngraph.torch as dgt
+
+    rows = [Row("compile time: SmolLM2-135M (export + compile, model loaded)", f"{sm.compile_seconds:.1f} s", "-", "-",
+                f"<= {COMPILE_SECONDS:.0f} s", sm.compile_seconds <= COMPILE_SECONDS)]
+    run = dgt.compile(sm.exported, engine=1)
+    cps = run.compiled_partitions
+    if len(cps) != 1:
+        return rows + [Row("memory: SmolLM2 generation from a saved artifact", "not one partition", "-", "-", "-", None)]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "smollm2.dg")
+        cps[0].save(path)
+        del run, cps
+        p = subprocess.run([sys.executable, os.path.join(HERE, "rss_probe.py"), path, "32", "32"], check=True,
+                           capture_output=True, text=True, env=dict(os.environ))
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    used = r["peak_bytes"] - r["baseline_bytes"]
+    budget = r["constant_bytes"] + r["state_bytes"] + r["arena_bytes"]
+    mib = 1 << 20
+    return rows + [
+        Row("memory: peak RSS of a SmolLM2 generation (saved artifact, fresh process)", f"{used / mib:.0f} MiB",
+            f"{budget / mib:.0f} MiB weights+KV+arena", f"{used / budget:.2f}", f"<= {RSS_FACTOR}", used <= RSS_FACTOR * budget),
+        Row("memory: bytes per cached graph (SmolLM2, prefill + decode)", f"{r['metadata_bytes'] / max(1, r['entries']):.0f} B",
+            f"{r['arena_bytes'] / mib:.1f} MiB arena, shared", "-", "metadata only", None),
+        Row("saved artifact runs without torch in the process", "yes" if not r["torch_imported"] else "NO", "-", "-",
+            "no torch", not r["torch_imported"]),
+    ]
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+
+def print_table(rows: List[Row], markdown: bool) -> None:
+    head = ("case", "dyngraph", "reference", "ratio", "target", "met")
+    cells = [(r.case, r.dyngraph, r.reference, r.ratio, r.target, yes(r.met)) for r in rows]
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for c in cells:
+            print("| " + " | ".join(c) + " |")
+        return
+    widths = [max(len(c[i]) for c in cells + [head]) for i in range(len(head))]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    print("  ".join("-" * w for w in widths))
+    for c in cells:
+        print("  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(c, widths))))
+
+
+def machine() -> str:
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=300, help="timed rounds (default 300)")
-    ap.add_argument("--warmup", type=int, default=10, help="untimed rounds first (default 10)")
-    ap.add_argument("--max-seconds", type=float, default=90.0, help="stop the timed rounds after this long")
+    ap.add_argument("--rounds", type=int, default=100, help="timed rounds per section (default 100)")
+    ap.add_argument("--quick", action="store_true", help="leave out the real models and llama.cpp")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--rebuild-bench", default=os.path.join(ROOT, "build", "dev", "tests", "benchmarks", "cpp",
+                                                            "dg_rebuild_bench"),
+                    help="the C++ microbenchmark binary (cmake -DDYNGRAPH_BUILD_BENCH=ON)")
     args = ap.parse_args()
 
-    t_start = time.perf_counter()
+    t0 = time.perf_counter()
     blas_one = limit_blas_threads(1)
     engine = dg.Engine(dg.Engine.CPU, num_threads=1)
-    stack = stack_cases(engine)
-    mlp = mlp_cases(engine)
-    llama = llama_cases(engine)
-    cases = list(stack.values()) + list(mlp.values()) + list(llama.values())
-    for c in cases:
-        check(c)
-
-    samples = {c.name: [] for c in cases}
-    rebuilds = [stack["rebuild_clear"], stack["rebuild_alt"]]
-    build_us = {c.name: [] for c in rebuilds}  # the C++ build time of each timed rebuild, read after it
-    for _ in range(args.warmup):
-        for c in cases:
-            c.fn()
-    gc.collect()
-    gc.disable()
-    t_timed = time.perf_counter()
-    rounds = 0
-    clock = time.perf_counter_ns
-    order = list(cases)
-    shuffle = random.Random(0).shuffle
+    rows = hit_overhead(engine, args.rounds * 10)
+    rows += rebuild_rows(args.rebuild_bench)
+    rows += stack_rows(engine, args.rounds)
     try:
-        for _ in range(args.rounds):
-            shuffle(order)
-            for c in order:
-                t0 = clock()
-                c.fn()
-                samples[c.name].append(clock() - t0)
-                if c.name in build_us:
-                    build_us[c.name].append(c.cp.cache_info().last_build_seconds * 1e6)
-            rounds += 1
-            if time.perf_counter() - t_timed > args.max_seconds:
-                break
-    finally:
-        gc.enable()
-    med = {name: statistics.median(v) for name, v in samples.items()}
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    state: dict = {}
+    if have_torch:
+        rows += eager_rows(max(10, args.rounds // 4), args.quick, state)
+    sm = state.get("smollm2")
+    if sm is not None:
+        rows += llama_cpp_rows(sm, max(10, args.rounds // 4))
+        rows += model_rows(sm)
+    rows += thread_rows(args.rounds)
 
-    # -- the table ---------------------------------------------------------------
-    rows = []
-    ref_stack = stack["numpy"]
-    cached = med[stack["cached"].name]
-    for key in ("cached", "rebuild_clear", "rebuild_alt", "padded"):
-        c = stack[key]
-        d, ref = med[c.name], med[ref_stack.name]
-        note = ""
-        if key.startswith("rebuild"):
-            diffs = [a - b for a, b in zip(samples[c.name], samples[stack["cached"].name])]
-            note = f"+{fmt(statistics.median(diffs))} over cached (median paired difference)"
-        if key == "padded":
-            note = f"dynamic seq{STACK_SEQ} is {d / cached:.1f}x faster than padded"
-        rows.append((c.name, fmt(d), f"{fmt(ref)} (numpy seq{STACK_SEQ})", f"{d / ref:.2f}", note))
-    for key, c in mlp.items():
-        if not key.startswith("dyngraph"):
-            continue
-        b = key[len("dyngraph"):]
-        d, ref = med[c.name], med[mlp[f"numpy{b}"].name]
-        rows.append((c.name, fmt(d), f"{fmt(ref)} (numpy)", f"{d / ref:.2f}", ""))
-
-    for key, n in (("prefill", LLAMA_PREFILL), ("decode", 1)):
-        c = llama[key]
-        d = med[c.name]
-        rows.append((c.name, fmt(d), "", "", f"{n / (d * 1e-9):.0f} tok/s"))
-
-    head = ("case", "dyngraph median", "reference median", "ratio dg/ref", "")
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(5)]
-    line = "  ".join("-" * w for w in widths[:4])
-    print(f"dyngraph {dg.__version__}, ggml {dg._backend.ggml_version()}, numpy {np.__version__}; "
-          f"1 engine thread, 1 BLAS thread{'' if blas_one else ' (requested by environment only)'}; "
-          f"{os.cpu_count()} CPUs")
-    print(f"{rounds} interleaved rounds of {len(cases)} cases; medians of time.perf_counter_ns per call")
+    print(f"dyngraph {dg.__version__}, ggml {dg._backend.ggml_version()}, numpy {np.__version__}"
+          + (f", torch {__import__('torch').__version__}" if have_torch else "") + f"; {machine()}")
+    print(f"1 engine thread, 1 BLAS thread{'' if blas_one else ' (requested by environment only)'}, 1 torch thread; "
+          f"medians of interleaved rounds; load average before: {os.getloadavg()[0]:.2f}")
     print()
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
-    print(line)
-    for r in rows:
-        print("  ".join(str(x).ljust(w) if i == 0 or i == 4 else str(x).rjust(w)
-                        for i, (x, w) in enumerate(zip(r, widths))).rstrip())
+    print_table(rows, args.markdown)
+    met = [r.met for r in rows if r.met is not None]
     print()
-
-    clear = stack["rebuild_clear"]
-    info = clear.cp.cache_info()
-    nodes = info.last_graph_nodes
-    print(f"stack graph: {nodes} ggml nodes; {len(cases)} cases checked against their references; "
-          f"rebuild cases built on every call ({info.builds} builds = {calls_of(clear)} calls, "
-          f"{stack['rebuild_alt'].cp.cache_info().builds} = {calls_of(stack['rebuild_alt'])})")
-    for c in rebuilds:
-        b = statistics.median(build_us[c.name])
-        print(f"C++ build_graph time inside '{c.name}' (cache_info, median): {b:.1f} us, {b / nodes:.2f} us/node")
-    print(f"total {time.perf_counter() - t_start:.1f} s")
+    print(f"{sum(met)} of {len(met)} targets met; total {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

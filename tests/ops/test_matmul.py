@@ -122,6 +122,17 @@ def test_matmul_splits_across_threads(rng):
         assert_matmul_close(run(cp, a, b)[0], *reference(a, b, tb=True))
 
 
+@pytest.mark.parametrize("n", [7, 40, 100])
+def test_matmul_splits_columns_across_threads(n, rng):
+    # one batch: the threads share the output columns (blocks of 16 columns; the last may be short or empty)
+    d = dims()
+    engine = dg.Engine(dg.Engine.CPU, num_threads=2)
+    cp = compile_op(K.MatMul, [symbolic(["m", "k"], d), symbolic(["k", "n"], d)], engine=engine)
+    for m in (1, 2, 33):
+        a, b = randn(rng, (m, 48)), randn(rng, (48, n))
+        assert_matmul_close(run(cp, a, b)[0], *reference(a, b))
+
+
 def test_matmul_anonymous_dynamic_dims(rng):
     # every dimension DYNAMIC_DIM; the contraction dims are required equal at execution
     D = dg.DYNAMIC_DIM

@@ -25,7 +25,27 @@ def reshape(cx, node, a):
     repeated = _repeat_pattern(cx, node.args[0])
     if repeated is not None:
         return repeated
+    moved = _unit_axis_pattern(cx, node.args[0])
+    if moved is not None:
+        return moved
     return cx.reshape(cx.tensor(node.args[0]), cx.out_shape())
+
+
+def _unit_axis_pattern(cx, src):
+    """``reshape(permute(unsqueeze(x, d), p))`` (nn.MultiheadAttention's packed
+    projection: ``unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2)``):
+    a unit axis moves nothing in memory, so this is x transposed by p without
+    the new axis, then reshaped. The rank-5 intermediate never exists."""
+    e = through_identities(src)
+    if not is_call(e, aten.permute.default, aten.permute_copy.default):
+        return None
+    u = through_identities(e.args[0])
+    if not is_call(u, aten.unsqueeze.default) or not cx.is_tensor(u.args[0]):
+        return None
+    k = len(cx.shape_of(u.args[0]))
+    d = norm_dim(u.args[1], k + 1)
+    order = [a if a < d else a - 1 for a in (norm_dim(a, k + 1) for a in e.args[1]) if a != d]
+    return cx.reshape(cx.transpose(cx.tensor(u.args[0]), order), cx.out_shape())
 
 
 def _repeat_pattern(cx, src):

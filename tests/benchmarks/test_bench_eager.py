@@ -1,0 +1,35 @@
+"""pytest-benchmark cases against PyTorch eager (one engine thread, one torch
+thread): the MLP and a transformer encoder layer, dyngraph.torch and eager in
+one group per shape. Each pair is checked against eager when it is built
+(torch_cases.py); report.py runs the same pairs side by side, with MiniLM and
+SmolLM2 too. Nothing here asserts a time."""
+
+import pytest
+
+torch = pytest.importorskip("torch", minversion="2.5")
+
+import torch_cases as tc  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return {p.name: p for p in tc.mlp_pairs() + tc.encoder_layer_pairs()}
+
+
+NAMES = [f"MLP batch {b}" for b in (1, 8, 64, 256)] + [f"encoder layer seq {s}" for s in (7, 32, 128)]
+
+
+@pytest.mark.parametrize("side", ["dyngraph", "eager"])
+@pytest.mark.parametrize("name", NAMES)
+def test_vs_eager(benchmark, pairs, name, side):
+    benchmark.group = name
+    out = benchmark(getattr(pairs[name], side))
+    assert out.dtype == torch.float32
