@@ -160,3 +160,47 @@ def test_chained_writes_to_a_buffer_become_one_mutation():
         with torch.no_grad():
             want = ref(x)
         torch.testing.assert_close(run(x), want)
+
+
+class DropoutAndMask(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        keep = (x > -1) & (x < 1)
+        return self.drop(x).masked_fill(keep, 0.0)
+
+
+def test_ops_as_exported_convert_without_the_decomposition():
+    x = torch.randn(3, 8) * 2
+    ep = _export(DropoutAndMask(), (x,))
+    assert {aten.dropout.default, aten.__and__.Tensor} <= _targets(ep)
+    assert functional_program(ep) is ep  # nothing to rewrite
+    run = dgt.compile(ep, engine=1)
+    assert run.fallbacks == [] and aten.dropout.default in _targets(run.exported_program)
+    x = torch.randn(3, 8) * 2
+    with torch.no_grad():
+        want = DropoutAndMask().eval()(x)
+    torch.testing.assert_close(run(x), want)
+
+
+def test_multihead_attention_converts_as_exported():
+    """The packed projection's rank-5 transpose (as exported, transpose.int) is read as a rank-4 one."""
+    torch.manual_seed(0)
+    m = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    seq = torch.export.Dim("seq", min=1, max=64)
+    run = compile_module(_Attend(m), (torch.randn(2, 5, 32),), ({1: seq},))
+    assert run.fallbacks == [] and aten.transpose.int in _targets(run.exported_program)  # not decomposed
+    x = torch.randn(2, 9, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(run(x), m(x, x, x, need_weights=False)[0], atol=1e-5, rtol=1e-5)
+
+
+class _Attend(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x, x, x, need_weights=False)[0]
