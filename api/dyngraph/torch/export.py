@@ -1,8 +1,9 @@
 """Exporting a module and preparing an ExportedProgram for conversion.
 
-The program is decomposed to core ATen with a table that keeps the ops
-dyngraph runs whole (attention, linear, matmul, the norms, silu,
-index_copy): one dyngraph op each instead of a handful.
+A program that does not convert as exported (see
+:mod:`dyngraph.torch.functional`) is decomposed to core ATen with a table
+that keeps the ops dyngraph runs whole (attention, linear, matmul, the norms,
+silu, index_copy): one dyngraph op each instead of a handful.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from ..graph import Graph
 from ..logical_tensor import CONSTANT, STATE
 from .dtypes import DG_TO_TORCH, from_numpy, numpy_out_dtype, to_numpy
 from .fallback import TorchStep
-from .lowering import Lowered, RunnerBuffer
+from .lowering import Lowered, Ref, RunnerBuffer
 
 
 class PartitionFailure(Exception):
@@ -81,7 +81,9 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
                     raise RunnerBuffer(state_names.get(lt.id, str(lt.id)), f"{info.node.name} runs in PyTorch and reads it")
             steps.append(TorchStep(info))
             continue
-        ins, outs = part.get_input_ports(), part.get_output_ports()
+        ins = _in_user_order(part.get_input_ports(), lowered.inputs)
+        outs = _in_user_order(part.get_output_ports(), [o.value for o in lowered.outputs
+                                                        if isinstance(o, Ref) and o.kind == Ref.TENSOR])
         for lt in ins:
             if lt.property is STATE:
                 if lt.id in state_users:
@@ -104,6 +106,17 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
     if failures:
         raise PartitionFailure(failures)
     return steps, owners, parts
+
+
+def _in_user_order(ports, user_ids):
+    """The ports that are the program's flat inputs (or outputs) first, in
+    that order, then the others as they were: a partition that runs the whole
+    program takes and returns its tensors in the torch program's order."""
+    rank = {}
+    for k, tid in enumerate(user_ids):
+        if tid is not None:
+            rank.setdefault(tid, k)
+    return sorted(ports, key=lambda lt: rank.get(lt.id, len(rank)))
 
 
 def _failure(e: DyngraphError, ops, lowered: Lowered) -> dict:

@@ -22,6 +22,10 @@ IDENTITY_OPS = {
     aten.detach.default,
     aten.lift_fresh_copy.default,
     aten._to_copy.default,
+    aten.to.dtype,  # (ops before decomposition)
+    aten.to.dtype_layout,
+    aten.to.device,
+    aten.type_as.default,
 }
 
 

@@ -51,6 +51,10 @@ _BITWISE = {
     aten.bitwise_and.Tensor: K.LogicalAnd, aten.bitwise_and.Scalar: K.LogicalAnd,
     aten.bitwise_or.Tensor: K.LogicalOr, aten.bitwise_or.Scalar: K.LogicalOr,
     aten.bitwise_xor.Tensor: K.NotEqual, aten.bitwise_xor.Scalar: K.NotEqual,
+    # ``a & b`` as exported, before decomposition
+    aten.__and__.Tensor: K.LogicalAnd, aten.__and__.Scalar: K.LogicalAnd,
+    aten.__or__.Tensor: K.LogicalOr, aten.__or__.Scalar: K.LogicalOr,
+    aten.__xor__.Tensor: K.NotEqual, aten.__xor__.Scalar: K.NotEqual,
 }
 
 

@@ -12,7 +12,7 @@ from ...dtypes import DataType
 from ...op import OpKind as K
 from ...ops.layout import TO_END
 from ...symbolic import as_expr
-from .common import aten, is_call, norm_dim, through_identities
+from .common import aten, is_call, norm_dim, number, through_identities
 from .registry import Unsupported, converter
 
 
@@ -37,15 +37,24 @@ def _unit_axis_pattern(cx, src):
     a unit axis moves nothing in memory, so this is x transposed by p without
     the new axis, then reshaped. The rank-5 intermediate never exists."""
     e = through_identities(src)
-    if not is_call(e, aten.permute.default, aten.permute_copy.default):
+    if not is_call(e, aten.permute.default, aten.permute_copy.default, aten.transpose.int):
         return None
     u = through_identities(e.args[0])
     if not is_call(u, aten.unsqueeze.default) or not cx.is_tensor(u.args[0]):
         return None
     k = len(cx.shape_of(u.args[0]))
     d = norm_dim(u.args[1], k + 1)
-    order = [a if a < d else a - 1 for a in (norm_dim(a, k + 1) for a in e.args[1]) if a != d]
+    perm = list(e.args[1]) if e.target is not aten.transpose.int else _swapped(k + 1, *e.args[1:3])
+    order = [a if a < d else a - 1 for a in (norm_dim(a, k + 1) for a in perm) if a != d]
     return cx.reshape(cx.transpose(cx.tensor(u.args[0]), order), cx.out_shape())
+
+
+def _swapped(rank: int, d0: int, d1: int) -> list:
+    """The permutation of ``transpose(d0, d1)`` (the op as exported, before decomposition)."""
+    order = list(range(rank))
+    a, b = norm_dim(d0, rank), norm_dim(d1, rank)
+    order[a], order[b] = order[b], order[a]
+    return order
 
 
 def _repeat_pattern(cx, src):
@@ -112,6 +121,14 @@ def t(cx, node, a):
            aten.lift_fresh_copy.default, aten.alias_copy.default, aten.detach_copy.default)
 def identity(cx, node, a):
     return cx.tensor(a.self)
+
+
+@converter(aten.dropout.default)
+def dropout(cx, node, a):
+    """Dropout of a program exported in eval mode (as exported, before decomposition): the input."""
+    if a.train and number(a.p) != 0:
+        raise Unsupported(f"dropout in training mode (p={a.p})")
+    return cx.tensor(a.input)
 
 
 @converter(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten.type_as.default)
