@@ -104,8 +104,8 @@ class LogicalTensor:
         return f"{self.id} ({self.name})" if self.name else str(self.id)
 
     def with_shape(self, shape) -> "LogicalTensor":
-        shape = tuple(shape)
-        if not all(type(d) is int and d >= 0 for d in shape):
+        shape = None if shape is None else tuple(shape)
+        if shape is None or not all(type(d) is int and d >= 0 for d in shape):
             return LogicalTensor(self.id, self.dtype, shape, self.property, self.name)
         lt = LogicalTensor.__new__(LogicalTensor)  # a concrete shape of a checked tensor: nothing to validate
         lt.id, lt.dtype, lt.shape, lt.property, lt.name = self.id, self.dtype, shape, self.property, self.name

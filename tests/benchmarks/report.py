@@ -244,13 +244,10 @@ def model_rows(sm) -> List[Row]:
     rows = [Row("compile time: SmolLM2-135M (export + compile, model loaded)", f"{sm.compile_seconds:.1f} s", "-", "-",
                 f"<= {COMPILE_SECONDS:.0f} s", sm.compile_seconds <= COMPILE_SECONDS)]
     run = dgt.compile(sm.exported, engine=1)
-    cps = run.compiled_partitions
-    if len(cps) != 1:
-        return rows + [Row("memory: SmolLM2 generation from a saved artifact", "not one partition", "-", "-", "-", None)]
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "smollm2.dg")
-        cps[0].save(path)
-        del run, cps
+        run.save(path)  # inputs: token ids [1, seq], positions [seq]
+        del run
         env = dict(os.environ)
         if env.get("DYNGRAPH_DEV") == "1":
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "api"), env.get("PYTHONPATH")]))

@@ -2,8 +2,8 @@
 
     python rss_probe.py ARTIFACT [n_prompt] [n_decode]
 
-Loads a saved compiled partition of a StaticCacheLM (inputs: token ids
-[1, seq] and positions [seq]) with dyngraph.load, prefills n_prompt tokens,
+Loads a StaticCacheLM saved by dyngraph.torch's CompiledProgram.save (inputs:
+token ids [1, seq] and positions [seq]) with dyngraph.load, prefills n_prompt tokens,
 decodes n_decode greedily, and prints one JSON line: the resident set before
 loading (after importing numpy and dyngraph), its peak (VmHWM), the bytes the
 partition reports (constants, state, compute arena), and whether torch was
@@ -33,13 +33,8 @@ def main() -> None:
     n_decode = int(sys.argv[3]) if len(sys.argv) > 3 else 32
     base = status_kib("VmRSS")
     cp = dg.load(path, dg.Engine(dg.Engine.CPU, num_threads=1))
-    ranks = [len(lt.shape) for lt in cp.get_inputs()]
-    ids_first = ranks[0] == 2  # token ids [1, seq] and positions [seq], in the partition's port order
-
-    def step(tokens, positions):
-        ids = np.asarray([tokens], np.int64)
-        pos = np.asarray(positions, np.int64)
-        return cp(*((ids, pos) if ids_first else (pos, ids)))[0]
+    def step(tokens, positions):  # the torch program's inputs, in its order (CompiledProgram.save)
+        return cp(np.asarray([tokens], np.int64), np.asarray(positions, np.int64))[0]
 
     prompt = list(range(100, 100 + n_prompt))
     logits = step(prompt, range(n_prompt))
