@@ -3,12 +3,16 @@
 - MatMul with a constant right-hand side: the weight is stored transposed
   (``transpose_b=True``), the layout ggml's matrix product reads without a copy.
 - ``weight_type``: constants read only by MatMul (as its weight) or Gather
-  (as its table) are stored in that type (f16, q8_0, q4_0).
+  (as its table) are stored in that type (f16, bf16, q8_0, q4_0, q4_1). One
+  type for all of them, or a mapping chosen per tensor: keys are tensor ids
+  or glob patterns (fnmatch) on tensor names, values types; the first key
+  that matches a tensor decides, a tensor no key matches stays as it is.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from fnmatch import fnmatchcase
+from typing import Dict, Mapping, Optional, Union
 
 import numpy as np
 
@@ -25,7 +29,9 @@ def _users(prog: Program, tidx: int):
     return [(op, pos) for op in prog.ops for pos, i in enumerate(op.inputs) if i == tidx]
 
 
-def pretranspose_matmul_weights(prog: Program, data: Dict[int, np.ndarray]) -> None:
+def pretranspose_matmul_weights(prog: Program, data: Dict[int, np.ndarray]) -> Dict[int, int]:
+    """Returns the transposed copies made for weights with other users (copy index -> weight index)."""
+    copies: Dict[int, int] = {}
     for op in prog.ops:
         if op.kind is not OpKind.MatMul or op.attrs.get("transpose_b"):
             continue
@@ -44,29 +50,75 @@ def pretranspose_matmul_weights(prog: Program, data: Dict[int, np.ndarray]) -> N
             nb = len(prog.tensors) - 1
             data[nb] = arr
             op.inputs[1] = nb
+            copies[nb] = b
         op.attrs["transpose_b"] = True
+    return copies
 
 
-def assign_weight_storage(prog: Program, data: Dict[int, np.ndarray], weight_type: str) -> None:
-    if weight_type not in WEIGHT_TYPES:
-        raise CompileError(f"weight_type must be one of {list(WEIGHT_TYPES)}, got {weight_type!r}")
-    for tidx, t in enumerate(prog.tensors):
-        if t.property is not Property.CONSTANT or not t.dtype.is_float or tidx not in data:
-            continue
-        users = _users(prog, tidx)
-        ok = bool(users) and all(
-            (op.kind is OpKind.MatMul and pos == 1 and op.attrs.get("transpose_b")) or (op.kind is OpKind.Gather and pos == 0)
-            for op, pos in users
-        )
-        if not ok:
-            continue
-        row = t.shape[-1].value
-        if weight_type.startswith("q") and row % QUANT_BLOCK:
-            continue  # rows that do not split into quantization blocks stay as they are
-        t.storage = weight_type
+WeightType = Union[str, Mapping[Union[int, str], str]]
 
 
-def run_passes(prog: Program, data: Dict[int, np.ndarray], weight_type: Optional[str] = None) -> None:
-    pretranspose_matmul_weights(prog, data)
+def _check_type(wt, where: str) -> str:
+    if wt not in WEIGHT_TYPES:
+        raise CompileError(f"{where} must be one of {list(WEIGHT_TYPES)}, got {wt!r}")
+    return wt
+
+
+def _eligible(prog: Program, tidx: int, wt: str) -> bool:
+    """A float constant read only as a (transposed) matmul weight or a gather
+    table, with rows that split into quantization blocks for q types."""
+    t = prog.tensors[tidx]
+    users = _users(prog, tidx)
+    ok = bool(users) and all(
+        (op.kind is OpKind.MatMul and pos == 1 and op.attrs.get("transpose_b")) or (op.kind is OpKind.Gather and pos == 0)
+        for op, pos in users
+    )
+    return ok and not (wt.startswith("q") and t.shape[-1].value % QUANT_BLOCK)
+
+
+def weight_types(prog: Program, data: Dict[int, np.ndarray], weight_type: WeightType,
+                 copies: Optional[Dict[int, int]] = None) -> Dict[int, str]:
+    """The storage type each weight gets (tensor index -> type). ``copies``:
+    transposed copies of weights, chosen for by their weight's id and name."""
+    copies = copies or {}
+    consts = [i for i, t in enumerate(prog.tensors)
+              if t.property is Property.CONSTANT and t.dtype.is_float and i in data]
+    if isinstance(weight_type, str):
+        _check_type(weight_type, "weight_type")
+        return {i: weight_type for i in consts if _eligible(prog, i, weight_type)}
+    if not isinstance(weight_type, Mapping):
+        raise CompileError(f"weight_type must be a type name or a mapping of tensor ids / name patterns to types, "
+                           f"got {type(weight_type).__name__}")
+    rules = []
+    for key, wt in weight_type.items():
+        if isinstance(key, bool) or not isinstance(key, (int, str)):
+            raise CompileError(f"weight_type keys are tensor ids or name patterns, got {key!r}")
+        rules.append((key, _check_type(wt, f"weight_type[{key!r}]")))
+    used, out = set(), {}
+    for i in consts:
+        t = prog.tensors[copies.get(i, i)]
+        name = t.name or str(t.id)
+        for key, wt in rules:
+            if (t.id == key) if isinstance(key, int) else fnmatchcase(name, key):
+                used.add(key)
+                if _eligible(prog, i, wt):
+                    out[i] = wt
+                break
+    unused = [k for k, _ in rules if k not in used]
+    if unused:
+        names = [prog.tensors[i].name or str(prog.tensors[i].id) for i in consts]
+        raise CompileError(f"weight_type keys {unused} match no float constant of this partition "
+                           f"(its constants: {names[:8]}{' ...' if len(names) > 8 else ''})")
+    return out
+
+
+def assign_weight_storage(prog: Program, data: Dict[int, np.ndarray], weight_type: WeightType,
+                          copies: Optional[Dict[int, int]] = None) -> None:
+    for tidx, wt in weight_types(prog, data, weight_type, copies).items():
+        prog.tensors[tidx].storage = wt
+
+
+def run_passes(prog: Program, data: Dict[int, np.ndarray], weight_type: Optional[WeightType] = None) -> None:
+    copies = pretranspose_matmul_weights(prog, data)
     if weight_type is not None:
-        assign_weight_storage(prog, data, weight_type)
+        assign_weight_storage(prog, data, weight_type, copies)

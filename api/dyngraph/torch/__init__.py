@@ -31,12 +31,13 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("dyngraph.torch needs PyTorch: pip install 'dyngraph[torch]'") from e
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from torch.utils import _pytree as pytree
 
 from ..engine import Engine
 from ..errors import CompileError, ExecutionError
+from ..passes import WEIGHT_TYPES
 from .dtypes import from_numpy, to_numpy
 from .export import decompose, decomposition_table, dim_names, export
 from .fallback import format_report, resolve
@@ -307,7 +308,7 @@ def compile(
     kwargs: Optional[dict] = None,
     *,
     dynamic_shapes: Any = None,
-    weight_type: str = "f32",
+    weight_type: Union[str, Mapping[str, str]] = "f32",
     engine: Union[Engine, int, None] = None,
     cache_capacity: int = 16,
     strict: bool = False,
@@ -317,7 +318,11 @@ def compile(
     returning torch tensors, like the module.
 
     ``weight_type``: storage of matmul and embedding weights ("f32", "f16",
-    "q8_0", "q4_0"). ``engine``: a dyngraph Engine or a thread count.
+    "bf16", "q8_0", "q4_0", "q4_1"): one type for all, or a mapping from glob
+    patterns on parameter names to types, where the first pattern that matches
+    a parameter decides (``{"*.mlp.*": "q4_0", "*": "q8_0"}``); a parameter no
+    pattern matches stays f32, a pattern that matches nothing is an error.
+    ``engine``: a dyngraph Engine or a thread count.
     ``cache_capacity``: ggml graphs kept per compiled partition (one per
     distinct input shape).
     """
@@ -328,7 +333,13 @@ def compile(
         names = dim_names(model, args, kwargs, dynamic_shapes)
     eng = _engine(engine)
     options = {"cache_capacity": cache_capacity}
-    if weight_type != "f32":
+    if isinstance(weight_type, Mapping):
+        for pat, wt in weight_type.items():
+            if not isinstance(pat, str) or wt not in WEIGHT_TYPES:
+                raise CompileError(f"weight_type maps parameter name patterns to one of {list(WEIGHT_TYPES)}, "
+                                   f"got {pat!r}: {wt!r}")
+        options["weight_type"] = dict(weight_type)
+    elif weight_type != "f32":
         options["weight_type"] = weight_type
     program = functional_program(ep)
     if program is not None:

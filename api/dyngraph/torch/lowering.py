@@ -91,6 +91,7 @@ class Lowered:
     symbols: SymbolTable
     sink_id: Optional[int]
     torch_dtypes: Dict[int, torch.dtype] = field(default_factory=dict)
+    param_names: Dict[int, str] = field(default_factory=dict)  # constant tensor id -> state-dict name
 
 
 @dataclass
@@ -150,6 +151,7 @@ class Lowering:
         self.values: Dict[fx.Node, Any] = {}
         self.data: Dict[int, np.ndarray] = {}
         self.torch_constants: Dict[int, torch.Tensor] = {}
+        self.param_names: Dict[int, str] = {}  # constant tensor id -> state-dict name
         self.torch_dtypes: Dict[int, torch.dtype] = {}
         self.opaque: set = set()  # tensor ids dyngraph cannot hold (float64, rank > 4...)
         self.wildcards: Dict[int, WildcardInfo] = {}
@@ -435,6 +437,7 @@ class Lowering:
                 return
             lt = self._declare(t, node.name, CONSTANT)
             self.torch_constants[lt.id] = t
+            self.param_names[lt.id] = spec.target
             if lt.id not in self.opaque:
                 self.data[lt.id] = to_numpy(t.contiguous())
             self.values[node] = lt
@@ -647,6 +650,7 @@ class Lowering:
             tensors=self.tensors,
             data={k: v for k, v in self.data.items() if k in used},
             torch_constants=self.torch_constants,
+            param_names=self.param_names,
             inputs=self.user_inputs,
             input_values=self.user_input_values,
             outputs=outputs,

@@ -9,7 +9,8 @@ and into and out of dyngraph as numpy views of the same memory.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Sequence
+from fnmatch import fnmatchcase
+from typing import Dict, List, Mapping, Sequence
 
 from ..errors import CompileError, DyngraphError
 from ..graph import Graph
@@ -61,9 +62,29 @@ def build_graph(lowered: Lowered) -> Graph:
     return g
 
 
+def weight_types_by_id(lowered: Lowered, ins, patterns: Mapping[str, str], used: set) -> Dict[int, str]:
+    """A partition's weight types (tensor id -> type) from glob patterns on the
+    state-dict names of its float constants (the first that matches decides);
+    the patterns that matched go into ``used``."""
+    out: Dict[int, str] = {}
+    for lt in ins:
+        name = lowered.param_names.get(lt.id)
+        if lt.property is not CONSTANT or name is None or not lt.dtype.is_float:
+            continue
+        for pat, wt in patterns.items():
+            if fnmatchcase(name, pat):
+                used.add(pat)
+                out[lt.id] = wt
+                break
+    return out
+
+
 def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
     """Compile the supported partitions; returns (steps, state owners, partitions)."""
     steps: List = []
+    patterns = options.get("weight_type")
+    by_name = isinstance(patterns, Mapping)
+    used: set = set()
     owners: Dict[str, tuple] = {}
     state_names = {tid: name for name, tid in lowered.states.items()}
     state_users: Dict[int, int] = {}
@@ -90,8 +111,11 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
                     raise RunnerBuffer(state_names.get(lt.id, str(lt.id)), "two compiled partitions use it")
                 state_users[lt.id] = part.get_id()
         consts = {lt.id: lowered.data[lt.id] for lt in ins if lt.property in (CONSTANT, STATE) and lt.id in lowered.data}
+        opts = options
+        if by_name:
+            opts = dict(options, weight_type=weight_types_by_id(lowered, ins, patterns, used))
         try:
-            cp = part.compile(ins, outs, engine, constants=consts, **options)
+            cp = part.compile(ins, outs, engine, constants=consts, **opts)
         except DyngraphError as e:
             failures.update(_failure(e, ops, lowered))
             continue
@@ -105,6 +129,9 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
         steps.append(step)
     if failures:
         raise PartitionFailure(failures)
+    if by_name and set(patterns) - used:
+        raise CompileError(f"weight_type patterns {sorted(set(patterns) - used)} match no float parameter of the "
+                           f"converted program (names like {sorted(lowered.param_names.values())[:4]})")
     return steps, owners, parts
 
 
