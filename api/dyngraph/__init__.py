@@ -28,12 +28,14 @@ from .logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor, Property  
 from .op import Op, OpKind  # noqa: E402
 from .partition import Partition  # noqa: E402
 from .serialization import load  # noqa: E402
+from .stored_weight import StoredWeight  # noqa: E402
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr, sym_max, sym_min  # noqa: E402
 from .tensor import Tensor  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "StoredWeight",
     "CONSTANT", "DYNAMIC_DIM", "STATE", "UNKNOWN_DIM", "VARIABLE",
     "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "Dim", "DyngraphError", "Engine",
     "EngineKind", "ExecutionError", "Expr", "Graph", "GraphError", "IRError", "LogicalTensor", "Op", "OpKind",

@@ -15,6 +15,7 @@ from .ir_writer import write_program
 from .logical_tensor import LogicalTensor, Property
 from .program import Program
 from .symbolic import format_shape
+from .stored_weight import StoredWeight
 from .tensor import Tensor
 
 
@@ -76,7 +77,11 @@ class CompiledPartition:
     @classmethod
     def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int,
                repack_weights: bool = True) -> "CompiledPartition":
-        impl = _backend.CompiledPartition(write_program(program), data, engine.impl, cache_capacity, False, repack_weights)
+        # stored weights travel in the IR, already in their storage type; the rest is converted on upload
+        stored = {i: d.data for i, d in data.items() if isinstance(d, StoredWeight)}
+        host = {i: d for i, d in data.items() if not isinstance(d, StoredWeight)}
+        impl = _backend.CompiledPartition(write_program(program, stored), host, engine.impl, cache_capacity, False,
+                                          repack_weights)
         return cls(program, impl, engine)
 
     # -- ports -----------------------------------------------------------------

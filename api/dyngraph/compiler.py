@@ -17,6 +17,7 @@ from .ops import TensorType
 from .passes import run_passes
 from .program import OpSpec, Program, SourceSpec, TensorSpec
 from .state import check_state_writes
+from .stored_weight import StoredWeight
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Expr, Symbol, as_expr, format_shape
 
 
@@ -59,6 +60,11 @@ def _compile_input_type(lt: LogicalTensor, port: LogicalTensor, symbols: dict) -
 
 
 def _as_data(lt: LogicalTensor, value, what: str) -> np.ndarray:
+    if isinstance(value, StoredWeight):
+        if lt.property is not Property.CONSTANT or not lt.dtype.is_float:
+            raise CompileError(f"{what} {lt.label}: stored weights are float CONSTANTs, the tensor is "
+                               f"{lt.property.name} {lt.dtype}")
+        return value
     arr = np.asarray(value)
     want = lt.dtype.numpy
     if arr.dtype != want:

@@ -20,6 +20,7 @@ from .errors import CompileError
 from .logical_tensor import Property
 from .op import OpKind
 from .program import Program, TensorSpec
+from .stored_weight import StoredWeight
 
 WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1")
 QUANT_BLOCK = 32
@@ -39,6 +40,9 @@ def pretranspose_matmul_weights(prog: Program, data: Dict[int, np.ndarray]) -> D
         t = prog.tensors[b]
         if t.property is not Property.CONSTANT or b not in data:
             continue
+        if isinstance(data[b], StoredWeight):
+            raise CompileError(f"{op.name or op.id}: the stored weight {t.name or t.id} is read untransposed; "
+                               f"a stored weight is a MatMul's right-hand side with transpose_b ([N, K] rows)")
         arr = np.ascontiguousarray(np.swapaxes(data[b], -1, -2))
         shape = t.shape[:-2] + (t.shape[-1], t.shape[-2])
         if len(_users(prog, b)) == 1:
@@ -64,16 +68,20 @@ def _check_type(wt, where: str) -> str:
     return wt
 
 
-def _eligible(prog: Program, tidx: int, wt: str) -> bool:
-    """A float constant read only as a (transposed) matmul weight or a gather
-    table, with rows that split into quantization blocks for q types."""
-    t = prog.tensors[tidx]
+def _read_as_weight(prog: Program, tidx: int) -> bool:
+    """Read only as a (transposed) matmul weight or a gather table."""
     users = _users(prog, tidx)
-    ok = bool(users) and all(
+    return bool(users) and all(
         (op.kind is OpKind.MatMul and pos == 1 and op.attrs.get("transpose_b")) or (op.kind is OpKind.Gather and pos == 0)
         for op, pos in users
     )
-    return ok and not (wt.startswith("q") and t.shape[-1].value % QUANT_BLOCK)
+
+
+def _eligible(prog: Program, tidx: int, wt: str) -> bool:
+    """A float constant read only as a weight, with rows that split into
+    quantization blocks for q types."""
+    t = prog.tensors[tidx]
+    return _read_as_weight(prog, tidx) and not (wt.startswith("q") and t.shape[-1].value % QUANT_BLOCK)
 
 
 def weight_types(prog: Program, data: Dict[int, np.ndarray], weight_type: WeightType,
@@ -82,7 +90,8 @@ def weight_types(prog: Program, data: Dict[int, np.ndarray], weight_type: Weight
     transposed copies of weights, chosen for by their weight's id and name."""
     copies = copies or {}
     consts = [i for i, t in enumerate(prog.tensors)
-              if t.property is Property.CONSTANT and t.dtype.is_float and i in data]
+              if t.property is Property.CONSTANT and t.dtype.is_float and i in data
+              and not isinstance(data[i], StoredWeight)]  # those keep their own storage
     if isinstance(weight_type, str):
         _check_type(weight_type, "weight_type")
         return {i: weight_type for i in consts if _eligible(prog, i, weight_type)}
@@ -120,5 +129,13 @@ def assign_weight_storage(prog: Program, data: Dict[int, np.ndarray], weight_typ
 
 def run_passes(prog: Program, data: Dict[int, np.ndarray], weight_type: Optional[WeightType] = None) -> None:
     copies = pretranspose_matmul_weights(prog, data)
+    for i, d in data.items():
+        if isinstance(d, StoredWeight):
+            if not _read_as_weight(prog, i):
+                t = prog.tensors[i]
+                raise CompileError(f"the stored weight {t.name or t.id} ({d.storage}) is read by an op that takes "
+                                   f"no stored weights: only a MatMul's transposed right-hand side or a Gather's "
+                                   f"table can")
+            prog.tensors[i].storage = d.storage
     if weight_type is not None:
         assign_weight_storage(prog, data, weight_type, copies)

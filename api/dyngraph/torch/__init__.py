@@ -38,6 +38,7 @@ from torch.utils import _pytree as pytree
 from ..engine import Engine
 from ..errors import CompileError, ExecutionError
 from ..passes import WEIGHT_TYPES
+from ..stored_weight import StoredWeight
 from .dtypes import from_numpy, to_numpy
 from .export import decompose, decomposition_table, dim_names, export
 from .fallback import format_report, resolve
@@ -312,6 +313,7 @@ def compile(
     engine: Union[Engine, int, None] = None,
     cache_capacity: int = 16,
     strict: bool = False,
+    weights: Optional[Mapping[str, "StoredWeight"]] = None,
 ) -> CompiledProgram:
     """Compile a ``torch.export`` program (or export ``model`` with ``args``,
     ``kwargs`` and ``dynamic_shapes`` first) into a callable taking and
@@ -322,7 +324,9 @@ def compile(
     patterns on parameter names to types, where the first pattern that matches
     a parameter decides (``{"*.mlp.*": "q4_0", "*": "q8_0"}``); a parameter no
     pattern matches stays f32, a pattern that matches nothing is an error.
-    ``engine``: a dyngraph Engine or a thread count.
+    ``engine``: a dyngraph Engine or a thread count. ``weights``: parameters
+    given already in a storage type, by name (``gguf.gguf_weights`` reads
+    them from a GGUF file), used as they are.
     ``cache_capacity``: ggml graphs kept per compiled partition (one per
     distinct input shape).
     """
@@ -341,6 +345,8 @@ def compile(
         options["weight_type"] = dict(weight_type)
     elif weight_type != "f32":
         options["weight_type"] = weight_type
+    if weights:
+        options["weights"] = _checked_weights(ep, weights)
     program = functional_program(ep)
     if program is not None:
         try:
@@ -348,6 +354,21 @@ def compile(
         except _NotWhole:
             pass  # torch's decomposition may give converters what they take
     return _convert(decompose(ep), names, eng, options, whole=False)
+
+
+def _checked_weights(ep, weights: Mapping[str, StoredWeight]) -> Dict[str, StoredWeight]:
+    """``weights`` for parameters of ``ep`` (a tied parameter's other names are
+    let through when one of its names is a parameter)."""
+    params = set(ep.graph_signature.parameters)
+    for name, w in weights.items():
+        if not isinstance(w, StoredWeight):
+            raise CompileError(f"weights[{name!r}] must be a dyngraph.StoredWeight, got {type(w).__name__}")
+    used = {id(w) for n, w in weights.items() if n in params}
+    unknown = sorted(n for n, w in weights.items() if n not in params and id(w) not in used)
+    if unknown:
+        raise CompileError(f"weights given for {unknown[:4]}{' ...' if len(unknown) > 4 else ''}, which are not "
+                           f"parameters of the program (names like {sorted(params)[:3]})")
+    return dict(weights)
 
 
 class _NotWhole(Exception):

@@ -82,6 +82,8 @@ def weight_types_by_id(lowered: Lowered, ins, patterns: Mapping[str, str], used:
 def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
     """Compile the supported partitions; returns (steps, state owners, partitions)."""
     steps: List = []
+    options = dict(options)
+    stored = options.pop("weights", None) or {}
     patterns = options.get("weight_type")
     by_name = isinstance(patterns, Mapping)
     used: set = set()
@@ -111,6 +113,10 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
                     raise RunnerBuffer(state_names.get(lt.id, str(lt.id)), "two compiled partitions use it")
                 state_users[lt.id] = part.get_id()
         consts = {lt.id: lowered.data[lt.id] for lt in ins if lt.property in (CONSTANT, STATE) and lt.id in lowered.data}
+        for lt in ins:
+            name = lowered.param_names.get(lt.id)
+            if name in stored:
+                consts[lt.id] = stored[name]
         opts = options
         if by_name:
             opts = dict(options, weight_type=weight_types_by_id(lowered, ins, patterns, used))

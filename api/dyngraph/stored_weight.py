@@ -1,0 +1,56 @@
+"""Weights handed over already in a ggml storage type (e.g. the q4_1 blocks of
+a GGUF file), used as they are: no dequantizing, no re-quantizing."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .errors import CompileError
+
+# bytes per block and values per block of each storage type (ggml's layouts)
+BLOCKS = {"f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32)}
+
+
+def row_bytes(storage: str, n: int) -> int:
+    size, per = BLOCKS[storage]
+    if n % per:
+        raise CompileError(f"rows of {n} values do not split into {storage} blocks of {per}")
+    return n // per * size
+
+
+class StoredWeight:
+    """A constant's data in a storage type: ``StoredWeight(shape, storage, data)``.
+
+    ``shape`` is the logical shape (of the values), ``storage`` one of
+    f32, f16, bf16, q8_0, q4_0, q4_1, and ``data`` the bytes of ggml's layout of
+    that type, row after row (the last dimension is the row). Pass it in
+    ``constants=`` at compile like an array; its tensor keeps this storage
+    whatever ``weight_type`` says. A MatMul reads it as its weight when it is
+    the right-hand side with ``transpose_b`` ([N, K] rows), as ggml does.
+    """
+
+    __slots__ = ("shape", "storage", "data")
+
+    def __init__(self, shape: Sequence[int], storage: str, data):
+        if storage not in BLOCKS:
+            raise CompileError(f"storage must be one of {list(BLOCKS)}, got {storage!r}")
+        shape = tuple(int(d) for d in shape)
+        if not shape or any(d < 1 for d in shape):
+            raise CompileError(f"a stored weight needs a non-empty shape of positive sizes, got {list(shape)}")
+        rows = int(np.prod(shape[:-1], dtype=np.int64))
+        want = rows * row_bytes(storage, shape[-1])
+        buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).reshape(-1)
+        if buf.nbytes != want:
+            raise CompileError(f"{storage} data of shape {list(shape)} takes {want} bytes, got {buf.nbytes}")
+        self.shape = shape
+        self.storage = storage
+        self.data = np.ascontiguousarray(buf)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+    def __repr__(self) -> str:
+        return f"StoredWeight({list(self.shape)}, {self.storage!r}, {self.nbytes} bytes)"
