@@ -20,8 +20,9 @@ inline uint32_t to_bits(float f) {
 
 // e^y for y <= 0.5 (the only arguments erfc's fit gives): y = n ln2 + r with
 // |r| <= ln2 / 2, e^r by its Taylor polynomial to r^7 (error < 1e-8), 2^n by
-// building the float's exponent. Below -87 (where 2^n leaves the normal
-// floats) it returns 0 through the clamp to -104 and a final select.
+// building the float's exponent. Below -87 (where 2^n would leave the normal
+// floats) it returns 0: the argument is clamped to -87 so the exponent bits
+// stay valid, and a final select gives 0.
 inline float exp_nonpositive(float y) {
     const float yc = y < -87.0f ? -87.0f : y;
     constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
