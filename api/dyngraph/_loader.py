@@ -15,8 +15,9 @@ import os
 def load_ggml() -> None:
     import scipy_openblas32
 
+    # local: its symbols serve the extension that links it, not other copies of OpenBLAS in the process
     ctypes.CDLL(os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(fullname=True)),
-                mode=ctypes.RTLD_GLOBAL)
+                mode=ctypes.RTLD_LOCAL)
     try:
         import libggml
     except ImportError:  # ggml built from source: the libraries sit next to the extension
