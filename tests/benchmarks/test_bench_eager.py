@@ -11,12 +11,7 @@ torch = pytest.importorskip("torch", minversion="2.5")
 import torch_cases as tc  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

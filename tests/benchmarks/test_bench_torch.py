@@ -23,12 +23,7 @@ transformers = pytest.importorskip("transformers")
 import dyngraph.torch as dgt  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class AddOne(torch.nn.Module):
