@@ -97,9 +97,11 @@ def hit_overhead(engine, rounds: int) -> List[Row]:
             s.cp._impl.time_compute(s.ins, s.outs, 1))
     samples = interleaved(fns, rounds)
     rows = []
+    staged = 0
     for name, s in steps.items():
         ref = median(bare[name])
         info = s.cp.cache_info()
+        staged += info.staged_inputs + info.staged_outputs
         for how in ("execute", "infer+execute", "call"):
             d = median(samples[f"{name} {how}"])
             over = (d - ref) / 1e3
@@ -108,8 +110,8 @@ def hit_overhead(engine, rounds: int) -> List[Row]:
                             f"cache hit: {name}, infer_outputs()+execute()",
                             fmt(d), f"{fmt(ref)} bare ggml compute", f"+{over:.1f} us",
                             f"<= +{HIT_OVERHEAD_US:.0f} us" if target else "-", over <= HIT_OVERHEAD_US if target else None))
-        assert info.staged_inputs == 0 and info.staged_outputs == 0, info
-    rows.append(Row("zero copy: inputs/outputs staged per call (both cases)", "0", "-", "-", "0", True))
+    rows.append(Row("zero copy: inputs/outputs staged (copied) in all those calls", str(staged), "-", "-", "0",
+                    staged == 0))
     return rows
 
 
