@@ -76,6 +76,7 @@ def randn(rng, shape, dtype=np.float32):
 BINDINGS = [
     {"m": 1, "k": 1, "n": 1, "b": 1},
     {"m": 5, "k": 16, "n": 7, "b": 2},
+    {"m": 7, "k": 37, "n": 19, "b": 2},  # 7 rows (one weight row per block), a k tail, an odd n
     {"m": 33, "k": 300, "n": 40, "b": 3},
 ]
 
@@ -128,7 +129,7 @@ def test_matmul_splits_columns_across_threads(n, rng):
     d = dims()
     engine = dg.Engine(dg.Engine.CPU, num_threads=2)
     cp = compile_op(K.MatMul, [symbolic(["m", "k"], d), symbolic(["k", "n"], d)], engine=engine)
-    for m in (1, 2, 33):
+    for m in (1, 2, 6, 7, 33):
         a, b = randn(rng, (m, 48)), randn(rng, (48, n))
         assert_matmul_close(run(cp, a, b)[0], *reference(a, b))
 

@@ -1,0 +1,25 @@
+// f32 x f32 matrix products as a ggml custom op. ggml's own computes every
+// output element as a separate dot product: several times slower than a
+// blocked product once more than one row multiplies the same weights. From
+// kSgemmRows rows of activations on, OpenBLAS's sgemm (the scipy-openblas32
+// wheel); below it, our register-blocked kernel (small_gemm.h), since sgemm
+// packs the whole weight matrix on every call, which a few rows do not repay.
+#pragma once
+
+#include "ggml.h"
+
+namespace dg::kernels {
+
+constexpr int64_t kSgemmRows = 8;
+
+// Whether f32_mul_mat computes ggml_mul_mat(x, y): both F32, elements
+// contiguous in each row, x's batch dims dividing y's (ggml's broadcast), and
+// y with at least `min_rows` rows per batch.
+bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_rows);
+
+// The same result as ggml_mul_mat(x, y) (x [K, N, b2, b3], y [K, M, B2, B3] ->
+// [N, M, B2, B3]), ggml's threads sharing the output columns (or the batches,
+// when there are enough), each running single-threaded code.
+ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
+
+}  // namespace dg::kernels
