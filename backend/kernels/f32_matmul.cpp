@@ -69,4 +69,8 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
                           GGML_N_TASKS_MAX, nullptr);
 }
 
+ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
+    return f32_matmul_applies(x, y, kF32KernelMinRows) ? f32_mul_mat(ctx, x, y) : ggml_mul_mat(ctx, x, y);
+}
+
 }  // namespace dg::kernels

@@ -12,6 +12,10 @@ namespace dg::kernels {
 
 constexpr int64_t kSgemmRows = 8;
 
+// From this many rows on, f32 products go to f32_mul_mat; one row is a
+// matrix-vector product, where ggml's dot products do as well.
+constexpr int64_t kF32KernelMinRows = 2;
+
 // Whether f32_mul_mat computes ggml_mul_mat(x, y): both F32, elements
 // contiguous in each row, x's batch dims dividing y's (ggml's broadcast), and
 // y with at least `min_rows` rows per batch.
@@ -21,5 +25,9 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 // [N, M, B2, B3]), ggml's threads sharing the output columns (or the batches,
 // when there are enough), each running single-threaded code.
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
+
+// ggml_mul_mat(x, y) as dyngraph computes it: f32_mul_mat where it applies
+// from kF32KernelMinRows rows on, else ggml's own product.
+ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
 }  // namespace dg::kernels

@@ -10,11 +10,6 @@ namespace dg {
 
 namespace {
 
-// From two rows of activations on, f32 products go to kernels::f32_mul_mat
-// (our small-row kernel, then OpenBLAS's sgemm from 8 rows); one row is a
-// matrix-vector product, where ggml's dot products do as well.
-constexpr int64_t kF32KernelMinRows = 2;
-
 ggml_tensor* transposed(LowerCtx& c, ggml_tensor* t) { return ggml_cont(c.ctx, ggml_transpose(c.ctx, t)); }
 
 void lower_matmul(LowerCtx& c) {
@@ -39,8 +34,7 @@ void lower_matmul(LowerCtx& c) {
     const int64_t ne_y[4] = {y->ne[0], y->ne[1], y->ne[2], y->ne[3]};
     const bool fold = x->ne[2] == 1 && x->ne[3] == 1 && (y->ne[2] > 1 || y->ne[3] > 1) && ggml_is_contiguous(y);
     if (fold) y = ggml_reshape_2d(c.ctx, y, ne_y[0], ne_y[1] * ne_y[2] * ne_y[3]);
-    ggml_tensor* r = kernels::f32_matmul_applies(x, y, kF32KernelMinRows) ? kernels::f32_mul_mat(c.ctx, x, y)
-                                                                         : ggml_mul_mat(c.ctx, x, y);
+    ggml_tensor* r = kernels::mul_mat(c.ctx, x, y);  // f32 from two rows: our kernels (f32_matmul.h)
     if (fold) r = ggml_reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
     if (c.n_in() == 3) {
         ggml_tensor* bias = c.cont(c.in[2]);

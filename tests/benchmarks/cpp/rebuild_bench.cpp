@@ -29,6 +29,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "kernels/f32_matmul.h"
 #include "program.h"
 #include "resident.h"
 
@@ -121,22 +122,24 @@ void build_by_hand(HandGraph& g, const HandWeights& w, const Sizes& s, int64_t s
         t = ggml_reshape_4d(ctx, t, d, heads, seq, 1);
         return ggml_cont(ctx, ggml_permute(ctx, t, 0, 2, 1, 3));
     };
+    // every product as the MatMul lowering makes it (from 2 rows, dyngraph's f32 kernels)
+    auto mm = [&](ggml_tensor* a, ggml_tensor* b) { return dg::kernels::mul_mat(ctx, a, b); };
     ggml_tensor* cur = x;
     for (const auto& l : w.layers) {
         ggml_tensor* a = norm(cur, l.g_attn);
-        ggml_tensor* q = split_heads(ggml_mul_mat(ctx, l.wq, a));
-        ggml_tensor* k = split_heads(ggml_mul_mat(ctx, l.wk, a));
-        ggml_tensor* v = split_heads(ggml_mul_mat(ctx, l.wv, a));
-        ggml_tensor* sc = ggml_mul_mat(ctx, k, q);  // [heads, seq_q, seq_k]
+        ggml_tensor* q = split_heads(mm(l.wq, a));
+        ggml_tensor* k = split_heads(mm(l.wk, a));
+        ggml_tensor* v = split_heads(mm(l.wv, a));
+        ggml_tensor* sc = mm(k, q);  // [heads, seq_q, seq_k]
         sc = ggml_mul(ctx, sc, w.scale);
         sc = ggml_add(ctx, sc, mask);
         sc = ggml_soft_max(ctx, sc);
-        ggml_tensor* o = ggml_mul_mat(ctx, ggml_cont(ctx, ggml_transpose(ctx, v)), sc);  // [heads, seq, d]
+        ggml_tensor* o = mm(ggml_cont(ctx, ggml_transpose(ctx, v)), sc);  // [heads, seq, d]
         o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));
         o = ggml_reshape_4d(ctx, o, h, seq, 1, 1);
-        cur = ggml_add(ctx, cur, ggml_mul_mat(ctx, l.wo, o));
-        ggml_tensor* m = ggml_mul_mat(ctx, l.w1, norm(cur, l.g_mlp));
-        m = ggml_mul_mat(ctx, l.w2, ggml_silu(ctx, m));
+        cur = ggml_add(ctx, cur, mm(l.wo, o));
+        ggml_tensor* m = mm(l.w1, norm(cur, l.g_mlp));
+        m = mm(l.w2, ggml_silu(ctx, m));
         cur = ggml_add(ctx, cur, m);
     }
     ggml_tensor* y = norm(cur, w.g_final);
