@@ -1,9 +1,11 @@
 // C = A . B^T for a few rows of A: the f32 product of 1 to 7 rows of
 // activations with a weight matrix. Register-blocked: each weight row is read
-// once and multiplied into every activation row while it is in registers, and
-// the weight rows a few ahead are prefetched (the weights of a model stream
-// from memory once per call; without the prefetch this ran slower than
-// ggml's dot products inside a model, though faster on one cached matrix).
+// once and multiplied into every activation row while it is in registers; the
+// activation rows are first packed into one stream (rows 1 or 4 KB apart
+// collide in the L1 cache), and weight rows some blocks ahead are prefetched
+// into L2 (the weights of a model stream from memory once per call). Compiled
+// for AVX-512VL (32 registers: wider blocks), AVX2 + FMA and the baseline,
+// chosen at run time (DYNGRAPH_KERNEL_ISA=generic|avx2 asks for a lower one).
 #pragma once
 
 #include <cstdint>
