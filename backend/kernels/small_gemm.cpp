@@ -54,17 +54,24 @@ Isa pick_isa() {
     return best;
 }
 
+Isa isa() {
+    static const Isa picked = pick_isa();
+    return picked;
+}
+
 }  // namespace
+
+const char* small_gemm_isa() { return isa() == Isa::avx512 ? "avx512" : isa() == Isa::avx2 ? "avx2" : "generic"; }
 
 void small_gemm_nt(int rows, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                    int64_t ldc) {
     thread_local std::vector<float> packed;  // grows to the largest rows * K seen by this thread
     if (packed.size() < std::size_t(rows) * std::size_t(K)) packed.resize(std::size_t(rows) * std::size_t(K));
     float* Ap = packed.data();
-    static const Isa isa = pick_isa();
+    const Isa chosen = isa();
 #ifdef DG_SMALL_GEMM_X86
-    if (isa == Isa::avx512) return avx512::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
-    if (isa == Isa::avx2) return avx2::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
+    if (chosen == Isa::avx512) return avx512::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
+    if (chosen == Isa::avx2) return avx2::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
 #endif
     generic::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
 }

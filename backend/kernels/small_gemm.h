@@ -17,4 +17,7 @@ namespace dg::kernels {
 void small_gemm_nt(int rows, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                    int64_t ldc);
 
+// The variant small_gemm_nt runs in this process: "avx512", "avx2" or "generic".
+const char* small_gemm_isa();
+
 }  // namespace dg::kernels
