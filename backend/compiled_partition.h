@@ -98,8 +98,8 @@ private:
 
     AlignedBuffer spare_meta_;  // the metadata buffer of the last graph evicted, for the next build
 
-    // shared compute arena (grows to the largest graph seen)
-    AlignedBuffer arena_;
+    // shared compute arena (grows to the largest graph seen; huge pages)
+    AlignedBuffer arena_{true};
     uint64_t arena_generation_ = 0;
 
     // per-call scratch (kept to avoid allocation on the hot path)

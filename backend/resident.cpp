@@ -199,21 +199,28 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         }
         (t.property == Property::State ? states : repacked[i] ? packed : consts).push_back(g);
     }
+    // host memory of our own (huge pages) for plain CPU buffers, `buft`'s own allocation otherwise
     auto alloc = [&](std::vector<ggml_tensor*>& ts, ggml_backend_buffer_t& buf, const char* what,
-                     ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type()) {
+                     AlignedBuffer* mem, ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type()) {
         if (ts.empty()) return;
         size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
         for (auto* g : ts) total += (ggml_nbytes(g) + align - 1) / align * align;
-        buf = ggml_backend_buft_alloc_buffer(buft, total);
+        if (mem) {
+            mem->reserve(total);
+            buf = ggml_backend_cpu_buffer_from_ptr(mem->data(), total);
+        } else {
+            buf = ggml_backend_buft_alloc_buffer(buft, total);
+            if (buf) advise_huge_pages(ggml_backend_buffer_get_base(buf), total);  // not written yet
+        }
         if (!buf) fail<ExecutionError>("cannot allocate ", total, " bytes for the partition's ", what);
         ggml_tallocr ta = ggml_tallocr_new(buf);
         for (auto* g : ts)
             if (ggml_tallocr_alloc(&ta, g) != GGML_STATUS_SUCCESS)
                 fail<ExecutionError>("cannot place a ", what, " tensor in its buffer");
     };
-    alloc(consts, const_buf_, "constants");
-    alloc(packed, packed_buf_, "repacked weights", repack_buffer_type());
-    alloc(states, state_buf_, "state");
+    alloc(consts, const_buf_, "constants", &const_mem_);
+    alloc(packed, packed_buf_, "repacked weights", nullptr, repack_buffer_type());
+    alloc(states, state_buf_, "state", &state_mem_);
     if (state_buf_) ggml_backend_buffer_clear(state_buf_, 0);
 
     for (size_t i = 0; i < prog.tensors.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "aligned_buffer.h"
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "program.h"
@@ -50,6 +51,7 @@ public:
 private:
     const Program& prog_;
     ggml_context* ctx_ = nullptr;
+    AlignedBuffer const_mem_{true}, state_mem_{true};  // the memory of const_buf_, state_buf_ (huge pages)
     ggml_backend_buffer_t const_buf_ = nullptr;
     ggml_backend_buffer_t state_buf_ = nullptr;
     ggml_backend_buffer_t packed_buf_ = nullptr;
