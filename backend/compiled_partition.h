@@ -67,8 +67,9 @@ public:
     // binding is made ready, so the execute() that follows computes at once.
     std::vector<Dims> infer(const HostTensor* const* in, size_t n_in, bool build, bool check_dtype);
 
-    // Benchmark baseline: prepare one execution, then time `iters` bare ggml
-    // graph computes of it (no binding, no lookup, no Python). Median ns.
+    // Benchmark baseline: prepare one execution as execute() does, then time
+    // `iters` bare ggml graph computes of it (no binding, no lookup, no
+    // Python). Median ns.
     double time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out, int iters);
 
     CacheStats stats() const;
@@ -79,6 +80,8 @@ public:
     std::mutex& mutex() { return mu_; }
 
 private:
+    // execute() up to the compute: validate, look up (build), place, bind. Under mu_.
+    BuiltGraph& prepare(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
     BuiltGraph& lookup(const Binding& b);
     void evict_last();
     void bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out);
