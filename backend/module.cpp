@@ -10,7 +10,7 @@
 #include "errors.h"
 #include "ggml.h"
 #include "ggml_log.h"
-#include "kernels/small_gemm.h"
+#include "kernels/isa.h"
 #include "lowering.h"
 
 namespace py = pybind11;
@@ -162,8 +162,8 @@ PYBIND11_MODULE(_backend, m) {
 
     m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
     m.def("ggml_version", [] { return std::string(ggml_version()); });
-    m.def("kernel_isa", [] { return std::string(kernels::small_gemm_isa()); },
-          "Instruction set of the f32 small-row kernel in this process (avx512, avx2 or generic).");
+    m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
+          "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
     m.def(
         "check_ir",
         [](py::buffer ir) {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <mutex>
+#include <vector>
 
+#include "dequantize.h"
 #include "small_gemm.h"
 
 namespace dg::kernels {
@@ -13,6 +15,27 @@ namespace {
 
 // Column blocks handed to one thread are multiples of this (whole cache lines of C).
 constexpr int64_t kColumnAlign = 16;
+
+// Weight rows dequantized at a time by one thread: about this many bytes of
+// f32 (in L2 while sgemm reads them), in multiples of kColumnAlign rows.
+constexpr int64_t kDequantBlockBytes = 256 << 10;
+
+// C[M, n] = A[M, K] . W[n, K]^T for a quantized W of n rows (row stride ldw
+// bytes): blocks of W's rows dequantized into a per-thread buffer, then sgemm.
+void dequant_sgemm(ggml_type type, int64_t M, int64_t n, int64_t K, const float* A, int lda, const char* W, size_t ldw,
+                   float* C, int ldc) {
+    thread_local std::vector<float> rows;  // grows to the largest block this thread dequantized
+    const int64_t block = std::max<int64_t>(kColumnAlign, kDequantBlockBytes / (K * int64_t(sizeof(float))) /
+                                                              kColumnAlign * kColumnAlign);
+    const int64_t nb = std::min(block, n);
+    if (rows.size() < std::size_t(nb * K)) rows.resize(std::size_t(nb * K));
+    for (int64_t c = 0; c < n; c += block) {
+        const int64_t nc = std::min(block, n - c);
+        for (int64_t r = 0; r < nc; ++r) dequantize_row(type, W + size_t(c + r) * ldw, rows.data() + r * K, K);
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(nc), int(K), 1.0f, A, lda, rows.data(),
+                          int(K), 0.0f, C + c, ldc);
+    }
+}
 
 void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     const ggml_tensor* x = dst->src[0];
@@ -35,27 +58,32 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     for (int64_t b = by_batch ? ith : 0; b < batches; b += by_batch ? nth : 1) {
         const int64_t i2 = b % dst->ne[2], i3 = b / dst->ne[2];
         const auto* A = reinterpret_cast<const float*>(static_cast<const char*>(y->data) + i2 * y->nb[2] + i3 * y->nb[3]);
-        const auto* B = reinterpret_cast<const float*>(static_cast<const char*>(x->data) + (i2 / r2) * x->nb[2] +
-                                                       (i3 / r3) * x->nb[3]);
+        const char* W = static_cast<const char*>(x->data) + (i2 / r2) * x->nb[2] + (i3 / r3) * x->nb[3] + n0 * x->nb[1];
         auto* C = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3]);
         // C[M, N] = A[M, K] . B[N, K]^T, row-major
-        if (M < kSgemmRows) {
-            small_gemm_nt(int(M), n1 - n0, K, A, lda, B + n0 * ldb, ldb, C + n0, ldc);
+        if (x->type != GGML_TYPE_F32) {
+            dequant_sgemm(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
+        } else if (M < kSgemmRows) {
+            small_gemm_nt(int(M), n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else {
             scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n1 - n0), int(K), 1.0f, A, lda,
-                              B + n0 * ldb, ldb, 0.0f, C + n0, ldc);
+                              reinterpret_cast<const float*>(W), ldb, 0.0f, C + n0, ldc);
         }
     }
 }
 
 bool rows_contiguous(const ggml_tensor* t) {
-    return t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0 && t->nb[1] >= size_t(t->ne[0]) * sizeof(float);
+    return t->nb[0] == ggml_type_size(t->type) && (t->type != GGML_TYPE_F32 || t->nb[1] % sizeof(float) == 0) &&
+           t->nb[1] >= ggml_row_size(t->type, t->ne[0]);
 }
 
 }  // namespace
 
 bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_rows) {
-    return x->type == GGML_TYPE_F32 && y->type == GGML_TYPE_F32 && x->ne[0] == y->ne[0] && y->ne[1] >= min_rows &&
+    // weights of another type: dequantized on the fly, unless ggml repacked them
+    // for its own kernels (a layout only those read; marked by `extra`)
+    const bool weights = x->type == GGML_TYPE_F32 || (dequantizable(x->type) && x->extra == nullptr);
+    return weights && y->type == GGML_TYPE_F32 && x->ne[0] == y->ne[0] && y->ne[1] >= min_rows &&
            y->ne[2] % x->ne[2] == 0 && y->ne[3] % x->ne[3] == 0 && rows_contiguous(x) && rows_contiguous(y) &&
            x->ne[0] < (int64_t(1) << 31) && x->ne[1] < (int64_t(1) << 31) && y->ne[1] < (int64_t(1) << 31);
 }
@@ -70,7 +98,8 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
 }
 
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
-    return f32_matmul_applies(x, y, kF32KernelMinRows) ? f32_mul_mat(ctx, x, y) : ggml_mul_mat(ctx, x, y);
+    const int64_t min_rows = x->type == GGML_TYPE_F32 ? kF32KernelMinRows : kDequantMinRows;
+    return f32_matmul_applies(x, y, min_rows) ? f32_mul_mat(ctx, x, y) : ggml_mul_mat(ctx, x, y);
 }
 
 }  // namespace dg::kernels

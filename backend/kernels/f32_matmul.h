@@ -1,9 +1,14 @@
-// f32 x f32 matrix products as a ggml custom op. ggml's own computes every
+// Matrix products with f32 activations as a ggml custom op. ggml's own computes every
 // output element as a separate dot product: several times slower than a
 // blocked product once more than one row multiplies the same weights. From
 // kSgemmRows rows of activations on, OpenBLAS's sgemm (the scipy-openblas32
 // wheel); below it, our register-blocked kernel (small_gemm.h), since sgemm
 // packs the whole weight matrix on every call, which a few rows do not repay.
+// Quantized (or f16) weights, from kDequantMinRows rows on: blocks of weight
+// rows dequantized into cache, then sgemm (dequantize.h); ggml's own product
+// quantizes the activations and runs a dot product per output element, which
+// is slower at prefill. Fewer rows, and weights ggml repacked for its own
+// kernels, stay with ggml.
 #pragma once
 
 #include "ggml.h"
@@ -16,7 +21,11 @@ constexpr int64_t kSgemmRows = 8;
 // matrix-vector product, where ggml's dot products do as well.
 constexpr int64_t kF32KernelMinRows = 2;
 
-// Whether f32_mul_mat computes ggml_mul_mat(x, y): both F32, elements
+// From this many rows on, products with quantized weights go to f32_mul_mat.
+constexpr int64_t kDequantMinRows = 8;
+
+// Whether f32_mul_mat computes ggml_mul_mat(x, y): y F32, x F32 or a type
+// dequantize.h converts (and not repacked by ggml), elements
 // contiguous in each row, x's batch dims dividing y's (ggml's broadcast), and
 // y with at least `min_rows` rows per batch.
 bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_rows);
@@ -27,7 +36,8 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
 // ggml_mul_mat(x, y) as dyngraph computes it: f32_mul_mat where it applies
-// from kF32KernelMinRows rows on, else ggml's own product.
+// (from kF32KernelMinRows rows on for f32 weights, kDequantMinRows for
+// others), else ggml's own product.
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
 }  // namespace dg::kernels

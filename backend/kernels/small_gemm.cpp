@@ -1,9 +1,9 @@
 #include "small_gemm.h"
 
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
+
+#include "isa.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define DG_SMALL_GEMM_X86 1
@@ -34,41 +34,12 @@ constexpr int kVectorRegs = 16;
 #include "small_gemm_impl.inc"
 }  // namespace generic
 
-namespace {
-
-enum class Isa { generic, avx2, avx512 };
-
-// The best instruction set the CPU has, or a lower one asked for with
-// DYNGRAPH_KERNEL_ISA=generic|avx2 (tests run every variant that way).
-Isa pick_isa() {
-    Isa best = Isa::generic;
-#ifdef DG_SMALL_GEMM_X86
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        best = Isa::avx2;
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) best = Isa::avx512;
-    }
-#endif
-    const char* v = std::getenv("DYNGRAPH_KERNEL_ISA");
-    if (v && std::strcmp(v, "generic") == 0) return Isa::generic;
-    if (v && std::strcmp(v, "avx2") == 0 && best == Isa::avx512) return Isa::avx2;
-    return best;
-}
-
-Isa isa() {
-    static const Isa picked = pick_isa();
-    return picked;
-}
-
-}  // namespace
-
-const char* small_gemm_isa() { return isa() == Isa::avx512 ? "avx512" : isa() == Isa::avx2 ? "avx2" : "generic"; }
-
 void small_gemm_nt(int rows, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                    int64_t ldc) {
     thread_local std::vector<float> packed;  // grows to the largest rows * K seen by this thread
     if (packed.size() < std::size_t(rows) * std::size_t(K)) packed.resize(std::size_t(rows) * std::size_t(K));
     float* Ap = packed.data();
-    const Isa chosen = isa();
+    const Isa chosen = kernel_isa();
 #ifdef DG_SMALL_GEMM_X86
     if (chosen == Isa::avx512) return avx512::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
     if (chosen == Isa::avx2) return avx2::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);

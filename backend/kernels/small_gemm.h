@@ -5,7 +5,7 @@
 // collide in the L1 cache), and weight rows some blocks ahead are prefetched
 // into L2 (the weights of a model stream from memory once per call). Compiled
 // for AVX-512VL (32 registers: wider blocks), AVX2 + FMA and the baseline,
-// chosen at run time (DYNGRAPH_KERNEL_ISA=generic|avx2 asks for a lower one).
+// chosen at run time (isa.h).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,5 @@ namespace dg::kernels {
 // lda, ldb, ldc in floats.
 void small_gemm_nt(int rows, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                    int64_t ldc);
-
-// The variant small_gemm_nt runs in this process: "avx512", "avx2" or "generic".
-const char* small_gemm_isa();
 
 }  // namespace dg::kernels

@@ -1,5 +1,7 @@
 """f32 products of 2-7 rows run a kernel compiled for several instruction sets
-(AVX-512VL, AVX2 + FMA, baseline), picked at run time for the CPU. Each
+(AVX-512VL, AVX2 + FMA, baseline), picked at run time for the CPU, and so
+does the dequantization of q8_0/q4_0/q4_1 weights (AVX2, or ggml's own
+conversion) for products of 8 rows and more. Each
 variant is asked for with DYNGRAPH_KERNEL_ISA in a fresh process, which
 reports the variant it runs (the one asked for, or the best below it this
 CPU has) and checks it against numpy."""
@@ -33,6 +35,28 @@ CHECK = textwrap.dedent("""
             ref = a.astype(np.float64) @ W.astype(np.float64)
             err = np.abs(out - ref).max() / np.abs(ref).max()
             assert err < 1e-5, (k, n, m, err)
+    # quantized weights from 8 rows on: dequantized (AVX2 or ggml's conversion), then sgemm
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import dequantize, quantize
+    k, n = 96, 50
+    for storage in ("q8_0", "q4_0", "q4_1"):
+        W = rng.standard_normal((n, k)).astype(np.float32)
+        raw = quantize(W, getattr(Q, storage.upper()))
+        deq = dequantize(raw, getattr(Q, storage.upper())).reshape(n, k).astype(np.float64)
+        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+        w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g = dg.Graph(dg.Engine.CPU)
+        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+        g.finalize()
+        (p,) = g.get_partitions()
+        cp = p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)}, repack_weights=False)
+        for m in (8, 13):
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            (out,) = cp(a)
+            ref = a.astype(np.float64) @ deq.T
+            err = np.abs(out - ref).max() / np.abs(ref).max()
+            assert err < 1e-5, (storage, m, err)
     print(dg._backend.kernel_isa())
 """)
 

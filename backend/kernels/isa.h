@@ -1,0 +1,16 @@
+// The instruction set our hand-vectorized kernels (small_gemm, dequantize)
+// run with in this process: the best the CPU has, or a lower one asked for
+// with DYNGRAPH_KERNEL_ISA=generic|avx2 (the tests run every variant that way).
+#pragma once
+
+namespace dg::kernels {
+
+enum class Isa { generic, avx2, avx512 };
+
+// Chosen once per process.
+Isa kernel_isa();
+
+// "generic", "avx2" or "avx512".
+const char* isa_name(Isa isa);
+
+}  // namespace dg::kernels
