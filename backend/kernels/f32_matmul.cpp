@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dequantize.h"
+#include "quant_rows.h"
 #include "small_gemm.h"
 
 namespace dg::kernels {
@@ -61,7 +62,9 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
         const char* W = static_cast<const char*>(x->data) + (i2 / r2) * x->nb[2] + (i3 / r3) * x->nb[3] + n0 * x->nb[1];
         auto* C = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3]);
         // C[M, N] = A[M, K] . B[N, K]^T, row-major
-        if (x->type != GGML_TYPE_F32) {
+        if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
+            quant_rows_nt(x->type, int(M), n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
+        } else if (x->type != GGML_TYPE_F32) {
             dequant_sgemm(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (M < kSgemmRows) {
             small_gemm_nt(int(M), n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
@@ -98,7 +101,9 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
 }
 
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
-    const int64_t min_rows = x->type == GGML_TYPE_F32 ? kF32KernelMinRows : kDequantMinRows;
+    const int64_t min_rows = x->type == GGML_TYPE_F32     ? kF32KernelMinRows
+                             : quant_rows_supports(x->type) ? 1
+                                                            : kDequantMinRows;
     return f32_matmul_applies(x, y, min_rows) ? f32_mul_mat(ctx, x, y) : ggml_mul_mat(ctx, x, y);
 }
 

@@ -7,8 +7,9 @@
 // Quantized (or f16) weights, from kDequantMinRows rows on: blocks of weight
 // rows dequantized into cache, then sgemm (dequantize.h); ggml's own product
 // quantizes the activations and runs a dot product per output element, which
-// is slower at prefill. Fewer rows, and weights ggml repacked for its own
-// kernels, stay with ggml.
+// is slower at prefill. 1-7 rows with q8_0/q4_0/q4_1 weights: 8-bit dot
+// products of our own (quant_rows.h). Other types below kDequantMinRows rows,
+// and weights ggml repacked for its own kernels, stay with ggml.
 #pragma once
 
 #include "ggml.h"
@@ -21,7 +22,8 @@ constexpr int64_t kSgemmRows = 8;
 // matrix-vector product, where ggml's dot products do as well.
 constexpr int64_t kF32KernelMinRows = 2;
 
-// From this many rows on, products with quantized weights go to f32_mul_mat.
+// From this many rows on, products with quantized weights are dequantized
+// blocks and sgemm (below it: quant_rows.h where it has the type, else ggml).
 constexpr int64_t kDequantMinRows = 8;
 
 // Whether f32_mul_mat computes ggml_mul_mat(x, y): y F32, x F32 or a type
@@ -36,8 +38,8 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
 // ggml_mul_mat(x, y) as dyngraph computes it: f32_mul_mat where it applies
-// (from kF32KernelMinRows rows on for f32 weights, kDequantMinRows for
-// others), else ggml's own product.
+// (from kF32KernelMinRows rows on for f32 weights, from one row for the types
+// quant_rows.h has, kDequantMinRows for others), else ggml's own product.
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
 }  // namespace dg::kernels

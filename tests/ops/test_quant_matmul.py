@@ -81,3 +81,33 @@ def test_batched_activations_share_one_quantized_weight(rng):
         (got,) = cp(x)
         assert got.shape == (b, m, n_out)
         assert rel_err(got, x.astype(np.float64) @ deq.T) < TIGHT * np.sqrt(k)
+
+
+def rounded_rows(x: np.ndarray) -> np.ndarray:
+    """x's rows as the small-row kernel rounds them: per 32-value block, q = rint(x * 127 / amax)
+    in float32 (ties to even), value q * amax / 127."""
+    b = x.reshape(x.shape[0], -1, 32).astype(np.float32)
+    amax = np.abs(b).max(axis=-1, keepdims=True)
+    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    q = np.rint(b * inv)
+    return (q.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
+
+
+@pytest.mark.parametrize("storage", ["q8_0", "q4_0", "q4_1"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_row_kernel_is_exact_up_to_its_activation_rounding(storage, threads, rng):
+    # 1-7 rows: our 8-bit kernel where the CPU has AVX2; checked against the
+    # same rounding of the activations done by numpy, so an error in the
+    # kernel's arithmetic (nibble order, offsets, scales) cannot hide in the
+    # rounding's tolerance. Without AVX2 ggml's product runs (an f16 scale).
+    k, n_out = 320, 75
+    w = rng.standard_normal((n_out, k), dtype=np.float32)
+    sw, deq = stored(w, storage)
+    cp = compiled(k, n_out, sw, threads, repack=False)
+    ours = dg._backend.kernel_isa() != "generic"
+    for m in (1, 2, 3, 4, 5, 6, 7, 1):
+        x = rng.standard_normal((m, k), dtype=np.float32) * rng.uniform(0.1, 10, (m, 1)).astype(np.float32)
+        x[0, :32] = 0  # an all-zero block
+        (got,) = cp(x)
+        err = rel_err(got, rounded_rows(x) @ deq.T)
+        assert err < (1e-5 if ours else LOOSE), (storage, m, err)
