@@ -1,6 +1,7 @@
 #include "resident.h"
 
 #include <cstring>
+#include <new>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <limits>
@@ -206,7 +207,11 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
         for (auto* g : ts) total += (ggml_nbytes(g) + align - 1) / align * align;
         if (mem) {
-            mem->reserve(total);
+            try {
+                mem->reserve(total);
+            } catch (const std::bad_alloc&) {
+                fail<ExecutionError>("cannot allocate ", total, " bytes for the partition's ", what);
+            }
             buf = ggml_backend_cpu_buffer_from_ptr(mem->data(), total);
         } else {
             buf = ggml_backend_buft_alloc_buffer(buft, total);

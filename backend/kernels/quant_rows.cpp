@@ -47,8 +47,12 @@ void quantize_row(const float* x, int64_t nb, ActBlock* out) {
         __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         h = _mm_max_ps(h, _mm_movehl_ps(h, h));
         const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-        const float d = amax / 127.0f;
-        const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+        // a NaN (which max drops) or an infinity makes the block's scale NaN: the outputs it feeds are NaN
+        const __m256 nan = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(v[0], v[0], _CMP_UNORD_Q), _mm256_cmp_ps(v[1], v[1], _CMP_UNORD_Q)),
+                                        _mm256_or_ps(_mm256_cmp_ps(v[2], v[2], _CMP_UNORD_Q), _mm256_cmp_ps(v[3], v[3], _CMP_UNORD_Q)));
+        const bool finite = _mm256_movemask_ps(nan) == 0 && amax <= 3.4e38f;
+        const float d = finite ? amax / 127.0f : __builtin_nanf("");
+        const __m256 id = _mm256_set1_ps(finite && amax > 0.0f ? 127.0f / amax : 0.0f);
         __m256i q[4];
         for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], id));  // nearest, ties to even
         const __m256i total = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));

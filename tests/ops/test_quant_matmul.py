@@ -111,3 +111,18 @@ def test_small_row_kernel_is_exact_up_to_its_activation_rounding(storage, thread
         (got,) = cp(x)
         err = rel_err(got, rounded_rows(x) @ deq.T)
         assert err < (1e-5 if ours else LOOSE), (storage, m, err)
+
+
+@pytest.mark.parametrize("storage", ["q8_0", "q4_1"])
+@pytest.mark.parametrize("m", [1, 3, 9])
+def test_nan_and_inf_activations_give_nan_not_numbers(storage, m, rng):
+    # rounding activations to 8 bits must not turn a NaN or an infinity into a finite value
+    k, n_out = 64, 20
+    sw, _ = stored(rng.standard_normal((n_out, k), dtype=np.float32), storage)
+    cp = compiled(k, n_out, sw, threads=1, repack=False)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    x[0, 5] = np.nan
+    x[m - 1, 40] = np.inf if m > 1 else np.nan
+    (got,) = cp(x)
+    assert not np.isfinite(got[0]).any() and not np.isfinite(got[m - 1]).any()
+    assert np.isfinite(got[1:m - 1]).all()
