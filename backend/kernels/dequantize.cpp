@@ -14,17 +14,15 @@ namespace dg::kernels {
 
 namespace {
 
-constexpr int kBlock = kQuantBlock;
-
 #ifdef DG_DEQUANT_X86
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
 void q8_0_avx2(const void* src, float* dst, int64_t n) {
     const auto* b = static_cast<const BlockQ8_0*>(src);
-    for (int64_t i = 0; i < n / kBlock; ++i, ++b, dst += kBlock) {
+    for (int64_t i = 0; i < n / kQuantBlock; ++i, ++b, dst += kQuantBlock) {
         const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
-        for (int j = 0; j < kBlock; j += 8) {
+        for (int j = 0; j < kQuantBlock; j += 8) {
             __m128i q;
             std::memcpy(&q, b->qs + j, 8);
             _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
@@ -50,7 +48,7 @@ inline void nibbles_avx2(const uint8_t* qs, __m256 d, __m256 m, float* dst) {
 
 void q4_0_avx2(const void* src, float* dst, int64_t n) {
     const auto* b = static_cast<const BlockQ4_0*>(src);
-    for (int64_t i = 0; i < n / kBlock; ++i, ++b, dst += kBlock) {
+    for (int64_t i = 0; i < n / kQuantBlock; ++i, ++b, dst += kQuantBlock) {
         const float d = _cvtsh_ss(b->d);
         nibbles_avx2(b->qs, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * d), dst);
     }
@@ -58,7 +56,7 @@ void q4_0_avx2(const void* src, float* dst, int64_t n) {
 
 void q4_1_avx2(const void* src, float* dst, int64_t n) {
     const auto* b = static_cast<const BlockQ4_1*>(src);
-    for (int64_t i = 0; i < n / kBlock; ++i, ++b, dst += kBlock)
+    for (int64_t i = 0; i < n / kQuantBlock; ++i, ++b, dst += kQuantBlock)
         nibbles_avx2(b->qs, _mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_set1_ps(_cvtsh_ss(b->m)), dst);
 }
 
@@ -67,11 +65,10 @@ void q4_1_avx2(const void* src, float* dst, int64_t n) {
 
 using RowFn = void (*)(const void*, float*, int64_t);
 
-// our AVX2 version for `type`, when the CPU has AVX2, FMA and F16C; else null
+// our AVX2 version for `type` (isa.h), else null
 RowFn fast_row(ggml_type type) {
 #ifdef DG_DEQUANT_X86
-    static const bool avx2 = kernel_isa() != Isa::generic && __builtin_cpu_supports("f16c");
-    if (avx2) {
+    if (kernel_isa() != Isa::generic) {
         if (type == GGML_TYPE_Q8_0) return q8_0_avx2;
         if (type == GGML_TYPE_Q4_0) return q4_0_avx2;
         if (type == GGML_TYPE_Q4_1) return q4_1_avx2;

@@ -10,7 +10,7 @@ namespace {
 Isa pick_isa() {
     Isa best = Isa::generic;
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
         best = Isa::avx2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) best = Isa::avx512;
     }

@@ -178,8 +178,7 @@ void rows_of_type(int rows, int64_t N, int64_t nb, const ActBlock* act, const ch
 }  // namespace
 
 bool quant_rows_supports(ggml_type type) {
-    static const bool avx2 = kernel_isa() != Isa::generic && __builtin_cpu_supports("f16c");
-    return avx2 && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
+    return kernel_isa() != Isa::generic && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
 }
 
 void quant_rows_nt(ggml_type type, int rows, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,

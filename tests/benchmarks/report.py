@@ -202,12 +202,14 @@ def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
 LLAMA_CPP_PASSES = 3  # dyngraph's rounds and llama-bench alternate in this many passes
 
 
-def llama_cpp_samples(types) -> Optional[dict]:
+def llama_cpp_set_up() -> bool:
+    return bool(os.environ.get("LLAMA_BENCH") and os.environ.get("SMOLLM2_GGUF_DIR"))
+
+
+def llama_cpp_samples(types) -> dict:
     """llama-bench's pp32 / tg32 tokens/s samples (1 thread, flash attention and
-    repacking on, its defaults) per (type, "prefill" | "decode"); None when not set up."""
-    bench, gguf_dir = os.environ.get("LLAMA_BENCH"), os.environ.get("SMOLLM2_GGUF_DIR")
-    if not bench or not gguf_dir:
-        return None
+    repacking on, its defaults) per (type, "prefill" | "decode")."""
+    bench, gguf_dir = os.environ["LLAMA_BENCH"], os.environ["SMOLLM2_GGUF_DIR"]
     import llama_cpp_baseline as lb
 
     import torch_cases as tc
@@ -240,15 +242,12 @@ def llama_cpp_rows(sm, rounds: int) -> List[Row]:
             fns[f"{t} {key}"] = fn
     # both sides in the same stretch of time: the machine's load drifts over minutes
     samples = {name: [] for name in fns}
-    ref: Optional[dict] = {}
+    ref: Optional[dict] = {} if llama_cpp_set_up() else None
     for _ in range(LLAMA_CPP_PASSES):
         for name, v in interleaved(fns, max(1, rounds // LLAMA_CPP_PASSES), max_seconds=90 / LLAMA_CPP_PASSES).items():
             samples[name] += v
-        got = llama_cpp_samples(types)
-        if got is None:
-            ref = None
-        elif ref is not None:
-            for k, v in got.items():
+        if ref is not None:
+            for k, v in llama_cpp_samples(types).items():
                 ref.setdefault(k, []).extend(v)
     rows = []
     for t in types:

@@ -74,7 +74,7 @@ def cpu_flags() -> set:
 
 def best_isa() -> str:
     flags = cpu_flags()
-    if platform.machine() not in ("x86_64", "AMD64") or not {"avx2", "fma"} <= flags:
+    if platform.machine() not in ("x86_64", "AMD64") or not {"avx2", "fma", "f16c"} <= flags:
         return "generic"
     return "avx512" if {"avx512f", "avx512vl"} <= flags else "avx2"
 
