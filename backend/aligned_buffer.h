@@ -56,8 +56,10 @@ public:
     }
 
     // Grow to at least n bytes (contents are not kept). Returns true if the base moved.
+    // Throws std::bad_alloc when n is not allocatable (sizes near SIZE_MAX included).
     bool reserve(size_t n) {
         if (n <= size_) return false;
+        if (n > (SIZE_MAX >> 2)) throw std::bad_alloc();  // also keeps the rounding below from wrapping
         const bool huge = huge_ && n >= kHugePage;
         if (huge) n = (n + kHugePage - 1) / kHugePage * kHugePage;
         void* q = nullptr;

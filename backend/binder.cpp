@@ -2,6 +2,7 @@
 
 #include "errors.h"
 #include "exprs.h"
+#include "ir_limits.h"
 
 namespace dg {
 
@@ -49,7 +50,9 @@ std::string list(const std::vector<int64_t>& v) {
 std::vector<int64_t> resolve_reshape(const std::vector<int64_t>& target, const std::vector<int64_t>& src, bool special_zero,
                                      const std::string& where) {
     int64_t total = 1;
-    for (int64_t d : src) total *= d;
+    for (int64_t d : src)
+        if (d < 1 || __builtin_mul_overflow(total, d, &total))
+            fail<ShapeError>(where, ": the reshaped tensor has shape ", list(src), ", which has no valid element count");
     std::vector<int64_t> out(target.size());
     int infer_at = -1;
     int64_t known = 1;
@@ -68,7 +71,8 @@ std::vector<int64_t> resolve_reshape(const std::vector<int64_t>& target, const s
             fail<ShapeError>(where, ": the reshape target ", list(target), " has an invalid dimension ", v);
         }
         out[i] = v;
-        known *= v;
+        if (v < 1 || v > limits::kMaxDim || __builtin_mul_overflow(known, v, &known))
+            fail<ShapeError>(where, ": the reshape target ", list(target), " has too many elements");
     }
     if (infer_at >= 0) {
         if (total % known != 0)
@@ -181,14 +185,22 @@ void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool ch
 void Binder::check_all_dims(const Binding& b) const {
     std::vector<char> is_input(prog_.tensors.size(), 0);
     for (int32_t i : prog_.inputs) is_input[size_t(i)] = 1;  // checked by bind(); an empty order input is valid
+    std::vector<int64_t> shape;
     for (size_t k = 0; k < prog_.tensors.size(); ++k) {
         if (is_input[k]) continue;
         const TensorDef& t = prog_.tensors[k];
+        shape.clear();
         for (size_t d = 0; d < t.shape.size(); ++d) {
             int64_t v = b.values[size_t(t.shape[d])];
-            if (v < 1)
+            if (v < 1 || v > limits::kMaxDim)
                 fail<ShapeError>("tensor ", t.label(), " dimension ", d, " is ", prog_.expr_string(t.shape[d]), " = ", v,
-                                 " (", symbol_values(b), "); dimensions must be positive");
+                                 " (", symbol_values(b), "); dimensions must be positive (and at most ", limits::kMaxDim, ")");
+            shape.push_back(v);
+        }
+        try {
+            host_bytes(t, shape);
+        } catch (const ShapeError& e) {
+            fail<ShapeError>("tensor ", t.label(), " (", symbol_values(b), "): ", e.what());
         }
     }
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "errors.h"
+#include "gg.h"
 
 namespace dg {
 
@@ -18,11 +19,6 @@ AlignedBuffer BuiltGraph::release_metadata() {
 }
 
 namespace {
-
-ggml_tensor* new_tensor(ggml_context* ctx, ggml_type type, const Dims& s) {
-    auto ne = s.ne();
-    return ggml_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
-}
 
 void check_lowered(const LowerCtx& lc, size_t k, const ggml_tensor* t) {
     const TensorDef& def = lc.prog.tensors[size_t(lc.op.outputs[k])];
@@ -41,27 +37,30 @@ void check_lowered(const LowerCtx& lc, size_t k, const ggml_tensor* t) {
 
 }  // namespace
 
-std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTensors& resident, const Binding& b,
-                                        const BuildOptions& opts) {
-    auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// One attempt at building with room for `n_tensors` tensor objects; throws
+// gg::OutOfRoom when the lowerings need more.
+std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensors& resident, const Binding& b,
+                                       const BuildOptions& opts, size_t n_tensors) {
     const LoweringTable& table = lowerings();
-    size_t budget = prog.inputs.size() + 2 * prog.outputs.size() + 16;
     std::vector<const Lowering*> fns;
     fns.reserve(prog.ops.size());
     for (const OpDef& op : prog.ops) {
         const Lowering* l = table.find(op.kind);
-        if (!l) fail<CompileError>("op '", op.name, "': the backend has no lowering for op kind ", op.kind);
+        if (!l) fail<CompileError>(op.label(), ": the backend has no lowering for it");
         fns.push_back(l);
-        budget += size_t(l->max_tensors) + 4 * op.inputs.size();
     }
-    const size_t graph_size = budget;
+    // graph nodes are tensors of this context; its leafs also the resident tensors
+    const size_t n_outside = prog.tensors.size() + 16;
     auto g = std::make_unique<BuiltGraph>();
     g->key = b.symbols;
-    const size_t meta_size = budget * ggml_tensor_overhead() + ggml_graph_overhead_custom(graph_size, false) + 4096;
+    const size_t meta_size =
+        n_tensors * ggml_tensor_overhead() + ggml_graph_overhead_custom(n_tensors + n_outside, false) + 4096;
     // the metadata lives in a buffer of ours: a recycled one (its pages already mapped) when it is large enough
     if (opts.recycled && opts.recycled->size() >= meta_size) g->meta = std::move(*opts.recycled);
     else g->meta.reserve(meta_size);
-    ggml_init_params ip{meta_size, g->meta.data(), true};
+    ggml_init_params ip{g->meta.size(), g->meta.data(), true};
     g->ctx = ggml_init(ip);
     if (!g->ctx) fail<ExecutionError>("ggml_init failed (", ip.mem_size, " bytes of graph metadata)");
     ggml_context* ctx = g->ctx;
@@ -80,7 +79,7 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
         Dims s;
         s.rank = int(t.shape.size());
         for (int d = 0; d < s.rank; ++d) s.d[d] = b.values[size_t(t.shape[size_t(d)])];
-        ggml_tensor* leaf = new_tensor(ctx, ggml_type_of(t.dtype), s);
+        ggml_tensor* leaf = gg::new_tensor(ctx, ggml_type_of(t.dtype), s.ne().data(), /*allow_empty=*/true);
         ggml_set_input(leaf);
         vals[size_t(prog.inputs[k])] = leaf;
         g->inputs.push_back(leaf);
@@ -95,9 +94,13 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
         out.clear();
         for (int32_t i : op.inputs) in.push_back(vals[size_t(i)]);
         LowerCtx lc{ctx, prog, op, b.values, in, out, env};
-        fns[k]->fn(lc);
+        try {
+            fns[k]->fn(lc);
+        } catch (const gg::Violation& e) {
+            fail<CompileError>(op.label(), " cannot be lowered: ", e.what());
+        }
         if (out.size() != op.outputs.size())
-            fail<CompileError>("internal error: the lowering of op '", op.name, "' produced ", out.size(), " outputs, expected ",
+            fail<CompileError>("internal error: the lowering of ", op.label(), " produced ", out.size(), " outputs, expected ",
                                op.outputs.size());
         for (size_t j = 0; j < op.outputs.size(); ++j) {
             check_lowered(lc, j, out[j]);
@@ -112,8 +115,8 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
         ggml_tensor* holder = t;
         ggml_tensor* node = t;
         if (!direct) {
-            holder = ggml_new_tensor(ctx, t->type, 4, t->ne);
-            node = ggml_cpy(ctx, t, holder);
+            holder = gg::new_tensor(ctx, t->type, t->ne);
+            node = gg::cpy(ctx, t, holder);
         }
         ggml_set_output(holder);
         external[holder] = -int(j) - 1;
@@ -128,11 +131,16 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
 
     // ggml names every unnamed node it adds to a graph with snprintf; a short
     // name set here skips that (a third of the build's time went there)
-    for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t))
+    size_t created = 0;
+    for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t), ++created)
         if (t->name[0] == 0) {
             t->name[0] = '#';
             t->name[1] = 0;
         }
+    g->n_tensors = created;
+    const size_t graph_size = created + n_outside;
+    if (ggml_get_mem_size(ctx) - ggml_used_mem(ctx) < ggml_graph_overhead_custom(graph_size, false) + 64)
+        throw gg::OutOfRoom{};
     g->graph = ggml_new_graph_custom(ctx, graph_size, false);
     for (ggml_tensor* r : roots) ggml_build_forward_expand(g->graph, r);
     for (ggml_tensor* s : env.side_effects) ggml_build_forward_expand(g->graph, s);
@@ -155,8 +163,28 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
     }
     g->plan = plan_memory(g->graph, external, opts.align);
     g->cplan = ggml_graph_plan(g->graph, opts.n_threads, opts.threadpool);
-    g->build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return g;
+}
+
+}  // namespace
+
+std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTensors& resident, const Binding& b,
+                                        const BuildOptions& opts) {
+    auto t0 = std::chrono::steady_clock::now();
+    // room for as many tensors as the last graph of this program needed (a good guess for the next binding),
+    // or a first guess; doubled until the lowerings fit
+    size_t n = opts.tensor_hint ? opts.tensor_hint + opts.tensor_hint / 4 + 16
+                                : 8 * prog.ops.size() + prog.inputs.size() + 2 * prog.outputs.size() + 16;
+    for (;;) {
+        try {
+            std::unique_ptr<BuiltGraph> g = build_once(prog, resident, b, opts, n);
+            g->build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return g;
+        } catch (const gg::OutOfRoom&) {
+            if (n > kMaxGraphTensors) fail<CompileError>("the graph needs more than ", kMaxGraphTensors, " ggml tensors");
+            n *= 2;
+        }
+    }
 }
 
 }  // namespace dg

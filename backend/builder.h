@@ -41,6 +41,7 @@ struct BuiltGraph {
     std::vector<HostIndexCheck> host_checks;                      // run before each compute
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;  // read after each compute
     double build_seconds = 0;
+    size_t n_tensors = 0;  // ggml tensors its lowerings created (the next build's first guess)
 
     size_t metadata_bytes() const { return ctx ? ggml_used_mem(ctx) : 0; }
     int n_nodes() const { return graph ? ggml_graph_n_nodes(graph) : 0; }
@@ -58,7 +59,11 @@ struct BuildOptions {
     ggml_threadpool* threadpool = nullptr;
     size_t align = 64;
     AlignedBuffer* recycled = nullptr;  // a metadata buffer to reuse, if large enough (taken)
+    size_t tensor_hint = 0;             // tensors the previous graph of this program needed (0: unknown)
 };
+
+// Graphs of more ggml tensors than this are refused (CompileError).
+constexpr size_t kMaxGraphTensors = size_t(1) << 22;
 
 // Build the graph of `prog` for binding `b`. Every lowered tensor is checked
 // against the shape the IR evaluates to. Throws (nothing is left half-built).

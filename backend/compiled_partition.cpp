@@ -42,7 +42,9 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     opts.threadpool = engine_->threadpool();
     while (lru_.size() >= capacity_) evict_last();  // first: its metadata buffer can serve the new graph
     opts.recycled = &spare_meta_;
+    opts.tensor_hint = tensor_hint_;
     std::unique_ptr<BuiltGraph> g = build_graph(prog_, *resident_, b, opts);
+    tensor_hint_ = std::max(tensor_hint_, g->n_tensors);
     ++stats_.misses;
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;

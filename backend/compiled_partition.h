@@ -100,6 +100,7 @@ private:
     CacheStats stats_;
 
     AlignedBuffer spare_meta_;  // the metadata buffer of the last graph evicted, for the next build
+    size_t tensor_hint_ = 0;    // ggml tensors the largest graph built so far needed
 
     // shared compute arena (grows to the largest graph seen; huge pages)
     AlignedBuffer arena_{true};

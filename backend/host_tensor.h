@@ -19,6 +19,7 @@ struct HostTensor {
     size_t nbytes = 0;
     bool writable = false;
 
+    // (fill_host checks every dimension and the product against limits, so this cannot overflow)
     int64_t numel() const {
         int64_t n = 1;
         for (int i = 0; i < ndim; ++i) n *= shape[i];

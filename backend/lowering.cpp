@@ -1,6 +1,7 @@
 #include "lowering.h"
 
 #include "errors.h"
+#include "gg.h"
 #include "kernels/index_check.h"
 #include "lower/families.h"
 #include "planner.h"
@@ -25,11 +26,15 @@ void LowerCtx::unsupported(const std::string& why) const {
     fail<CompileError>("op '", op.name, "' cannot be lowered to ggml: ", why);
 }
 
+void LowerCtx::internal_error(const std::string& why) const {
+    fail<CompileError>("internal error in the lowering of ", op.label(), ": ", why);
+}
+
 ggml_tensor* LowerCtx::reshape(ggml_tensor* t, const Dims& shape) const {
     auto ne = shape.ne();
     if (t->ne[0] == ne[0] && t->ne[1] == ne[1] && t->ne[2] == ne[2] && t->ne[3] == ne[3]) return t;
     t = cont(t);
-    return ggml_reshape_4d(ctx, t, ne[0], ne[1], ne[2], ne[3]);
+    return gg::reshape_4d(ctx, t, ne[0], ne[1], ne[2], ne[3]);
 }
 
 // Dense row-major strides. (ggml_is_contiguous accepts a permuted view when the
@@ -45,10 +50,10 @@ static bool dense(const ggml_tensor* t) {
     return true;
 }
 
-ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return dense(t) ? t : ggml_cont(ctx, t); }
+ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return dense(t) ? t : gg::cont(ctx, t); }
 
 ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {
-    return t->type == type ? t : ggml_cast(ctx, t, type);
+    return t->type == type ? t : gg::cast(ctx, t, type);
 }
 
 ggml_tensor* LowerCtx::permute(ggml_tensor* t, int rank, const int* perm) const {
@@ -58,7 +63,7 @@ ggml_tensor* LowerCtx::permute(ggml_tensor* t, int rank, const int* perm) const 
         dest[ggml_dim(perm[i], rank)] = ggml_dim(i, rank);
         identity = identity && perm[i] == i;
     }
-    return identity ? t : ggml_permute(ctx, t, dest[0], dest[1], dest[2], dest[3]);
+    return identity ? t : gg::permute(ctx, t, dest[0], dest[1], dest[2], dest[3]);
 }
 
 ggml_tensor* LowerCtx::flatten_tail(ggml_tensor* t, const Dims& shape, int first) const {
@@ -87,9 +92,9 @@ bool LowerCtx::is_state(const ggml_tensor* t) const {
     return env.state.contains(view_root(const_cast<ggml_tensor*>(t)));
 }
 
-void LoweringTable::add(uint16_t kind, LowerFn fn, int max_tensors) {
+void LoweringTable::add(uint16_t kind, LowerFn fn) {
     if (table_.size() <= kind) table_.resize(size_t(kind) + 1);
-    table_[kind] = Lowering{fn, max_tensors};
+    table_[kind] = Lowering{fn};
 }
 
 const Lowering* LoweringTable::find(uint16_t kind) const {

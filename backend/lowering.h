@@ -85,8 +85,16 @@ struct LowerCtx {
     DType out_dtype(size_t k) const { return prog.tensors[size_t(op.outputs[k])].dtype; }
     size_t n_in() const { return op.inputs.size(); }
 
+    // The op's attributes (its kind's struct in generated/op_schema.h, read and checked at parse).
+    template <class T>
+    const T& attrs() const {
+        if (const T* a = std::get_if<T>(&op.attrs)) return *a;
+        internal_error("its attributes were read for another op kind");
+    }
+
     // Lowering failures are bugs or unsupported attribute combinations: CompileError.
     [[noreturn]] void unsupported(const std::string& why) const;
+    [[noreturn]] void internal_error(const std::string& why) const;
 
     // Reshape `t` (contiguous) to a logical shape.
     ggml_tensor* reshape(ggml_tensor* t, const Dims& shape) const;
@@ -108,12 +116,11 @@ using LowerFn = void (*)(LowerCtx&);
 
 struct Lowering {
     LowerFn fn = nullptr;
-    int max_tensors = 0;  // upper bound on the ggml tensors one call creates
 };
 
 class LoweringTable {
 public:
-    void add(uint16_t kind, LowerFn fn, int max_tensors);
+    void add(uint16_t kind, LowerFn fn);
     const Lowering* find(uint16_t kind) const;
     std::vector<int> kinds() const;
 

@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "errors.h"
 #include "ggml.h"
+#include "ir_limits.h"
 #include "ggml_log.h"
 #include "kernels/isa.h"
 #include "lowering.h"
@@ -23,6 +24,12 @@ struct PyTensor {
     py::array array;
 };
 
+std::string shape_str(const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += cat(i ? ", " : "", s[i]);
+    return r + "]";
+}
+
 void fill_host(HostTensor& h, int64_t id, int dtype, const std::vector<int64_t>& shape) {
     if (dtype < 0 || dtype >= kNumDTypes) fail<DTypeError>("unknown dtype code ", dtype);
     if (shape.size() > size_t(kMaxRank))
@@ -30,8 +37,15 @@ void fill_host(HostTensor& h, int64_t id, int dtype, const std::vector<int64_t>&
     h.id = id;
     h.dtype = DType(dtype);
     h.ndim = int(shape.size());
+    uint64_t bytes = dtype_size(h.dtype);
     for (size_t i = 0; i < shape.size(); ++i) {
-        if (shape[i] < 0) fail<ShapeError>("tensor ", id, ": dimension ", i, " is negative (", shape[i], ")");
+        // (0 is the length of an empty transpose order; every other tensor is checked against its compiled shape)
+        if (shape[i] < 0 || shape[i] > limits::kMaxDim)
+            fail<ShapeError>("tensor ", id, ": dimension ", i, " is ", shape[i], "; dimensions must lie in [0, ", limits::kMaxDim,
+                             "]");
+        if (__builtin_mul_overflow(bytes, uint64_t(shape[i]), &bytes) || bytes > limits::kMaxTensorBytes)
+            fail<ShapeError>("tensor ", id, ": shape ", shape_str(shape), " is above the limit of ", limits::kMaxTensorBytes,
+                             " bytes");
         h.shape[i] = shape[i];
     }
 }

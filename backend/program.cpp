@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "exprs.h"
 #include "generated/dyngraph_ir_generated.h"
+#include "ir_limits.h"
 
 namespace dg {
 
@@ -15,82 +16,94 @@ std::string TensorDef::label() const {
     return name.empty() ? cat("id ", id) : cat("'", name, "' (id ", id, ")");
 }
 
-const AttrDef* OpDef::find(std::string_view n) const {
-    for (const auto& a : attrs)
-        if (a.name == n) return &a;
-    return nullptr;
-}
+std::string OpDef::label() const { return cat("op '", name, "' (", ops::kOpFacts[kind].name, ")"); }
 
-int64_t OpDef::get_int(std::string_view n, int64_t dflt) const {
-    const AttrDef* a = find(n);
-    if (!a || a->ints.empty()) return dflt;
-    return a->ints[0];
-}
-
-double OpDef::get_float(std::string_view n, double dflt) const {
-    const AttrDef* a = find(n);
-    if (!a) return dflt;
-    if (!a->floats.empty()) return a->floats[0];
-    if (!a->ints.empty()) return double(a->ints[0]);
-    return dflt;
-}
-
-std::string OpDef::get_str(std::string_view n, const std::string& dflt) const {
-    const AttrDef* a = find(n);
-    return a && a->type == AttrType::String ? a->str : dflt;
-}
-
-std::vector<int64_t> OpDef::get_ints(std::string_view n) const {
-    const AttrDef* a = find(n);
-    return a ? a->ints : std::vector<int64_t>{};
-}
-
-const std::vector<int32_t>& OpDef::get_exprs(std::string_view n) const {
-    const AttrDef* a = find(n);
-    if (!a || a->type != AttrType::Exprs) fail<IRError>("op '", name, "': attribute '", n, "' (expressions) is missing");
-    return a->exprs;
+int64_t checked_numel(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < 1 || d > limits::kMaxDim) fail<ShapeError>("dimension ", d, " is outside [1, ", limits::kMaxDim, "]");
+        if (__builtin_mul_overflow(n, d, &n)) fail<ShapeError>("the element count of a shape overflows 64 bits");
+    }
+    return n;
 }
 
 size_t host_bytes(const TensorDef& t, const std::vector<int64_t>& shape) {
     if (t.storage != Storage::Default) return storage_bytes(ggml_type_of(t.storage, t.dtype), shape);
-    size_t n = dtype_size(t.dtype);
-    for (int64_t d : shape) n *= size_t(d);
-    return n;
+    uint64_t n = 0;
+    if (__builtin_mul_overflow(uint64_t(checked_numel(shape)), uint64_t(dtype_size(t.dtype)), &n) ||
+        n > limits::kMaxTensorBytes)
+        fail<ShapeError>("a tensor of ", checked_numel(shape), " elements is above the limit of ", limits::kMaxTensorBytes,
+                         " bytes");
+    return size_t(n);
 }
 
 size_t storage_bytes(ggml_type t, const std::vector<int64_t>& shape) {
-    int64_t ne0 = shape.empty() ? 1 : shape.back();
-    int64_t rows = 1;
-    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
-    return ggml_row_size(t, ne0) * size_t(rows);
+    const int64_t n = checked_numel(shape);  // every dim in [1, kMaxDim]
+    const int64_t ne0 = shape.empty() ? 1 : shape.back();
+    if (ne0 % ggml_blck_size(t) != 0)
+        fail<ShapeError>("rows of ", ne0, " values cannot be stored as ", ggml_type_name(t));
+    uint64_t bytes = 0;
+    // (n / ne0) rows of ggml_row_size(t, ne0) <= ne0 * 8 bytes: no overflow before the check below
+    if (__builtin_mul_overflow(uint64_t(ggml_row_size(t, ne0)), uint64_t(n / ne0), &bytes) ||
+        bytes > limits::kMaxTensorBytes)
+        fail<ShapeError>("a ", ggml_type_name(t), " tensor of ", n, " elements is above the limit of ",
+                         limits::kMaxTensorBytes, " bytes");
+    return size_t(bytes);
 }
 
 int64_t Program::const_value(int32_t node) const {
-    const ExprNode& n = exprs[size_t(node)];
-    if (n.op == ExprOp::Const) return n.a;
-    if (n.op == ExprOp::Symbol) fail<IRError>("expression '", expr_string(node), "' is not a constant");
-    try {
-        return apply_expr_op(n.op, const_value(int32_t(n.a)), const_value(int32_t(n.b)));
-    } catch (const ShapeError& e) {
-        fail<IRError>("constant expression '", expr_string(node), "': ", e.what());
-    }
+    if (node < 0 || size_t(node) >= exprs.size() || !is_const[size_t(node)])
+        fail<IRError>("expression '", expr_string(node), "' is not a constant");
+    return const_vals[size_t(node)];
 }
 
-std::string Program::expr_string(int32_t node) const {
-    const ExprNode& n = exprs[size_t(node)];
-    auto s = [&](int64_t i) { return expr_string(int32_t(i)); };
-    switch (n.op) {
-        case ExprOp::Const: return std::to_string(n.a);
-        case ExprOp::Symbol: return symbols[size_t(n.a)].name;
-        case ExprOp::Add: return cat(s(n.a), " + ", s(n.b));
-        case ExprOp::Sub: return cat(s(n.a), " - (", s(n.b), ")");
-        case ExprOp::Mul: return cat("(", s(n.a), ")*(", s(n.b), ")");
-        case ExprOp::FloorDiv: return cat("(", s(n.a), ") // (", s(n.b), ")");
-        case ExprOp::Mod: return cat("(", s(n.a), ") % (", s(n.b), ")");
-        case ExprOp::Min: return cat("min(", s(n.a), ", ", s(n.b), ")");
-        case ExprOp::Max: return cat("max(", s(n.a), ", ", s(n.b), ")");
+std::vector<int64_t> Program::static_shape(const TensorDef& t) const {
+    std::vector<int64_t> s;
+    for (int32_t e : t.shape) s.push_back(const_value(e));
+    return s;
+}
+
+namespace {
+
+// Appends expression `node` to `out` while `out` is shorter than `budget`
+// (a shared DAG printed as a tree could be exponentially long). Recursion
+// depth is bounded by limits::kMaxExprDepth.
+void append_expr(const Program& p, int32_t node, std::string& out, size_t budget) {
+    if (out.size() >= budget) return;
+    if (node < 0 || size_t(node) >= p.exprs.size()) {
+        out += "?";
+        return;
     }
-    return "?";
+    const ExprNode& n = p.exprs[size_t(node)];
+    auto sub = [&](const char* before, int64_t a, const char* mid, int64_t b, const char* after) {
+        out += before;
+        append_expr(p, int32_t(a), out, budget);
+        out += mid;
+        append_expr(p, int32_t(b), out, budget);
+        out += after;
+    };
+    switch (n.op) {
+        case ExprOp::Const: out += std::to_string(n.a); return;
+        case ExprOp::Symbol: out += p.symbols[size_t(n.a)].name; return;
+        case ExprOp::Add: return sub("", n.a, " + ", n.b, "");
+        case ExprOp::Sub: return sub("", n.a, " - (", n.b, ")");
+        case ExprOp::Mul: return sub("(", n.a, ")*(", n.b, ")");
+        case ExprOp::FloorDiv: return sub("(", n.a, ") // (", n.b, ")");
+        case ExprOp::Mod: return sub("(", n.a, ") % (", n.b, ")");
+        case ExprOp::Min: return sub("min(", n.a, ", ", n.b, ")");
+        case ExprOp::Max: return sub("max(", n.a, ", ", n.b, ")");
+    }
+    out += "?";
+}
+
+}  // namespace
+
+std::string Program::expr_string(int32_t node) const {
+    constexpr size_t kBudget = 200;
+    std::string s;
+    append_expr(*this, node, s, kBudget);
+    if (s.size() >= kBudget) s = s.substr(0, kBudget) + " ...";
+    return s;
 }
 
 namespace {
@@ -104,8 +117,36 @@ std::vector<int32_t> ints32(const flatbuffers::Vector<int32_t>* v) {
     return v ? std::vector<int32_t>(v->begin(), v->end()) : std::vector<int32_t>{};
 }
 
+void check_count(size_t n, size_t limit, const char* what) {
+    if (n > limit) fail<IRError>("the IR has ", n, " ", what, " (at most ", limit, ")");
+}
+
+std::string name_of(const flatbuffers::String* s, const char* what) {
+    if (!s) return "";
+    if (s->size() > limits::kMaxNameBytes)
+        fail<IRError>("a ", what, " name has ", s->size(), " bytes (at most ", limits::kMaxNameBytes, ")");
+    return s->str();
+}
+
 void check_index(int64_t i, size_t n, const char* what, const std::string& where) {
     if (i < 0 || size_t(i) >= n) fail<IRError>(where, ": ", what, " index ", i, " is out of range [0, ", n, ")");
+}
+
+void check_arity(const ops::OpFacts& f, size_t n, int lo, int hi, const char* what, const std::string& where) {
+    if (n >= size_t(lo) && (hi < 0 || n <= size_t(hi))) return;
+    std::string want = lo == hi ? cat(lo) : hi < 0 ? cat("at least ", lo) : cat(lo, " to ", hi);
+    fail<IRError>(where, ": takes ", want, " ", what, ", the IR gives ", n);
+}
+
+void check_dtype(const ops::OpFacts& f, bool input, size_t i, const TensorDef& t, const std::string& where) {
+    const ops::DTypeClass* classes = input ? f.input_classes : f.output_classes;
+    const size_t n = input ? f.n_input_classes : f.n_output_classes;
+    ops::DTypeClass c = classes[std::min(i, n - 1)];
+    if (ops::dtype_in(c, t.dtype)) return;
+    std::string port = input && i < f.n_input_names ? cat("input ", i, " (", f.input_names[i], ")")
+                                                      : cat(input ? "input " : "output ", i);
+    fail<IRError>(where, ": ", port, " ", t.label(), " must be ", ops::dtype_class_words(c), " tensor, it is ",
+                  dtype_name(t.dtype));
 }
 
 }  // namespace
@@ -124,32 +165,64 @@ Program Program::parse(const uint8_t* buf, size_t size) {
     if (p->version() != 1) fail<IRError>("IR version ", p->version(), " is not supported (this build reads version 1)");
 
     Program prog;
+    check_count(count(p->symbols()), limits::kMaxSymbols, "symbols");
+    check_count(count(p->exprs()), limits::kMaxExprNodes, "expression nodes");
+    check_count(count(p->tensors()), limits::kMaxTensors, "tensors");
+    check_count(count(p->ops()), limits::kMaxOps, "ops");
     // symbols
     if (p->symbols())
         for (const auto* s : *p->symbols()) {
             SymbolDef d;
-            d.name = s->name() ? s->name()->str() : "";
+            d.name = name_of(s->name(), "symbol");
             d.min = s->min();
             d.max = s->max();
             if (d.min < 0 || d.max < d.min)
                 fail<IRError>("symbol '", d.name, "' has an invalid range [", d.min, ", ", d.max, "]");
             prog.symbols.push_back(std::move(d));
         }
-    // expressions: operands refer to earlier nodes
-    if (p->exprs())
-        for (size_t i = 0; i < p->exprs()->size(); ++i) {
+    // expressions: operands refer to earlier nodes, so one pass in order evaluates
+    // the constant ones and measures depth (no recursion over the DAG anywhere)
+    if (p->exprs()) {
+        const size_t n = p->exprs()->size();
+        std::vector<uint16_t> depth(n, 0);
+        std::vector<uint8_t> nesting(n, 0);
+        prog.is_const.assign(n, 0);
+        prog.const_vals.assign(n, 0);
+        for (size_t i = 0; i < n; ++i) {
             const auto* e = p->exprs()->Get(flatbuffers::uoffset_t(i));
             auto op = uint8_t(e->op());
             if (op > uint8_t(ExprOp::Max)) fail<IRError>("expression node ", i, " has unknown op ", int(op));
-            ExprNode n{ExprOp(op), e->a(), e->b()};
+            ExprNode node{ExprOp(op), e->a(), e->b()};
             std::string where = cat("expression node ", i);
-            if (n.op == ExprOp::Symbol) check_index(n.a, prog.symbols.size(), "symbol", where);
-            if (n.op != ExprOp::Const && n.op != ExprOp::Symbol) {
-                check_index(n.a, i, "operand", where);
-                check_index(n.b, i, "operand", where);
+            if (node.op == ExprOp::Const) {
+                prog.is_const[i] = 1;
+                prog.const_vals[i] = node.a;
+            } else if (node.op == ExprOp::Symbol) {
+                check_index(node.a, prog.symbols.size(), "symbol", where);
+            } else {
+                check_index(node.a, i, "operand", where);
+                check_index(node.b, i, "operand", where);
+                const size_t a = size_t(node.a), b = size_t(node.b);
+                depth[i] = uint16_t(std::max(depth[a], depth[b]) + 1);
+                const bool atom = node.op >= ExprOp::FloorDiv;
+                nesting[i] = uint8_t(std::max(nesting[a], nesting[b]) + (atom ? 1 : 0));
+                if (depth[i] > limits::kMaxExprDepth)
+                    fail<IRError>(where, " is nested ", depth[i], " deep (at most ", limits::kMaxExprDepth, ")");
+                if (nesting[i] > limits::kMaxExprNesting)
+                    fail<IRError>(where, " nests ", int(nesting[i]), " divisions, modulos, minima or maxima (at most ",
+                                  limits::kMaxExprNesting, ")");
+                if (prog.is_const[a] && prog.is_const[b]) {
+                    try {
+                        prog.const_vals[i] = apply_expr_op(node.op, prog.const_vals[a], prog.const_vals[b]);
+                    } catch (const ShapeError& err) {
+                        fail<IRError>(where, ": ", err.what());
+                    }
+                    prog.is_const[i] = 1;
+                }
             }
-            prog.exprs.push_back(n);
+            prog.exprs.push_back(node);
         }
+    }
     const size_t n_exprs = prog.exprs.size();
     // tensors
     if (p->tensors())
@@ -157,7 +230,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             const auto* t = p->tensors()->Get(flatbuffers::uoffset_t(i));
             TensorDef d;
             d.id = t->id();
-            d.name = t->name() ? t->name()->str() : "";
+            d.name = name_of(t->name(), "tensor");
             auto dt = uint8_t(t->dtype());
             if (dt >= kNumDTypes) fail<IRError>("tensor ", d.label(), " has unknown dtype ", int(dt));
             d.dtype = DType(dt);
@@ -194,11 +267,15 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             OpDef d;
             d.id = o->id();
             d.kind = uint16_t(o->kind());
-            d.name = o->name() ? o->name()->str() : "";
+            d.name = name_of(o->name(), "op");
             if (d.kind >= uint16_t(fbs::OpKind::End)) fail<IRError>("op '", d.name, "' has unknown kind ", d.kind);
+            const ops::OpFacts& facts = d.facts();
+            if (!facts.registered) fail<IRError>("op '", d.name, "': op kind ", facts.name, " has no shape rule in this build");
             d.inputs = ints32(o->inputs());
             d.outputs = ints32(o->outputs());
-            std::string where = cat("op '", d.name, "'");
+            std::string where = d.label();
+            check_arity(facts, d.inputs.size(), facts.min_inputs, facts.max_inputs, "inputs", where);
+            check_arity(facts, d.outputs.size(), facts.min_outputs, facts.max_outputs, "outputs", where);
             for (int32_t i : d.inputs) {
                 check_index(i, n_tensors, "input tensor", where);
                 if (!available[size_t(i)])
@@ -211,6 +288,15 @@ Program Program::parse(const uint8_t* buf, size_t size) {
                 available[size_t(i)] = 1;
                 t.producer = int32_t(k);
             }
+            std::vector<int> ranks;
+            for (size_t j = 0; j < d.inputs.size(); ++j) {
+                const TensorDef& t = prog.tensors[size_t(d.inputs[j])];
+                check_dtype(facts, true, j, t, where);
+                ranks.push_back(int(t.shape.size()));
+            }
+            for (size_t j = 0; j < d.outputs.size(); ++j)
+                check_dtype(facts, false, j, prog.tensors[size_t(d.outputs[j])], where);
+            std::vector<AttrDef> attrs;
             if (o->attrs())
                 for (const auto* a : *o->attrs()) {
                     AttrDef ad;
@@ -222,9 +308,9 @@ Program Program::parse(const uint8_t* buf, size_t size) {
                     if (a->floats()) ad.floats.assign(a->floats()->begin(), a->floats()->end());
                     if (a->str()) ad.str = a->str()->str();
                     ad.exprs = ints32(a->exprs());
-                    for (int32_t e : ad.exprs) check_index(e, n_exprs, "expression", where);
-                    d.attrs.push_back(std::move(ad));
+                    attrs.push_back(std::move(ad));
                 }
+            d.attrs = ops::read_attrs(d.kind, attrs, ranks, n_exprs, where);
             prog.ops.push_back(std::move(d));
         }
     prog.outputs = ints32(p->outputs());
@@ -258,22 +344,48 @@ Program Program::parse(const uint8_t* buf, size_t size) {
         }
     if (p->guards())
         for (const auto* g : *p->guards()) {
-            GuardDef d{g->lhs(), g->rhs(), g->message() ? g->message()->str() : ""};
+            GuardDef d{g->lhs(), g->rhs(), name_of(g->message(), "guard message")};
             check_index(d.lhs, n_exprs, "expression", "guard");
             check_index(d.rhs, n_exprs, "expression", "guard");
             prog.guards.push_back(std::move(d));
         }
-    // every symbol must have a source
+    // a static dimension below 1 only in an input read as a shape tensor (an empty transpose order)
+    std::vector<char> shape_only(n_tensors, 1);
+    for (const OpDef& op : prog.ops)
+        for (size_t j = 0; j < op.inputs.size(); ++j)
+            if (!((op.facts().shape_inputs >> j) & 1u)) shape_only[size_t(op.inputs[j])] = 0;
+    for (int32_t o : prog.outputs) shape_only[size_t(o)] = 0;
+    for (size_t i = 0; i < n_tensors; ++i) {
+        const TensorDef& t = prog.tensors[i];
+        for (int32_t s : t.shape)
+            if (prog.is_const[size_t(s)] && (prog.const_vals[size_t(s)] > limits::kMaxDim ||
+                                              prog.const_vals[size_t(s)] < (shape_only[i] ? 0 : 1)))
+                fail<IRError>("tensor ", t.label(), " has a dimension of ", prog.const_vals[size_t(s)],
+                              shape_only[i] ? " (shape inputs: 0 to " : " (1 to ", limits::kMaxDim, ")");
+    }
+    // every symbol has exactly one source (binding is linear in the symbols)
     std::vector<char> bound(prog.symbols.size(), 0);
-    for (const auto& s : prog.sources) bound[size_t(s.symbol)] = 1;
+    for (const auto& s : prog.sources) {
+        if (bound[size_t(s.symbol)]) fail<IRError>("symbol '", prog.symbols[size_t(s.symbol)].name, "' has two sources");
+        bound[size_t(s.symbol)] = 1;
+    }
     for (size_t i = 0; i < bound.size(); ++i)
         if (!bound[i]) fail<IRError>("symbol '", prog.symbols[i].name, "' has no source among the inputs");
-    // constant and state shapes are static; data sizes match
+    // constant and state shapes are static, each dimension and byte size within the limits
     for (auto& t : prog.tensors) {
         if (t.property == Property::Variable) continue;
+        std::vector<int64_t> shape;
         for (int32_t s : t.shape) {
-            int64_t v = prog.const_value(s);
-            if (v < 1) fail<IRError>("tensor ", t.label(), " has a non-positive dimension ", v);
+            if (!prog.is_const[size_t(s)])
+                fail<IRError>("tensor ", t.label(), " is ", t.property == Property::State ? "state" : "a constant",
+                              ": its shape must be static, a dimension is '", prog.expr_string(s), "'");
+            shape.push_back(prog.const_vals[size_t(s)]);
+        }
+        try {
+            host_bytes(t, shape);
+            storage_bytes(ggml_type_of(t.storage, t.dtype), shape);
+        } catch (const ShapeError& e) {
+            fail<IRError>("tensor ", t.label(), ": ", e.what());
         }
     }
     if (p->data())
@@ -282,9 +394,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             check_index(ti, n_tensors, "tensor", "tensor data");
             const TensorDef& t = prog.tensors[size_t(ti)];
             if (t.property == Property::Variable) fail<IRError>("tensor data given for VARIABLE tensor ", t.label());
-            std::vector<int64_t> shape;
-            for (int32_t s : t.shape) shape.push_back(prog.const_value(s));
-            size_t want = host_bytes(t, shape);
+            size_t want = host_bytes(t, prog.static_shape(t));
             size_t got = d->data() ? d->data()->size() : 0;
             if (got != want) fail<IRError>("tensor ", t.label(), ": data has ", got, " bytes, its shape and type need ", want);
             for (const auto& other : prog.data)

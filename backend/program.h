@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dtype.h"
+#include "generated/op_schema.h"
 
 namespace dg {
 
@@ -55,14 +56,10 @@ struct OpDef {
     std::string name;
     std::vector<int32_t> inputs;
     std::vector<int32_t> outputs;
-    std::vector<AttrDef> attrs;
+    ops::OpAttrs attrs;  // the kind's attribute struct, read and checked once (generated/op_schema.h)
 
-    const AttrDef* find(std::string_view n) const;
-    int64_t get_int(std::string_view n, int64_t dflt) const;
-    double get_float(std::string_view n, double dflt) const;
-    std::string get_str(std::string_view n, const std::string& dflt) const;
-    std::vector<int64_t> get_ints(std::string_view n) const;
-    const std::vector<int32_t>& get_exprs(std::string_view n) const;  // throws if missing
+    const ops::OpFacts& facts() const { return ops::kOpFacts[kind]; }
+    std::string label() const;  // "op 'name' (Kind)"
 };
 
 // Same codes as dyngraph.fb.SourceKind.
@@ -106,18 +103,28 @@ struct Program {
     // in a valid order, and constant data has the right size. Throws IRError.
     static Program parse(const uint8_t* buf, size_t size);
 
-    // The value of an expression node whose operands are all constants.
-    int64_t const_value(int32_t node) const;
+    // Nodes whose value depends on no symbol, evaluated once at parse.
+    std::vector<char> is_const;
+    std::vector<int64_t> const_vals;
 
-    // Human-readable expression, for error messages ("seq + 1").
+    // The value of a constant expression node (IRError if it is not one).
+    int64_t const_value(int32_t node) const;
+    // The shape of a CONSTANT or STATE tensor (static, checked at parse).
+    std::vector<int64_t> static_shape(const TensorDef& t) const;
+
+    // Human-readable expression, for error messages ("seq + 1"); long ones are cut.
     std::string expr_string(int32_t node) const;
 };
 
 // Bytes a tensor of this shape takes in ggml type `t` (rows of ne0 elements).
+// Throws ShapeError when it is not representable or above limits::kMaxTensorBytes.
 size_t storage_bytes(ggml_type t, const std::vector<int64_t>& shape);
 
 // Bytes of a constant's data as the IR and the host hold it: its storage type,
 // or for Default storage its dtype (i64 as 8 bytes, bool as 1).
 size_t host_bytes(const TensorDef& t, const std::vector<int64_t>& shape);
+
+// Checked element count of a shape (ShapeError on a non-positive dimension or overflow).
+int64_t checked_numel(const std::vector<int64_t>& shape);
 
 }  // namespace dg

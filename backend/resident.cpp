@@ -15,17 +15,9 @@ namespace dg {
 
 namespace {
 
-std::vector<int64_t> static_shape(const Program& prog, const TensorDef& t) {
-    std::vector<int64_t> s;
-    for (int32_t e : t.shape) s.push_back(prog.const_value(e));
-    return s;
-}
+std::vector<int64_t> static_shape(const Program& prog, const TensorDef& t) { return prog.static_shape(t); }
 
-int64_t numel(const std::vector<int64_t>& s) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    return n;
-}
+int64_t numel(const std::vector<int64_t>& s) { return checked_numel(s); }
 
 // llama.cpp's CPU_REPACK buffer type: quantized matmul weights laid out for
 // its faster gemv/gemm kernels (e.g. q4_0 8x8 on AVX2); null when absent.
@@ -70,7 +62,8 @@ std::vector<char> matmul_only_weights(const Program& prog) {
         for (size_t k = 0; k < op.inputs.size(); ++k) {
             size_t t = size_t(op.inputs[k]);
             used[t] = 1;
-            bool weight = op.kind == uint16_t(dyngraph::fb::OpKind::MatMul) && k == 1 && op.get_int("transpose_b", 0) != 0;
+            const auto* mm = std::get_if<ops::MatMulAttrs>(&op.attrs);
+            bool weight = mm && k == 1 && mm->transpose_b;
             if (!weight) ok[t] = 0;
         }
     for (size_t i = 0; i < ok.size(); ++i) ok[i] = ok[i] && used[i] && prog.tensors[i].property == Property::Constant;

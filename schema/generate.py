@@ -1,4 +1,6 @@
-"""Regenerate the FlatBuffers code committed beside the schema.
+"""Regenerate the code committed beside the schema: the FlatBuffers readers
+(from schema/dyngraph_ir.fbs) and the C++ op schema (from the op registry in
+api/dyngraph/ops/, see gen_ops.py).
 
     python schema/generate.py            # rewrite api/dyngraph/fb/ and backend/generated/
     python schema/generate.py --check    # exit 1 if the committed files differ
@@ -16,10 +18,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gen_ops  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "schema" / "dyngraph_ir.fbs"
 PY_OUT = ROOT / "api" / "dyngraph" / "fb"
 CPP_OUT = ROOT / "backend" / "generated" / "dyngraph_ir_generated.h"
+OPS_OUT = ROOT / "backend" / "generated"
 
 
 def flatc() -> str:
@@ -42,6 +48,7 @@ def main() -> int:
         generate(tmp)
         gen_py = tmp / "dyngraph" / "fb"
         gen_h = tmp / "dyngraph_ir_generated.h"
+        ops_files = gen_ops.generate(tmp / "ops")
         if args.check:
             names = sorted(p.name for p in gen_py.glob("*.py"))
             have = sorted(p.name for p in PY_OUT.glob("*.py"))
@@ -49,6 +56,10 @@ def main() -> int:
             bad = mismatch + errors + sorted(set(names) ^ set(have))
             if not CPP_OUT.exists() or not filecmp.cmp(gen_h, CPP_OUT, shallow=False):
                 bad.append(str(CPP_OUT.relative_to(ROOT)))
+            for f in ops_files:
+                dst = OPS_OUT / f.name
+                if not dst.exists() or not filecmp.cmp(f, dst, shallow=False):
+                    bad.append(str(dst.relative_to(ROOT)))
             if bad:
                 print("generated code is stale:", ", ".join(bad))
                 return 1
@@ -58,6 +69,8 @@ def main() -> int:
         shutil.copytree(gen_py, PY_OUT)
         CPP_OUT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(gen_h, CPP_OUT)
+        for f in ops_files:
+            shutil.copyfile(f, OPS_OUT / f.name)
     return 0
 
 

@@ -13,7 +13,7 @@ from .errors import CompileError, DTypeError, ShapeError
 from .inference import dim_symbol_name, infer_ops
 from .logical_tensor import LogicalTensor, Property
 from .op import Op, OpKind
-from .ops import TensorType
+from .ops import TensorType, schema_of
 from .passes import run_passes
 from .program import OpSpec, Program, SourceSpec, TensorSpec
 from .state import check_state_writes
@@ -146,7 +146,8 @@ def fold_constant_shape_inputs(ops, data: Mapping[int, np.ndarray]) -> list:
     """A DynamicReshape / DynamicTranspose whose shape input is a constant is a static one."""
     out = []
     for op in ops:
-        if op.kind in (OpKind.DynamicReshape, OpKind.DynamicTranspose) and op.inputs[1].id in data:
+        s = schema_of(op.kind)
+        if s is not None and s.shape_inputs and all(op.inputs[i].id in data for i in s.shape_inputs):
             values = [int(v) for v in np.asarray(data[op.inputs[1].id]).reshape(-1)]
             if op.kind is OpKind.DynamicReshape:
                 op = Op(op.id, OpKind.StaticReshape, op.inputs[:1], op.outputs,
@@ -232,6 +233,10 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
     ops = fold_constant_shape_inputs(part.get_ops(), data)
     res = infer_ops(ops, known, symbols, strict=True)
     types = res.types
+    shape_inputs = {vs.input_id for vs in res.value_sources}  # an empty transpose order has length 0
+    for tid, t in types.items():
+        if tid not in shape_inputs and any(d.is_const and d.value < 1 for d in t.shape):
+            raise ShapeError(f"tensor {tid} has shape {format_shape(t.shape)}: zero-size dimensions are not supported")
     for lt in outputs:
         t = types[lt.id]
         if lt.dtype is not t.dtype:

@@ -13,7 +13,7 @@ from .errors import DTypeError, GraphError, ShapeError
 from .logical_tensor import MAX_RANK, LogicalTensor
 from .op import Op
 from .ops import InferContext, TensorType, schema_of
-from .ops.registry import check_arity, normalize_attrs
+from .ops.registry import check_arity, check_dtypes, check_facts, normalize_attrs
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Expr, Symbol, as_expr, format_shape
 
 Guard = Tuple[Expr, Expr, str]
@@ -102,10 +102,12 @@ def infer_op(op: Op, in_types: Sequence[TensorType]) -> Tuple[List[TensorType], 
     if schema is None:
         raise GraphError(f"{op.label}: no shape rule for op kind {op.kind.name}")
     attrs = normalize_attrs(schema, op.attrs, op.label)
+    check_facts(schema, attrs, in_types, op.label)
     ctx = InferContext(op.label, op.outputs, op.name)
     outs = schema.infer(attrs, list(in_types), ctx)
     if len(outs) != len(op.outputs):
         raise GraphError(f"{op.label}: produces {len(outs)} outputs, {len(op.outputs)} declared")
+    check_dtypes(schema, [t.dtype for t in outs], op.label, "output")
     outs = [reconcile(lt, t, ctx) for lt, t in zip(op.outputs, outs)]
     return outs, ctx, {**attrs, **ctx.backend_attrs}
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, NamedTuple, Optional
 
 import flatbuffers
 import numpy as np
 
-from .dtypes import DataType
 from .fb import Attr, ExprNode, Guard, Op, Program as FbProgram, Symbol as FbSymbol, SymbolSource, Tensor, TensorData
 from .ir_codes import (
     ATOM_CODE,
@@ -84,26 +83,44 @@ def _int_vector(b: flatbuffers.Builder, start, values, prepend) -> int:
     return b.EndVector()
 
 
-def _write_attr(b: flatbuffers.Builder, name: str, value, exprs: ExprTable) -> int:
+class RawAttr(NamedTuple):
+    """An attribute written as given, whatever the op's schema says: for
+    tests of the reader (``OpSpec.attrs[name] = RawAttr(AttrType.FLOAT, [-1.0])``)."""
+
+    type: int  # ir_codes.AttrType
+    values: tuple  # ints, floats, one string, or expressions
+
+
+def _write_attr(b: flatbuffers.Builder, name: str, spec_kind: str, value, exprs: ExprTable) -> int:
+    """One attribute, stored as the IR type of its declared kind (what the C++ reader requires)."""
     name_off = b.CreateString(name)
     ints = floats = s = ex = None
-    if isinstance(value, bool) or isinstance(value, int):
-        kind, ints = _A.INT, [int(value)]
-    elif isinstance(value, float):
-        kind, floats = _A.FLOAT, [value]
-    elif isinstance(value, str):
-        kind, s = _A.STRING, value
-    elif isinstance(value, DataType):
-        kind, ints = _A.INT, [DTYPE_CODE[value]]
-    elif isinstance(value, (tuple, list)):
-        if any(isinstance(v, Expr) for v in value):
-            kind, ex = _A.EXPRS, [exprs.add(v) for v in value]
-        elif all(isinstance(v, (int, bool)) for v in value):
-            kind, ints = _A.INTS, [int(v) for v in value]
+    if isinstance(value, RawAttr):
+        kind = value.type
+        if kind in (_A.INT, _A.INTS):
+            ints = list(value.values)
+        elif kind in (_A.FLOAT, _A.FLOATS):
+            floats = list(value.values)
+        elif kind == _A.STRING:
+            s = value.values[0]
         else:
-            kind, floats = _A.FLOATS, [float(v) for v in value]
+            ex = [exprs.add(v) for v in value.values]
+    elif spec_kind in ("int", "bool"):
+        kind, ints = _A.INT, [int(value)]
+    elif spec_kind == "dtype":
+        kind, ints = _A.INT, [DTYPE_CODE[value]]
+    elif spec_kind == "float":
+        kind, floats = _A.FLOAT, [float(value)]
+    elif spec_kind == "str":
+        kind, s = _A.STRING, value
+    elif spec_kind == "ints":
+        kind, ints = _A.INTS, [int(v) for v in value]
+    elif spec_kind == "floats":
+        kind, floats = _A.FLOATS, [float(v) for v in value]
+    elif spec_kind in ("expr", "exprs"):
+        kind, ex = _A.EXPRS, [exprs.add(v) for v in value]
     else:
-        raise TypeError(f"attribute {name!r}: cannot serialize {value!r}")
+        raise TypeError(f"attribute {name!r}: cannot serialize {value!r} as {spec_kind}")
     ints_off = _int_vector(b, Attr.StartIntsVector, ints, b.PrependInt64) if ints is not None else None
     floats_off = None
     if floats is not None:
@@ -143,13 +160,19 @@ def write_program(prog: Program, data: Optional[Mapping[int, np.ndarray]] = None
     op_attrs = []
     for op in prog.ops:
         schema = schema_of(op.kind)
+        specs = {**schema.attrs, **schema.resolved}
         items = []
         for name in sorted(op.attrs):
             v = op.attrs[name]
-            spec = schema.attrs.get(name) if schema else None
-            if spec is not None and spec.kind == "exprs":
+            spec = specs.get(name)
+            if isinstance(v, RawAttr):
+                items.append((name, None, v))
+                continue
+            if spec is None:
+                raise TypeError(f"op {op.name}: {op.kind.name} has no attribute {name!r}")
+            if spec.kind in ("expr", "exprs"):
                 v = tuple(Expr.const(x) if isinstance(x, int) else x for x in v)
-            items.append((name, v))
+            items.append((name, spec.kind, v))
         op_attrs.append(items)
     source_offsets = [exprs.add(s.offset) if s.offset is not None else -1 for s in prog.sources]
     guard_nodes = [(exprs.add(lhs), exprs.add(rhs)) for lhs, rhs, _ in prog.guards]
@@ -187,7 +210,7 @@ def write_program(prog: Program, data: Optional[Mapping[int, np.ndarray]] = None
 
     op_offs = []
     for op, items in zip(prog.ops, op_attrs):
-        attr_offs = [_write_attr(b, name, v, exprs) for name, v in items]
+        attr_offs = [_write_attr(b, name, kind, v, exprs) for name, kind, v in items]
         n = b.CreateString(op.name or "")
         ins = _int_vector(b, Op.StartInputsVector, op.inputs, b.PrependInt32)
         outs = _int_vector(b, Op.StartOutputsVector, op.outputs, b.PrependInt32)

@@ -19,6 +19,7 @@ import numpy as np
 from .errors import CompileError
 from .logical_tensor import Property
 from .op import OpKind
+from .ops import schema_of
 from .program import Program, TensorSpec
 from .stored_weight import StoredWeight
 
@@ -69,10 +70,11 @@ def _check_type(wt, where: str) -> str:
 
 
 def _read_as_weight(prog: Program, tidx: int) -> bool:
-    """Read only as a (transposed) matmul weight or a gather table."""
+    """Read only as a weight (an input its op's schema declares one; a MatMul's
+    weight only when it is read transposed, as rows)."""
     users = _users(prog, tidx)
     return bool(users) and all(
-        (op.kind is OpKind.MatMul and pos == 1 and op.attrs.get("transpose_b")) or (op.kind is OpKind.Gather and pos == 0)
+        pos in schema_of(op.kind).weight_inputs and (op.kind is not OpKind.MatMul or op.attrs.get("transpose_b"))
         for op, pos in users
     )
 

@@ -14,17 +14,23 @@ from typing import Callable, Dict, Iterable
 
 from .errors import CompileError
 from .logical_tensor import Property
-from .op import Op, OpKind
+from .op import Op
+from .ops import schema_of
 
-WRITERS = (OpKind.ScatterRows, OpKind.CopyToSlice)
+
+def written_input(op) -> "int | None":
+    """The input an op writes in place when it is state (its schema's trait), or None."""
+    s = schema_of(op.kind)
+    return s.writes_input if s is not None else None
 
 
 def state_versions(ops: Iterable[Op], property_of: Callable[[int], Property]) -> Dict[int, int]:
     """tensor id -> id of the state tensor it is a version of (states map to themselves)."""
     root: Dict[int, int] = {}
     for op in ops:
-        if op.kind in WRITERS:
-            dst = op.inputs[0].id
+        w = written_input(op)
+        if w is not None:
+            dst = op.inputs[w].id
             s = dst if property_of(dst) is Property.STATE else root.get(dst)
             if s is not None:
                 root.setdefault(dst, s)
@@ -37,9 +43,10 @@ def check_state_writes(ops, property_of: Callable[[int], Property]) -> Dict[int,
     ops = list(ops)
     versions = state_versions(ops, property_of)
     for op in ops:
-        if op.kind not in WRITERS or op.inputs[0].id not in versions:
+        w = written_input(op)
+        if w is None or op.inputs[w].id not in versions:
             continue
-        written = op.inputs[0].id
+        written = op.inputs[w].id
         for other in ops:
             if other is op:
                 continue

@@ -1,4 +1,5 @@
 #include "f32_matmul.h"
+#include "../gg.h"
 
 #include <cblas.h>
 
@@ -96,7 +97,7 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
     static std::once_flag once;
     std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
     ggml_tensor* args[2] = {x, y};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[1], y->ne[1], y->ne[2], y->ne[3], args, 2, f32_matmul_kernel,
+    return gg::custom_4d(ctx, GGML_TYPE_F32, x->ne[1], y->ne[1], y->ne[2], y->ne[3], args, 2, f32_matmul_kernel,
                           GGML_N_TASKS_MAX, nullptr);
 }
 
@@ -104,7 +105,7 @@ ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
     const int64_t min_rows = x->type == GGML_TYPE_F32     ? kF32KernelMinRows
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;
-    return f32_matmul_applies(x, y, min_rows) ? f32_mul_mat(ctx, x, y) : ggml_mul_mat(ctx, x, y);
+    return f32_matmul_applies(x, y, min_rows) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);
 }
 
 }  // namespace dg::kernels

@@ -1,4 +1,5 @@
 #include "index_check.h"
+#include "../gg.h"
 
 namespace dg::kernels {
 
@@ -25,7 +26,7 @@ void clamp_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
 
 ggml_tensor* clamp_indices(ggml_context* ctx, ggml_tensor* idx, KernelIndexCheck* check) {
     ggml_tensor* args[1] = {idx};
-    return ggml_custom_4d(ctx, GGML_TYPE_I32, idx->ne[0], idx->ne[1], idx->ne[2], idx->ne[3], args, 1, clamp_kernel,
+    return gg::custom_4d(ctx, GGML_TYPE_I32, idx->ne[0], idx->ne[1], idx->ne[2], idx->ne[3], args, 1, clamp_kernel,
                           GGML_N_TASKS_MAX, check);
 }
 

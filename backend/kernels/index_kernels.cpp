@@ -1,4 +1,5 @@
 #include "index_kernels.h"
+#include "../gg.h"
 
 #include <algorithm>
 #include <cstring>
@@ -109,11 +110,11 @@ void logical_not_kernel(ggml_tensor* dst, int ith, int nth, void*) {
 
 ggml_tensor* arange(ggml_context* ctx, ggml_type type, int64_t n, int32_t start, int32_t step) {
     const uint64_t u = uint64_t(uint32_t(start)) | (uint64_t(uint32_t(step)) << 32);
-    return ggml_custom_4d(ctx, type, n, 1, 1, 1, nullptr, 0, arange_kernel, GGML_N_TASKS_MAX, pack(u));
+    return gg::custom_4d(ctx, type, n, 1, 1, 1, nullptr, 0, arange_kernel, GGML_N_TASKS_MAX, pack(u));
 }
 
 ggml_tensor* gen_index(ggml_context* ctx, const int64_t ne[4], int dim) {
-    return ggml_custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], nullptr, 0, gen_index_kernel, GGML_N_TASKS_MAX,
+    return gg::custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], nullptr, 0, gen_index_kernel, GGML_N_TASKS_MAX,
                           pack(uint64_t(dim)));
 }
 
@@ -134,23 +135,23 @@ ggml_tensor* fill_float(ggml_context* ctx, ggml_type type, const int64_t ne[4], 
         std::memcpy(&b, &h, sizeof b);
         bits = b;
     }
-    return ggml_custom_4d(ctx, type, ne[0], ne[1], ne[2], ne[3], nullptr, 0, fill_kernel, GGML_N_TASKS_MAX, pack(bits));
+    return gg::custom_4d(ctx, type, ne[0], ne[1], ne[2], ne[3], nullptr, 0, fill_kernel, GGML_N_TASKS_MAX, pack(bits));
 }
 
 ggml_tensor* fill_int(ggml_context* ctx, const int64_t ne[4], int32_t value) {
-    return ggml_custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], nullptr, 0, fill_kernel, GGML_N_TASKS_MAX,
+    return gg::custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], nullptr, 0, fill_kernel, GGML_N_TASKS_MAX,
                           pack(uint64_t(uint32_t(value))));
 }
 
 ggml_tensor* logical(ggml_context* ctx, Logical op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
     ggml_tensor* args[2] = {a, b};
-    return ggml_custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], args, 2, logical_kernel, GGML_N_TASKS_MAX,
+    return gg::custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], args, 2, logical_kernel, GGML_N_TASKS_MAX,
                           pack(uint64_t(op)));
 }
 
 ggml_tensor* logical_not(ggml_context* ctx, ggml_tensor* a) {
     ggml_tensor* args[1] = {a};
-    return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, logical_not_kernel,
+    return gg::custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, logical_not_kernel,
                           GGML_N_TASKS_MAX, nullptr);
 }
 

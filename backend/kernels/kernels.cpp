@@ -1,4 +1,5 @@
 #include "kernels.h"
+#include "../gg.h"
 
 #include "gelu_erf.h"
 
@@ -208,33 +209,33 @@ void* tag(int v) { return reinterpret_cast<void*>(intptr_t(v)); }
 
 ggml_tensor* binary(ggml_context* ctx, Binary op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
     ggml_tensor* args[2] = {a, b};
-    return ggml_custom_4d(ctx, a->type, ne[0], ne[1], ne[2], ne[3], args, 2, binary_kernel, GGML_N_TASKS_MAX, tag(int(op)));
+    return gg::custom_4d(ctx, a->type, ne[0], ne[1], ne[2], ne[3], args, 2, binary_kernel, GGML_N_TASKS_MAX, tag(int(op)));
 }
 
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a) {
     ggml_tensor* args[1] = {a};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, unary_kernel, GGML_N_TASKS_MAX,
+    return gg::custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, unary_kernel, GGML_N_TASKS_MAX,
                           tag(int(op)));
 }
 
 ggml_tensor* compare(ggml_context* ctx, Compare op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
     ggml_tensor* args[2] = {a, b};
-    return ggml_custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], args, 2, compare_kernel, GGML_N_TASKS_MAX, tag(int(op)));
+    return gg::custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], args, 2, compare_kernel, GGML_N_TASKS_MAX, tag(int(op)));
 }
 
 ggml_tensor* select(ggml_context* ctx, ggml_tensor* cond, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
     ggml_tensor* args[3] = {cond, a, b};
-    return ggml_custom_4d(ctx, a->type, ne[0], ne[1], ne[2], ne[3], args, 3, select_kernel, GGML_N_TASKS_MAX, nullptr);
+    return gg::custom_4d(ctx, a->type, ne[0], ne[1], ne[2], ne[3], args, 3, select_kernel, GGML_N_TASKS_MAX, nullptr);
 }
 
 ggml_tensor* reduce_rows(ggml_context* ctx, ReduceRows op, ggml_tensor* a) {
     ggml_tensor* args[1] = {a};
-    return ggml_custom_4d(ctx, a->type, 1, a->ne[1], a->ne[2], a->ne[3], args, 1, reduce_kernel, GGML_N_TASKS_MAX, tag(int(op)));
+    return gg::custom_4d(ctx, a->type, 1, a->ne[1], a->ne[2], a->ne[3], args, 1, reduce_kernel, GGML_N_TASKS_MAX, tag(int(op)));
 }
 
 ggml_tensor* nonzero(ggml_context* ctx, ggml_tensor* a) {
     ggml_tensor* args[1] = {a};
-    return ggml_custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, nonzero_kernel, GGML_N_TASKS_MAX,
+    return gg::custom_4d(ctx, GGML_TYPE_I32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, nonzero_kernel, GGML_N_TASKS_MAX,
                           nullptr);
 }
 

@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "../generated/dyngraph_ir_generated.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
@@ -32,22 +33,22 @@ ggml_tensor* additive_mask(LowerCtx& c, int64_t skv, int64_t sq, bool causal) {
     if (c.n_in() == 4) {
         m = c.cont(c.in[3]);
         if (c.in_dtype(3) == DType::Bool)  // held as i32 0/1: log gives -inf / 0
-            m = ggml_log(c.ctx, ggml_cast(c.ctx, m, GGML_TYPE_F32));
+            m = gg::unary(c.ctx, gg::Unary::Log, gg::cast(c.ctx, m, GGML_TYPE_F32));
         else
             m = c.cast(m, GGML_TYPE_F32);
         if (m->ne[0] != skv || m->ne[1] != sq) {
             if ((m->ne[0] != 1 && m->ne[0] != skv) || (m->ne[1] != 1 && m->ne[1] != sq))
                 c.unsupported("the mask does not broadcast to the attention scores");
-            m = ggml_repeat_4d(c.ctx, m, skv, sq, m->ne[2], m->ne[3]);
+            m = gg::repeat_4d(c.ctx, m, skv, sq, m->ne[2], m->ne[3]);
         }
     }
     if (causal) {
         // zeros [Skv, Sq], then -inf above the diagonal: key j > query i
-        ggml_tensor* z = ggml_fill(c.ctx, ggml_arange(c.ctx, 0.0f, float(skv), 1.0f), 0.0f);
+        ggml_tensor* z = gg::fill(c.ctx, gg::arange(c.ctx, 0.0f, float(skv), 1.0f), 0.0f);
         if (z->ne[0] != skv) c.unsupported("the key sequence is too long for a causal mask");
-        z = ggml_repeat_4d(c.ctx, z, skv, sq, 1, 1);
-        ggml_tensor* tri = ggml_diag_mask_inf_inplace(c.ctx, z, 0);
-        m = m ? ggml_add(c.ctx, m, tri) : tri;
+        z = gg::repeat_4d(c.ctx, z, skv, sq, 1, 1);
+        ggml_tensor* tri = gg::diag_mask_inf_inplace(c.ctx, z, 0);
+        m = m ? gg::add(c.ctx, m, tri) : tri;
     }
     return m;
 }
@@ -61,9 +62,9 @@ void lower_sdpa(LowerCtx& c) {
     if (k->ne[0] != d || v->ne[1] != skv || v->ne[2] != hkv || hkv < 1 || hq % hkv != 0 || k->ne[3] != q->ne[3] ||
         v->ne[3] != q->ne[3])
         c.unsupported("q, k and v shapes do not fit together");
-    double scale = c.op.get_float("scale", 0.0);
-    if (scale == 0.0) scale = 1.0 / std::sqrt(double(d));
-    const bool causal = c.op.get_int("is_causal", 0) != 0;
+    const auto& a = c.attrs<ops::ScaledDotProductAttentionAttrs>();
+    const double scale = a.scale == 0.0 ? 1.0 / std::sqrt(double(d)) : a.scale;
+    const bool causal = a.is_causal;
     const bool exact_mask = c.n_in() == 4 && c.in_dtype(3) == DType::F32;
 
     ggml_tensor* mask = additive_mask(c, skv, sq, causal);
@@ -72,26 +73,24 @@ void lower_sdpa(LowerCtx& c) {
 
     ggml_tensor* r;
     if (exact_mask) {
-        ggml_tensor* kq = ggml_mul_mat(c.ctx, k, q);  // [Skv, Sq, Hq, B]
-        kq = ggml_soft_max_ext(c.ctx, kq, mask, float(scale), 0.0f);
-        kq = ggml_relu(c.ctx, kq);  // a row with every key masked is NaN: make it 0, as flash attention does
-        ggml_tensor* vt = ggml_cont(c.ctx, ggml_transpose(c.ctx, v));  // [Skv, Dv, Hkv, B]
-        r = ggml_mul_mat(c.ctx, vt, kq);                                // [Dv, Sq, Hq, B]
+        ggml_tensor* kq = gg::mul_mat(c.ctx, k, q);  // [Skv, Sq, Hq, B]
+        kq = gg::soft_max_ext(c.ctx, kq, mask, float(scale), 0.0f);
+        kq = gg::unary(c.ctx, gg::Unary::Relu, kq);  // a row with every key masked is NaN: make it 0, as flash attention does
+        ggml_tensor* vt = gg::cont(c.ctx, gg::transpose(c.ctx, v));  // [Skv, Dv, Hkv, B]
+        r = gg::mul_mat(c.ctx, vt, kq);                                // [Dv, Sq, Hq, B]
     } else {
-        if (mask) mask = ggml_cast(c.ctx, mask, GGML_TYPE_F16);
-        r = ggml_flash_attn_ext(c.ctx, q, k, v, mask, float(scale), 0.0f, 0.0f);  // [Dv, Hq, Sq, B]
-        ggml_flash_attn_ext_set_prec(r, GGML_PREC_F32);
-        r = ggml_permute(c.ctx, r, 0, 2, 1, 3);
-        if (c.out_dtype(0) == DType::F32) r = ggml_cont(c.ctx, r);
+        if (mask) mask = gg::cast(c.ctx, mask, GGML_TYPE_F16);
+        r = gg::flash_attn_ext(c.ctx, q, k, v, mask, float(scale));  // [Dv, Hq, Sq, B], f32 precision
+        r = gg::permute(c.ctx, r, 0, 2, 1, 3);
+        if (c.out_dtype(0) == DType::F32) r = gg::cont(c.ctx, r);
     }
     c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
 }
 
 }  // namespace
 
-// q, k, v: 6; mask: 9; flash: 5, or mul_mat path: 6 + the output cast: 22 at most.
 void register_attention(LoweringTable& t) {
-    t.add(uint16_t(dyngraph::fb::OpKind::ScaledDotProductAttention), lower_sdpa, 24);
+    t.add(uint16_t(dyngraph::fb::OpKind::ScaledDotProductAttention), lower_sdpa);
 }
 
 }  // namespace dg

@@ -4,6 +4,7 @@
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/index_kernels.h"
 #include "../kernels/kernels.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
@@ -23,7 +24,7 @@ void check_broadcast(const LowerCtx& c, const ggml_tensor* t, const std::array<i
 
 bool kernel_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_I32; }
 
-ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return kernel_type(t->type) ? t : ggml_cast(c.ctx, t, GGML_TYPE_F32); }
+ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return kernel_type(t->type) ? t : gg::cast(c.ctx, t, GGML_TYPE_F32); }
 
 template <kernels::Compare OP>
 void lower_compare(LowerCtx& c) {
@@ -67,16 +68,16 @@ void lower_logical_not(LowerCtx& c) {
 }  // namespace
 
 void register_compare(LoweringTable& t) {
-    t.add(uint16_t(K::Equal), lower_compare<kernels::Compare::Eq>, 3);
-    t.add(uint16_t(K::NotEqual), lower_compare<kernels::Compare::Ne>, 3);
-    t.add(uint16_t(K::Greater), lower_compare<kernels::Compare::Gt>, 3);
-    t.add(uint16_t(K::GreaterEqual), lower_compare<kernels::Compare::Ge>, 3);
-    t.add(uint16_t(K::Less), lower_compare<kernels::Compare::Lt>, 3);
-    t.add(uint16_t(K::LessEqual), lower_compare<kernels::Compare::Le>, 3);
-    t.add(uint16_t(K::Select), lower_select, 4);
-    t.add(uint16_t(K::LogicalAnd), lower_logical<index_kernels::Logical::And>, 1);
-    t.add(uint16_t(K::LogicalOr), lower_logical<index_kernels::Logical::Or>, 1);
-    t.add(uint16_t(K::LogicalNot), lower_logical_not, 1);
+    t.add(uint16_t(K::Equal), lower_compare<kernels::Compare::Eq>);
+    t.add(uint16_t(K::NotEqual), lower_compare<kernels::Compare::Ne>);
+    t.add(uint16_t(K::Greater), lower_compare<kernels::Compare::Gt>);
+    t.add(uint16_t(K::GreaterEqual), lower_compare<kernels::Compare::Ge>);
+    t.add(uint16_t(K::Less), lower_compare<kernels::Compare::Lt>);
+    t.add(uint16_t(K::LessEqual), lower_compare<kernels::Compare::Le>);
+    t.add(uint16_t(K::Select), lower_select);
+    t.add(uint16_t(K::LogicalAnd), lower_logical<index_kernels::Logical::And>);
+    t.add(uint16_t(K::LogicalOr), lower_logical<index_kernels::Logical::Or>);
+    t.add(uint16_t(K::LogicalNot), lower_logical_not);
 }
 
 }  // namespace dg

@@ -14,8 +14,7 @@ void lower_dynamic_reshape(LowerCtx& c) { c.out = {c.reshape(c.in[0], c.out_shap
 
 void lower_dynamic_transpose(LowerCtx& c) {
     Dims s = c.in_shape(0);
-    const auto& axes = c.op.get_exprs("perm");
-    if (axes.size() != size_t(s.rank)) fail<IRError>("op '", c.op.name, "': perm has ", axes.size(), " axes for rank ", s.rank);
+    const auto& axes = c.attrs<ops::DynamicTransposeAttrs>().perm;  // one per axis (checked at parse)
     int perm[4] = {0, 1, 2, 3};
     bool seen[4] = {false, false, false, false};
     for (int i = 0; i < s.rank; ++i) {
@@ -30,8 +29,8 @@ void lower_dynamic_transpose(LowerCtx& c) {
 }  // namespace
 
 void register_dynamic_shape(LoweringTable& t) {
-    t.add(uint16_t(K::DynamicReshape), lower_dynamic_reshape, 3);
-    t.add(uint16_t(K::DynamicTranspose), lower_dynamic_transpose, 3);
+    t.add(uint16_t(K::DynamicReshape), lower_dynamic_reshape);
+    t.add(uint16_t(K::DynamicTranspose), lower_dynamic_transpose);
 }
 
 }  // namespace dg

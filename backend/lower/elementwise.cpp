@@ -1,13 +1,13 @@
 // Elementwise ops: binary with numpy broadcasting, unary activations, BiasAdd.
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/kernels.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
 
 using K = dyngraph::fb::OpKind;
 using GgmlBinary = ggml_tensor* (*)(ggml_context*, ggml_tensor*, ggml_tensor*);
-using GgmlUnary = ggml_tensor* (*)(ggml_context*, ggml_tensor*);
 
 namespace {
 
@@ -29,7 +29,7 @@ void lower_arith(LowerCtx& c) {
     }
     a = c.cont(a);
     b = c.cont(b);
-    if (!same_ne(a, ne)) a = ggml_repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
+    if (!same_ne(a, ne)) a = gg::repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
     c.out = {OP(c.ctx, a, b)};
 }
 
@@ -40,8 +40,8 @@ void lower_minmax(LowerCtx& c) {
     ggml_tensor* b = c.in[1];
     ggml_type t = a->type;
     if (t != GGML_TYPE_F32 && t != GGML_TYPE_I32) {  // f16 / bf16: compute in f32
-        a = ggml_cast(c.ctx, a, GGML_TYPE_F32);
-        b = ggml_cast(c.ctx, b, GGML_TYPE_F32);
+        a = gg::cast(c.ctx, a, GGML_TYPE_F32);
+        b = gg::cast(c.ctx, b, GGML_TYPE_F32);
     }
     ggml_tensor* r = kernels::binary(c.ctx, OP, a, b, ne.data());
     c.out = {c.cast(r, t)};
@@ -52,17 +52,17 @@ void lower_divide(LowerCtx& c) {
     if (c.in[0]->type == GGML_TYPE_I32) c.unsupported("Divide on integer tensors");
     auto ne = c.out_shape(0).ne();
     ggml_tensor* a = c.cont(c.in[0]);
-    if (!same_ne(a, ne)) a = ggml_repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
-    c.out = {ggml_div(c.ctx, a, c.cont(c.in[1]))};
+    if (!same_ne(a, ne)) a = gg::repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
+    c.out = {gg::div(c.ctx, a, c.cont(c.in[1]))};
 }
 
 // ggml's unary kernels run on f32 (and f16); bf16 goes through f32.
-template <GgmlUnary OP>
+template <gg::Unary OP>
 void lower_unary_f32(LowerCtx& c) {
     ggml_tensor* x = c.cont(c.in[0]);
     ggml_type t = x->type;
-    if (t != GGML_TYPE_F32) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
-    c.out = {c.cast(OP(c.ctx, x), t)};
+    if (t != GGML_TYPE_F32) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
+    c.out = {c.cast(gg::unary(c.ctx, OP, x), t)};
 }
 
 // Unary ops whose ggml kernel is not accurate enough in f32 run as our own kernel (on f32).
@@ -70,13 +70,13 @@ template <kernels::Unary OP>
 void lower_unary_kernel(LowerCtx& c) {
     ggml_tensor* x = c.in[0];
     ggml_type t = x->type;
-    if (t != GGML_TYPE_F32) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
+    if (t != GGML_TYPE_F32) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
     c.out = {c.cast(kernels::unary(c.ctx, OP, x), t)};
 }
 
 void lower_gelu(LowerCtx& c) {
     // ggml_gelu reads a table indexed by the input rounded to f16 (about 1e-3 relative error)
-    if (c.op.get_str("mode", "erf") == "tanh") lower_unary_kernel<kernels::Unary::GeluTanh>(c);
+    if (c.attrs<ops::GELUAttrs>().mode == ops::GELUAttrs::Mode::tanh) lower_unary_kernel<kernels::Unary::GeluTanh>(c);
     else lower_unary_kernel<kernels::Unary::GeluErf>(c);
 }
 
@@ -86,37 +86,37 @@ void lower_bias_add(LowerCtx& c) {
     ggml_tensor* x = c.cont(c.in[0]);
     ggml_tensor* bias = c.cont(c.in[1]);
     Dims xs = c.in_shape(0);
-    if (c.op.get_str("data_format", "NXC") == "NCX" && xs.rank > 1) {
+    if (c.attrs<ops::BiasAddAttrs>().data_format == ops::BiasAddAttrs::DataFormat::NCX && xs.rank > 1) {
         int64_t ne[4] = {1, 1, 1, 1};
         ne[ggml_dim(1, xs.rank)] = bias->ne[0];
-        bias = ggml_reshape_4d(c.ctx, bias, ne[0], ne[1], ne[2], ne[3]);
+        bias = gg::reshape_4d(c.ctx, bias, ne[0], ne[1], ne[2], ne[3]);
     }
-    c.out = {ggml_add(c.ctx, x, bias)};
+    c.out = {gg::add(c.ctx, x, bias)};
 }
 
 }  // namespace
 
 void register_elementwise(LoweringTable& t) {
-    t.add(uint16_t(K::Add), lower_arith<ggml_add, kernels::Binary::Add>, 4);
-    t.add(uint16_t(K::Subtract), lower_arith<ggml_sub, kernels::Binary::Sub>, 4);
-    t.add(uint16_t(K::Multiply), lower_arith<ggml_mul, kernels::Binary::Mul>, 4);
-    t.add(uint16_t(K::Divide), lower_divide, 4);
-    t.add(uint16_t(K::Maximum), lower_minmax<kernels::Binary::Max>, 4);
-    t.add(uint16_t(K::Minimum), lower_minmax<kernels::Binary::Min>, 4);
-    t.add(uint16_t(K::BiasAdd), lower_bias_add, 4);
-    t.add(uint16_t(K::ReLU), lower_unary_kernel<kernels::Unary::Relu>, 4);  // ggml_relu maps NaN to 0
-    t.add(uint16_t(K::GELU), lower_gelu, 4);
-    t.add(uint16_t(K::SiLU), lower_unary_f32<ggml_silu>, 4);
-    t.add(uint16_t(K::Sigmoid), lower_unary_f32<ggml_sigmoid>, 4);
-    t.add(uint16_t(K::Tanh), lower_unary_f32<ggml_tanh>, 4);
-    t.add(uint16_t(K::Exp), lower_unary_f32<ggml_exp>, 4);
-    t.add(uint16_t(K::Log), lower_unary_f32<ggml_log>, 4);
-    t.add(uint16_t(K::Sqrt), lower_unary_f32<ggml_sqrt>, 4);
-    t.add(uint16_t(K::Square), lower_unary_f32<ggml_sqr>, 4);
-    t.add(uint16_t(K::Abs), lower_unary_f32<ggml_abs>, 4);
-    t.add(uint16_t(K::Neg), lower_unary_f32<ggml_neg>, 4);
-    t.add(uint16_t(K::Sin), lower_unary_f32<ggml_sin>, 4);
-    t.add(uint16_t(K::Cos), lower_unary_f32<ggml_cos>, 4);
+    t.add(uint16_t(K::Add), lower_arith<ggml_add, kernels::Binary::Add>);
+    t.add(uint16_t(K::Subtract), lower_arith<ggml_sub, kernels::Binary::Sub>);
+    t.add(uint16_t(K::Multiply), lower_arith<ggml_mul, kernels::Binary::Mul>);
+    t.add(uint16_t(K::Divide), lower_divide);
+    t.add(uint16_t(K::Maximum), lower_minmax<kernels::Binary::Max>);
+    t.add(uint16_t(K::Minimum), lower_minmax<kernels::Binary::Min>);
+    t.add(uint16_t(K::BiasAdd), lower_bias_add);
+    t.add(uint16_t(K::ReLU), lower_unary_kernel<kernels::Unary::Relu>);  // ggml_relu maps NaN to 0
+    t.add(uint16_t(K::GELU), lower_gelu);
+    t.add(uint16_t(K::SiLU), lower_unary_f32<gg::Unary::Silu>);
+    t.add(uint16_t(K::Sigmoid), lower_unary_f32<gg::Unary::Sigmoid>);
+    t.add(uint16_t(K::Tanh), lower_unary_f32<gg::Unary::Tanh>);
+    t.add(uint16_t(K::Exp), lower_unary_f32<gg::Unary::Exp>);
+    t.add(uint16_t(K::Log), lower_unary_f32<gg::Unary::Log>);
+    t.add(uint16_t(K::Sqrt), lower_unary_f32<gg::Unary::Sqrt>);
+    t.add(uint16_t(K::Square), lower_unary_f32<gg::Unary::Sqr>);
+    t.add(uint16_t(K::Abs), lower_unary_f32<gg::Unary::Abs>);
+    t.add(uint16_t(K::Neg), lower_unary_f32<gg::Unary::Neg>);
+    t.add(uint16_t(K::Sin), lower_unary_f32<gg::Unary::Sin>);
+    t.add(uint16_t(K::Cos), lower_unary_f32<gg::Unary::Cos>);
 }
 
 }  // namespace dg

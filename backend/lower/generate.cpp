@@ -20,22 +20,13 @@ constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 
 bool fits_i32(int64_t v) { return v >= kI32Min && v <= kI32Max; }
 
-// A one-value attribute that is an int or a dimension expression (the IR
-// holds it as INT, INTS or EXPRS of one element), evaluated for this binding.
-int64_t scalar_attr(const LowerCtx& c, std::string_view name, int64_t dflt) {
-    const AttrDef* a = c.op.find(name);
-    if (!a) return dflt;
-    if (a->type == AttrType::Exprs && a->exprs.size() == 1) return c.eval(a->exprs[0]);
-    if ((a->type == AttrType::Int || a->type == AttrType::Ints) && a->ints.size() == 1) return a->ints[0];
-    c.unsupported(cat("attribute '", name, "' must hold one int or dimension expression"));
-}
-
 void lower_arange(LowerCtx& c) {
     const Dims o = c.out_shape(0);
     const ggml_type type = ggml_type_of(c.out_dtype(0));
     if (o.rank != 1) c.unsupported("the output must be 1-D");
     if (type != GGML_TYPE_F32 && type != GGML_TYPE_I32) c.unsupported(cat("output dtype ", dtype_name(c.out_dtype(0))));
-    const int64_t start = scalar_attr(c, "start", 0), end = scalar_attr(c, "end", 0), step = c.op.get_int("step", 1);
+    const auto& a = c.attrs<ops::ArangeAttrs>();
+    const int64_t start = c.eval(a.start), end = c.eval(a.end), step = a.step;
     if (step == 0) c.unsupported("step is 0");
     const int64_t n = o.d[0];
     // the IR's length must be ceil((end - start) / step) for this binding
@@ -56,9 +47,8 @@ void lower_arange(LowerCtx& c) {
 
 void lower_gen_index(LowerCtx& c) {
     const Dims s = c.out_shape(0);
-    int64_t axis = c.op.get_int("axis", 0);
+    int64_t axis = c.attrs<ops::GenIndexAttrs>().axis;  // in range (checked at parse)
     if (axis < 0) axis += s.rank;
-    if (axis < 0 || axis >= s.rank) c.unsupported(cat("axis ", c.op.get_int("axis", 0), " for rank ", s.rank));
     if (ggml_type_of(c.out_dtype(0)) != GGML_TYPE_I32) c.unsupported(cat("output dtype ", dtype_name(c.out_dtype(0))));
     if (s.d[axis] - 1 > kI32Max)
         fail<ExecutionError>("op '", c.op.name, "': indices up to ", s.d[axis] - 1, " do not fit the backend's 32-bit integers");
@@ -68,7 +58,7 @@ void lower_gen_index(LowerCtx& c) {
 
 void lower_full(LowerCtx& c) {
     const auto ne = c.out_shape(0).ne();
-    const double v = c.op.get_float("value", 0.0);
+    const double v = c.attrs<ops::FullAttrs>().value;
     const DType dt = c.out_dtype(0);
     switch (dt) {
         case DType::F32:
@@ -93,9 +83,9 @@ void lower_full(LowerCtx& c) {
 }  // namespace
 
 void register_generate(LoweringTable& t) {
-    t.add(uint16_t(K::Arange), lower_arange, 1);
-    t.add(uint16_t(K::GenIndex), lower_gen_index, 1);
-    t.add(uint16_t(K::Full), lower_full, 1);
+    t.add(uint16_t(K::Arange), lower_arange);
+    t.add(uint16_t(K::GenIndex), lower_gen_index);
+    t.add(uint16_t(K::Full), lower_full);
 }
 
 }  // namespace dg

@@ -4,6 +4,7 @@
 // writes into a copy, as the functional op says.
 #include "../generated/dyngraph_ir_generated.h"
 #include "../errors.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
@@ -14,7 +15,7 @@ namespace {
 
 void lower_gather(LowerCtx& c) {
     Dims ts = c.in_shape(0), is = c.in_shape(1), os = c.out_shape(0);
-    int axis = int(c.op.get_int("axis", 0));
+    int axis = int(c.attrs<ops::GatherAttrs>().axis);  // in range (checked at parse)
     if (axis < 0) axis += ts.rank;
     // the table with `axis` first, the other axes merged: [V, R]
     int perm[4] = {0, 1, 2, 3};
@@ -25,11 +26,11 @@ void lower_gather(LowerCtx& c) {
     moved.rank = ts.rank;
     for (int i = 0; i < ts.rank; ++i) moved.d[i] = ts.d[perm[i]];
     ggml_tensor* table = c.flatten_tail(c.cont(c.permute(c.in[0], ts.rank, perm)), moved, 1);
-    if (ts.rank == 1) table = ggml_reshape_2d(c.ctx, table, 1, ts.d[0]);
+    if (ts.rank == 1) table = gg::reshape_2d(c.ctx, table, 1, ts.d[0]);
     ggml_tensor* idx = c.in[1];
-    idx = ggml_reshape_1d(c.ctx, c.cont(idx), is.numel());
+    idx = gg::reshape_1d(c.ctx, c.cont(idx), is.numel());
     idx = c.safe_indices(idx, ts.d[axis], "op '" + c.op.name + "'");
-    ggml_tensor* rows = ggml_get_rows(c.ctx, table, idx);  // [R, N] in ne: F32 (or I32 for an I32 table)
+    ggml_tensor* rows = gg::get_rows(c.ctx, table, idx);  // [R, N] in ne: F32 (or I32 for an I32 table)
     // logical order now: indices' dims, then table dims other than axis; move table[:axis] to the front
     Dims got;
     got.rank = is.rank + ts.rank - 1;
@@ -42,7 +43,7 @@ void lower_gather(LowerCtx& c) {
         for (int i = 0; i < axis; ++i) back[k++] = is.rank + i;
         for (int i = 0; i < is.rank; ++i) back[k++] = i;
         for (int i = axis + 1; i < ts.rank; ++i) back[k++] = is.rank + i - 1;
-        r = ggml_cont(c.ctx, c.permute(r, got.rank, back));
+        r = gg::cont(c.ctx, c.permute(r, got.rank, back));
     }
     c.out = {c.cast(c.reshape(r, os), ggml_type_of(c.out_dtype(0)))};
 }
@@ -51,7 +52,7 @@ void lower_gather(LowerCtx& c) {
 ggml_tensor* write_target(LowerCtx& c, bool& in_place) {
     ggml_tensor* dst = c.in[0];
     in_place = c.is_state(dst);
-    return in_place ? dst : ggml_dup(c.ctx, dst);
+    return in_place ? dst : gg::dup(c.ctx, dst);
 }
 
 void lower_scatter_rows(LowerCtx& c) {
@@ -59,9 +60,9 @@ void lower_scatter_rows(LowerCtx& c) {
     bool in_place = false;
     ggml_tensor* dst = write_target(c, in_place);
     ggml_tensor* src = c.in[2];
-    if (src->type != GGML_TYPE_F32) src = ggml_cast(c.ctx, c.cont(src), GGML_TYPE_F32);
+    if (src->type != GGML_TYPE_F32) src = gg::cast(c.ctx, c.cont(src), GGML_TYPE_F32);
     ggml_tensor* idx = c.safe_indices(c.cont(c.in[1]), ds.d[ds.rank - 2], "op '" + c.op.name + "'");
-    ggml_tensor* r = ggml_set_rows(c.ctx, dst, c.cont(src), idx);
+    ggml_tensor* r = gg::set_rows(c.ctx, dst, c.cont(src), idx);
     if (in_place) c.env.side_effects.push_back(r);
     c.out = {r};
 }
@@ -70,8 +71,7 @@ void no_op(ggml_tensor*, int, int, void*) {}
 
 void lower_copy_to_slice(LowerCtx& c) {
     Dims ds = c.in_shape(0), ss = c.in_shape(1);
-    const auto& starts = c.op.get_exprs("starts");
-    if (starts.size() != size_t(ds.rank)) fail<IRError>("op '", c.op.name, "': starts has ", starts.size(), " entries");
+    const auto& starts = c.attrs<ops::CopyToSliceAttrs>().starts;  // one per axis (checked at parse)
     bool in_place = false;
     ggml_tensor* dst = write_target(c, in_place);
     size_t offset = 0;
@@ -82,10 +82,10 @@ void lower_copy_to_slice(LowerCtx& c) {
         offset += size_t(s) * dst->nb[ggml_dim(a, ds.rank)];
     }
     auto ne = ss.ne();
-    ggml_tensor* view = ggml_view_4d(c.ctx, dst, ne[0], ne[1], ne[2], ne[3], dst->nb[1], dst->nb[2], dst->nb[3], offset);
-    ggml_tensor* w = ggml_cpy(c.ctx, c.in[1], view);
+    ggml_tensor* view = gg::view_4d(c.ctx, dst, ne[0], ne[1], ne[2], ne[3], dst->nb[1], dst->nb[2], dst->nb[3], offset);
+    ggml_tensor* w = gg::cpy(c.ctx, c.in[1], view);
     // the whole destination, after the copy: an in-place no-op that depends on it
-    ggml_tensor* r = ggml_custom_inplace(c.ctx, dst, &w, 1, no_op, 1, nullptr);
+    ggml_tensor* r = gg::custom_inplace(c.ctx, dst, &w, 1, no_op, 1, nullptr);
     if (in_place) c.env.side_effects.push_back(r);
     c.out = {r};
 }
@@ -93,9 +93,9 @@ void lower_copy_to_slice(LowerCtx& c) {
 }  // namespace
 
 void register_indexing(LoweringTable& t) {
-    t.add(uint16_t(K::Gather), lower_gather, 12);
-    t.add(uint16_t(K::ScatterRows), lower_scatter_rows, 8);
-    t.add(uint16_t(K::CopyToSlice), lower_copy_to_slice, 6);
+    t.add(uint16_t(K::Gather), lower_gather);
+    t.add(uint16_t(K::ScatterRows), lower_scatter_rows);
+    t.add(uint16_t(K::CopyToSlice), lower_copy_to_slice);
 }
 
 }  // namespace dg

@@ -1,6 +1,7 @@
 // Data movement: reshape, transpose, concat, slice, type cast.
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/kernels.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
@@ -18,7 +19,7 @@ void lower_reshape(LowerCtx& c) {
 
 void lower_transpose(LowerCtx& c) {
     Dims s = c.in_shape(0);
-    std::vector<int64_t> order = c.op.get_ints("order");
+    const std::vector<int64_t>& order = c.attrs<ops::StaticTransposeAttrs>().order;  // a permutation or empty
     int perm[4] = {0, 1, 2, 3};
     for (int i = 0; i < s.rank; ++i) {
         int64_t a = order.empty() ? s.rank - 1 - i : order[size_t(i)];
@@ -29,7 +30,7 @@ void lower_transpose(LowerCtx& c) {
 
 void lower_concat(LowerCtx& c) {
     Dims s = c.out_shape(0);
-    int64_t axis = c.op.get_int("axis", 0);
+    int64_t axis = c.attrs<ops::ConcatAttrs>().axis;
     if (axis < 0) axis += s.rank;
     int dim = ggml_dim(int(axis), s.rank);
     ggml_tensor* r = c.cont(c.in[0]);
@@ -37,7 +38,7 @@ void lower_concat(LowerCtx& c) {
         ggml_tensor* b = c.cont(c.in[k]);
         for (int d = 0; d < 4; ++d)  // ggml_concat aborts on a mismatch; the shape rule's guards prevent one
             if (d != dim && r->ne[d] != b->ne[d]) c.unsupported("concat inputs of different sizes off the concat axis");
-        r = ggml_concat(c.ctx, r, b, dim);
+        r = gg::concat(c.ctx, r, b, dim);
     }
     c.out = {r};
 }
@@ -46,24 +47,25 @@ void lower_concat(LowerCtx& c) {
 // innermost dimension, so a strided innermost slice goes through a transpose.
 ggml_tensor* slice_axis(LowerCtx& c, ggml_tensor* x, int g, int64_t start, int64_t step, int64_t count) {
     if (g == 0 && step != 1) {
-        ggml_tensor* t = ggml_cont(c.ctx, ggml_transpose(c.ctx, x));
+        ggml_tensor* t = gg::cont(c.ctx, gg::transpose(c.ctx, x));
         t = slice_axis(c, t, 1, start, step, count);
-        return ggml_cont(c.ctx, ggml_transpose(c.ctx, t));
+        return gg::cont(c.ctx, gg::transpose(c.ctx, t));
     }
-    if (x->nb[0] != ggml_type_size(x->type)) x = ggml_cont(c.ctx, x);
+    if (x->nb[0] != ggml_type_size(x->type)) x = gg::cont(c.ctx, x);
     int64_t ne[4] = {x->ne[0], x->ne[1], x->ne[2], x->ne[3]};
     size_t nb[4] = {x->nb[0], x->nb[1], x->nb[2], x->nb[3]};
     ne[g] = count;
     nb[g] *= size_t(step);
-    return ggml_view_4d(c.ctx, x, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], size_t(start) * x->nb[g]);
+    return gg::view_4d(c.ctx, x, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], size_t(start) * x->nb[g]);
 }
 
 // Starts are resolved (clamped) by the shape rule; the output shape gives the counts.
 void lower_slice(LowerCtx& c) {
     Dims s = c.in_shape(0);
     Dims o = c.out_shape(0);
-    const auto& starts = c.op.get_exprs("starts");
-    std::vector<int64_t> strides = c.op.get_ints("strides");
+    const auto& a = c.attrs<ops::SliceAttrs>();
+    const auto& starts = a.starts;  // resolved by the shape rule: one per axis, strides >= 1 (checked at parse)
+    const auto& strides = a.strides;
     ggml_tensor* x = c.in[0];
     for (int a = 0; a < s.rank; ++a) {
         int64_t start = c.eval(starts[size_t(a)]), step = strides[size_t(a)];
@@ -78,7 +80,7 @@ void lower_type_cast(LowerCtx& c) {
     ggml_tensor* x = c.in[0];
     ggml_type gt = ggml_type_of(to);
     if (to == DType::Bool && from != DType::Bool) {
-        if (x->type != GGML_TYPE_F32 && x->type != GGML_TYPE_I32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
+        if (x->type != GGML_TYPE_F32 && x->type != GGML_TYPE_I32) x = gg::cast(c.ctx, c.cont(x), GGML_TYPE_F32);
         c.out = {kernels::nonzero(c.ctx, c.cont(x))};
         return;
     }
@@ -91,18 +93,18 @@ void lower_type_cast(LowerCtx& c) {
     // aborts): every other pair goes through F32. That is exact for f16 and
     // bf16 values and for integers up to 2**24; a larger i32 is rounded to F32
     // before BF16. F32 -> I32 truncates toward zero, like numpy's astype.
-    if (x->type != GGML_TYPE_F32 && gt != GGML_TYPE_F32) x = ggml_cast(c.ctx, c.cont(x), GGML_TYPE_F32);
-    c.out = {ggml_cast(c.ctx, c.cont(x), gt)};
+    if (x->type != GGML_TYPE_F32 && gt != GGML_TYPE_F32) x = gg::cast(c.ctx, c.cont(x), GGML_TYPE_F32);
+    c.out = {gg::cast(c.ctx, c.cont(x), gt)};
 }
 
 }  // namespace
 
 void register_layout(LoweringTable& t) {
-    t.add(uint16_t(K::StaticReshape), lower_reshape, 3);
-    t.add(uint16_t(K::StaticTranspose), lower_transpose, 3);
-    t.add(uint16_t(K::Concat), lower_concat, 2);
-    t.add(uint16_t(K::Slice), lower_slice, 24);
-    t.add(uint16_t(K::TypeCast), lower_type_cast, 4);
+    t.add(uint16_t(K::StaticReshape), lower_reshape);
+    t.add(uint16_t(K::StaticTranspose), lower_transpose);
+    t.add(uint16_t(K::Concat), lower_concat);
+    t.add(uint16_t(K::Slice), lower_slice);
+    t.add(uint16_t(K::TypeCast), lower_type_cast);
 }
 
 }  // namespace dg

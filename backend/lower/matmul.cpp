@@ -1,8 +1,9 @@
 // MatMul: numpy a @ b (optional transposes, broadcast batch, bias) as ggml_mul_mat.
 //
-// ggml_mul_mat(x, y)[j, i] = dot(x row i, y row j): with x = b^T (rows of K)
+// gg::mul_mat(x, y)[j, i] = dot(x row i, y row j): with x = b^T (rows of K)
 // and y = a (rows of K) it is exactly a @ b in logical order.
 #include "../generated/dyngraph_ir_generated.h"
+#include "../gg.h"
 #include "families.h"
 #include "../kernels/f32_matmul.h"
 
@@ -10,36 +11,36 @@ namespace dg {
 
 namespace {
 
-ggml_tensor* transposed(LowerCtx& c, ggml_tensor* t) { return ggml_cont(c.ctx, ggml_transpose(c.ctx, t)); }
+ggml_tensor* transposed(LowerCtx& c, ggml_tensor* t) { return gg::cont(c.ctx, gg::transpose(c.ctx, t)); }
 
 void lower_matmul(LowerCtx& c) {
     ggml_tensor* a = c.in[0];
     ggml_tensor* b = c.in[1];
-    const bool ta = c.op.get_int("transpose_a", 0) != 0;
-    const bool tb = c.op.get_int("transpose_b", 0) != 0;
+    const bool ta = c.attrs<ops::MatMulAttrs>().transpose_a;
+    const bool tb = c.attrs<ops::MatMulAttrs>().transpose_b;
     // x: rows of K, one per output column; y: rows of K, one per output row
     ggml_tensor* x = tb ? c.cont(b) : transposed(c, b);
     ggml_tensor* y = ta ? transposed(c, a) : c.cont(a);
-    if (y->type != GGML_TYPE_F32) y = ggml_cast(c.ctx, y, GGML_TYPE_F32);
+    if (y->type != GGML_TYPE_F32) y = gg::cast(c.ctx, y, GGML_TYPE_F32);
     if (x->type == GGML_TYPE_BF16 || x->type == GGML_TYPE_F16) {
         // ggml multiplies f16 weights by f32 activations; keep both sides on f32 for other float pairs
-        if (x->type == GGML_TYPE_BF16) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
+        if (x->type == GGML_TYPE_BF16) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
     }
     // ggml broadcasts x over y's batch dims, not the other way: repeat y where x is larger
     if (x->ne[2] > y->ne[2] || x->ne[3] > y->ne[3]) {
-        y = ggml_repeat_4d(c.ctx, y, y->ne[0], y->ne[1], std::max(x->ne[2], y->ne[2]), std::max(x->ne[3], y->ne[3]));
+        y = gg::repeat_4d(c.ctx, y, y->ne[0], y->ne[1], std::max(x->ne[2], y->ne[2]), std::max(x->ne[3], y->ne[3]));
     }
     // weights without batch dims times a batch of activations: one product over all their rows
     // (a [seq, 1, hidden] input is seq rows, not seq batches of one row)
     const int64_t ne_y[4] = {y->ne[0], y->ne[1], y->ne[2], y->ne[3]};
     const bool fold = x->ne[2] == 1 && x->ne[3] == 1 && (y->ne[2] > 1 || y->ne[3] > 1) && ggml_is_contiguous(y);
-    if (fold) y = ggml_reshape_2d(c.ctx, y, ne_y[0], ne_y[1] * ne_y[2] * ne_y[3]);
+    if (fold) y = gg::reshape_2d(c.ctx, y, ne_y[0], ne_y[1] * ne_y[2] * ne_y[3]);
     ggml_tensor* r = kernels::mul_mat(c.ctx, x, y);  // f32 from two rows: our kernels (f32_matmul.h)
-    if (fold) r = ggml_reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
+    if (fold) r = gg::reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
     if (c.n_in() == 3) {
         ggml_tensor* bias = c.cont(c.in[2]);
-        if (bias->type != GGML_TYPE_F32) bias = ggml_cast(c.ctx, bias, GGML_TYPE_F32);
-        r = ggml_add(c.ctx, r, bias);
+        if (bias->type != GGML_TYPE_F32) bias = gg::cast(c.ctx, bias, GGML_TYPE_F32);
+        r = gg::add(c.ctx, r, bias);
     }
     c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
 }
@@ -47,9 +48,7 @@ void lower_matmul(LowerCtx& c) {
 }  // namespace
 
 void register_matmul(LoweringTable& t) {
-    // at most: 2 transposes + their copies, 2 input casts, a repeat, 2 reshapes, the product, bias copy + cast + add,
-    // output cast
-    t.add(uint16_t(dyngraph::fb::OpKind::MatMul), lower_matmul, 14);
+    t.add(uint16_t(dyngraph::fb::OpKind::MatMul), lower_matmul);
 }
 
 }  // namespace dg

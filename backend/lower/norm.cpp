@@ -1,6 +1,7 @@
 // SoftMax, LayerNorm, RMSNorm: ggml normalizes along ne0, so the normalized
 // axes are brought innermost (softmax) or merged into one (norms).
 #include "../generated/dyngraph_ir_generated.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
@@ -14,61 +15,56 @@ ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return c.cast(c.cont(t), GGML
 void lower_softmax(LowerCtx& c) {
     Dims s = c.in_shape(0);
     int rank = s.rank;
-    int axis = int(c.op.get_int("axis", -1));
+    int axis = int(c.attrs<ops::SoftMaxAttrs>().axis);
     if (axis < 0) axis += rank;
     ggml_type t = c.in[0]->type;
     ggml_tensor* x = c.in[0];
     if (axis == rank - 1 || rank == 0) {
-        x = ggml_soft_max(c.ctx, to_f32(c, x));
+        x = gg::soft_max(c.ctx, to_f32(c, x));
     } else {
         int perm[4] = {0, 1, 2, 3};  // swap axis and the last one (its own inverse)
         perm[axis] = rank - 1;
         perm[rank - 1] = axis;
-        x = ggml_soft_max(c.ctx, to_f32(c, c.permute(x, rank, perm)));
-        x = ggml_cont(c.ctx, c.permute(x, rank, perm));
+        x = gg::soft_max(c.ctx, to_f32(c, c.permute(x, rank, perm)));
+        x = gg::cont(c.ctx, c.permute(x, rank, perm));
     }
     c.out = {c.cast(x, t)};
 }
 
-int begin_axis(const LowerCtx& c, int rank) {
-    int b = int(c.op.get_int("begin_norm_axis", -1));
-    return b < 0 ? b + rank : b;
-}
-
 template <ggml_tensor* (*NORM)(ggml_context*, ggml_tensor*, float)>
-void lower_norm(LowerCtx& c, float eps, ggml_tensor* gamma, ggml_tensor* beta) {
+void lower_norm(LowerCtx& c, int64_t begin, float eps, ggml_tensor* gamma, ggml_tensor* beta) {
     Dims s = c.in_shape(0);
     ggml_type t = c.in[0]->type;
     ggml_tensor* x = to_f32(c, c.in[0]);
-    x = c.flatten_tail(x, s, begin_axis(c, s.rank));
+    x = c.flatten_tail(x, s, int(begin < 0 ? begin + s.rank : begin));
     x = NORM(c.ctx, x, eps);
     x = c.reshape(x, s);
     // gamma and beta have the normalized shape (the shape rule's guards);
     // ggml_mul / ggml_add would abort on one that does not broadcast.
     for (ggml_tensor* p : {gamma, beta})
         if (p && !ggml_can_repeat(p, x)) c.unsupported("gamma or beta does not have the normalized shape");
-    if (gamma) x = ggml_mul(c.ctx, x, to_f32(c, gamma));
-    if (beta) x = ggml_add(c.ctx, x, to_f32(c, beta));
+    if (gamma) x = gg::mul(c.ctx, x, to_f32(c, gamma));
+    if (beta) x = gg::add(c.ctx, x, to_f32(c, beta));
     c.out = {c.cast(x, t)};
 }
 
 void lower_layer_norm(LowerCtx& c) {
-    float eps = float(c.op.get_float("epsilon", 1e-5));
-    bool affine = c.op.get_int("use_affine", 1) != 0 && c.n_in() == 3;
-    lower_norm<ggml_norm>(c, eps, affine ? c.in[1] : nullptr, affine ? c.in[2] : nullptr);
+    const auto& a = c.attrs<ops::LayerNormAttrs>();
+    bool affine = a.use_affine && c.n_in() == 3;
+    lower_norm<gg::norm>(c, a.begin_norm_axis, float(a.epsilon), affine ? c.in[1] : nullptr, affine ? c.in[2] : nullptr);
 }
 
 void lower_rms_norm(LowerCtx& c) {
-    float eps = float(c.op.get_float("epsilon", 1e-6));
-    lower_norm<ggml_rms_norm>(c, eps, c.n_in() == 2 ? c.in[1] : nullptr, nullptr);
+    const auto& a = c.attrs<ops::RMSNormAttrs>();
+    lower_norm<gg::rms_norm>(c, a.begin_norm_axis, float(a.epsilon), c.n_in() == 2 ? c.in[1] : nullptr, nullptr);
 }
 
 }  // namespace
 
 void register_norm(LoweringTable& t) {
-    t.add(uint16_t(K::SoftMax), lower_softmax, 8);
-    t.add(uint16_t(K::LayerNorm), lower_layer_norm, 12);
-    t.add(uint16_t(K::RMSNorm), lower_rms_norm, 10);
+    t.add(uint16_t(K::SoftMax), lower_softmax);
+    t.add(uint16_t(K::LayerNorm), lower_layer_norm);
+    t.add(uint16_t(K::RMSNorm), lower_rms_norm);
 }
 
 }  // namespace dg

@@ -2,6 +2,7 @@
 // ggml's ne0, and the result is reshaped to the output.
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/kernels.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
@@ -17,7 +18,7 @@ void lower_reduce(LowerCtx& c) {
     Dims s = c.in_shape(0);
     const int rank = s.rank;
     bool reduced[4] = {false, false, false, false};
-    for (int64_t a : c.op.get_ints("axes")) reduced[a < 0 ? a + rank : a] = true;
+    for (int64_t a : c.attrs<ops::ReduceSumAttrs>().axes) reduced[a < 0 ? a + rank : a] = true;  // in range (parse)
     int perm[4], n = 0;
     for (int i = 0; i < rank; ++i)
         if (!reduced[i]) perm[n++] = i;
@@ -29,15 +30,15 @@ void lower_reduce(LowerCtx& c) {
     for (int i = 0; i < rank; ++i) ps.d[i] = s.d[perm[i]];
     ggml_type t = c.in[0]->type;
     ggml_tensor* x = c.flatten_tail(c.cont(c.permute(c.in[0], rank, perm)), ps, kept);
-    if (t != GGML_TYPE_F32 && t != GGML_TYPE_I32) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
+    if (t != GGML_TYPE_F32 && t != GGML_TYPE_I32) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
     bool is_int = x->type == GGML_TYPE_I32;
     // ggml_mean computes F32 only (it aborts on I32); the shape rule rejects
     // an integer mean, this keeps an IR that bypassed it from crashing.
     if (R == Reduce::Mean && is_int) c.unsupported("ReduceMean of an integer tensor");
     ggml_tensor* r = nullptr;
     switch (R) {
-        case Reduce::Sum: r = is_int ? kernels::reduce_rows(c.ctx, kernels::ReduceRows::Sum, x) : ggml_sum_rows(c.ctx, x); break;
-        case Reduce::Mean: r = ggml_mean(c.ctx, x); break;
+        case Reduce::Sum: r = is_int ? kernels::reduce_rows(c.ctx, kernels::ReduceRows::Sum, x) : gg::sum_rows(c.ctx, x); break;
+        case Reduce::Mean: r = gg::mean(c.ctx, x); break;
         case Reduce::Max: r = kernels::reduce_rows(c.ctx, kernels::ReduceRows::Max, x); break;
         case Reduce::Min: r = kernels::reduce_rows(c.ctx, kernels::ReduceRows::Min, x); break;
     }
@@ -47,10 +48,10 @@ void lower_reduce(LowerCtx& c) {
 }  // namespace
 
 void register_reduce(LoweringTable& t) {
-    t.add(uint16_t(K::ReduceSum), lower_reduce<Reduce::Sum>, 8);
-    t.add(uint16_t(K::ReduceMean), lower_reduce<Reduce::Mean>, 8);
-    t.add(uint16_t(K::ReduceMax), lower_reduce<Reduce::Max>, 8);
-    t.add(uint16_t(K::ReduceMin), lower_reduce<Reduce::Min>, 8);
+    t.add(uint16_t(K::ReduceSum), lower_reduce<Reduce::Sum>);
+    t.add(uint16_t(K::ReduceMean), lower_reduce<Reduce::Mean>);
+    t.add(uint16_t(K::ReduceMax), lower_reduce<Reduce::Max>);
+    t.add(uint16_t(K::ReduceMin), lower_reduce<Reduce::Min>);
 }
 
 }  // namespace dg

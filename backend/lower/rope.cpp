@@ -11,6 +11,8 @@
 #include <string>
 
 #include "../generated/dyngraph_ir_generated.h"
+#include "../gg.h"
+#include "../gg.h"
 #include "families.h"
 
 namespace dg {
@@ -21,9 +23,10 @@ void lower_rope(LowerCtx& c) {
     ggml_tensor* x = c.cont(c.in[0]);
     ggml_tensor* pos = c.cont(c.in[1]);
     const ggml_type out_type = ggml_type_of(c.out_dtype(0));
-    if (x->type != GGML_TYPE_F32 && x->type != GGML_TYPE_F16) x = ggml_cast(c.ctx, x, GGML_TYPE_F32);
+    if (x->type != GGML_TYPE_F32 && x->type != GGML_TYPE_F16) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
     const int64_t d = x->ne[0], h = x->ne[1], s = x->ne[2], b = x->ne[3];
-    const int64_t rot = c.op.get_int("rotary_dims", 0);
+    const auto& a = c.attrs<ops::RoPEAttrs>();
+    const int64_t rot = a.rotary_dims;
     const int64_t n = rot == 0 ? d : rot;
     // the shape rule guarantees these; ggml aborts the process if they fail
     if (n <= 0 || n % 2 != 0 || n > d) c.unsupported("rotary_dims must be even and at most the head size");
@@ -31,30 +34,22 @@ void lower_rope(LowerCtx& c) {
     const bool per_batch = c.in_shape(1).rank == 2;
     if (per_batch) {
         if (pos->ne[0] != s || pos->ne[1] != b) c.unsupported("positions [B, S] do not match x");
-        pos = ggml_reshape_1d(c.ctx, pos, s * b);
-        x = ggml_reshape_3d(c.ctx, x, d, h, s * b);
+        pos = gg::reshape_1d(c.ctx, pos, s * b);
+        x = gg::reshape_3d(c.ctx, x, d, h, s * b);
     } else if (pos->ne[0] != s || pos->ne[1] != 1) {
         c.unsupported("positions [S] do not match x");
     }
-    const std::string mode_s = c.op.get_str("mode", "normal");
-    int mode;
-    if (mode_s == "normal")
-        mode = GGML_ROPE_TYPE_NORMAL;
-    else if (mode_s == "neox")
-        mode = GGML_ROPE_TYPE_NEOX;
-    else
-        c.unsupported("unknown RoPE mode '" + mode_s + "'");
-    const float base = float(c.op.get_float("base", 10000.0));
-    const float scale = float(c.op.get_float("scale", 1.0));
-    ggml_tensor* r = ggml_rope_ext(c.ctx, x, pos, nullptr, int(n), mode, /*n_ctx_orig=*/0, base, scale,
-                                   /*ext_factor=*/0.0f, /*attn_factor=*/1.0f, /*beta_fast=*/32.0f, /*beta_slow=*/1.0f);
-    if (per_batch) r = ggml_reshape_4d(c.ctx, r, d, h, s, b);
+    const int mode = a.mode == ops::RoPEAttrs::Mode::neox ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL;
+    const float base = float(a.base);
+    const float scale = float(a.scale);
+    ggml_tensor* r = gg::rope_ext(c.ctx, x, pos, int(n), mode, base, scale);  // YaRN off
+    if (per_batch) r = gg::reshape_4d(c.ctx, r, d, h, s, b);
     c.out = {c.cast(r, out_type)};
 }
 
 }  // namespace
 
 // cont x, pos; cast; reshape pos, x; rope; reshape back; cast back.
-void register_rope(LoweringTable& t) { t.add(uint16_t(dyngraph::fb::OpKind::RoPE), lower_rope, 8); }
+void register_rope(LoweringTable& t) { t.add(uint16_t(dyngraph::fb::OpKind::RoPE), lower_rope); }
 
 }  // namespace dg

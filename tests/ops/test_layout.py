@@ -374,11 +374,9 @@ def test_slice_that_is_empty_at_execution_is_a_shape_error():
 @pytest.mark.parametrize(
     "attrs, match",
     [
-        ({"begin": [0], "end": [2], "axes": [1], "steps": [0]}, "must be positive"),
-        ({"begin": [2], "end": [0], "axes": [1], "steps": [-1]}, "must be positive"),
         ({"begin": [3], "end": [3], "axes": [1]}, "empty"),
         ({"begin": [-2], "end": [-5], "axes": [1]}, "empty"),
-        ({"begin": [0, 0], "end": [2, 2], "axes": [1, -1]}, "sliced twice"),
+        ({"begin": [0, 0], "end": [2, 2], "axes": [1, -1]}, "repeats an axis"),
         ({"begin": [0], "end": [2], "axes": [2]}, "out of range"),
         ({"begin": [0, 0], "end": [2], "axes": [1]}, "same length"),
     ],
@@ -387,6 +385,12 @@ def test_slice_that_is_empty_at_execution_is_a_shape_error():
 def test_invalid_slice_is_a_shape_error(attrs, match):
     with pytest.raises(dg.ShapeError, match=match):
         compile_op(K.Slice, [[D, 6]], attrs=attrs)
+
+
+@pytest.mark.parametrize("steps", [[0], [-1]])
+def test_slice_steps_must_be_positive(steps):
+    with pytest.raises(dg.GraphError, match="'steps' must be >= 1"):
+        compile_op(K.Slice, [[D, 6]], attrs={"begin": [0], "end": [2], "axes": [1], "steps": steps})
 
 
 def compile_slice_then(kind, attrs, out_dtype=dg.f32):

@@ -122,7 +122,7 @@ def test_sum_of_many_terms_keeps_float32_accuracy(rng):
 
 @pytest.mark.parametrize("axes", [[1, 1], [1, -2], [0, 2, -1]], ids=str)
 def test_repeated_axis_is_a_shape_error(axes):
-    with pytest.raises(dg.ShapeError, match="twice"):
+    with pytest.raises(dg.ShapeError, match="repeats an axis"):
         compile_op(K.ReduceSum, [[D, 4, D]], attrs={"axes": axes})
 
 

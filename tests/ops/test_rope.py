@@ -203,7 +203,6 @@ def test_supported_by_the_backend():
     "shapes,attrs,match",
     [
         ([[1, 3, 2, 8], [3]], {"rotary_dims": 3}, "even"),
-        ([[1, 3, 2, 8], [3]], {"rotary_dims": -2}, "even"),
         ([[1, 3, 2, 8], [3]], {"rotary_dims": 10}, "larger than the head size"),
         ([[1, 3, 2, 7], [3]], {}, "must be even"),
         ([[1, 3, 2, 8], [4]], {}, "positions"),
@@ -216,6 +215,11 @@ def test_supported_by_the_backend():
 def test_shape_errors_at_finalize(shapes, attrs, match):
     with pytest.raises(dg.ShapeError, match=match):
         finalize(shapes, **attrs)
+
+
+def test_negative_rotary_dims_is_an_attribute_error():
+    with pytest.raises(dg.GraphError, match="'rotary_dims' must be >= 0"):
+        finalize([[1, 3, 2, 8], [3]], rotary_dims=-2)
 
 
 @pytest.mark.parametrize(

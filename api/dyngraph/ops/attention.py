@@ -24,7 +24,9 @@ def _finite(attrs, name: str, label: str) -> float:
 @register(
     K.ScaledDotProductAttention,
     inputs=(3, 4),
-    attrs={"scale": AttrSpec("float", 0.0), "is_causal": AttrSpec("bool", False)},
+    attrs={"scale": AttrSpec("float", 0.0, finite=True), "is_causal": AttrSpec("bool", False)},
+    dtypes=("float", "float", "float", "float_or_bool"),
+    input_names=("q", "k", "v", "mask"),
 )
 def scaled_dot_product_attention(attrs, ins, ctx):
     """softmax(q @ k^T * scale + mask) @ v, as torch.nn.functional.scaled_dot_product_attention.
@@ -103,10 +105,12 @@ def scaled_dot_product_attention(attrs, ins, ctx):
     inputs=(2, 2),
     attrs={
         "mode": AttrSpec("str", "normal", choices=("normal", "neox")),
-        "base": AttrSpec("float", 10000.0),
-        "scale": AttrSpec("float", 1.0),
-        "rotary_dims": AttrSpec("int", 0),
+        "base": AttrSpec("float", 10000.0, finite=True),
+        "scale": AttrSpec("float", 1.0, finite=True),
+        "rotary_dims": AttrSpec("int", 0, min=0),
     },
+    dtypes=("float", "int"),
+    input_names=("x", "positions"),
 )
 def rope(attrs, ins, ctx):
     """Rotary position embedding of x ``[B, S, H, D]`` (or ``[S, H, D]``) at

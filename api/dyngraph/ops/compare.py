@@ -48,7 +48,7 @@ def _all_equal(dims, ctx, what):
     return d
 
 
-@register(COMPARE, inputs=(2, 2), attrs=_BROADCAST)
+@register(COMPARE, inputs=(2, 2), attrs=_BROADCAST, out_dtypes=("bool",))
 def compare(attrs, ins, ctx):
     """a (==, !=, >, >=, <, <=) b elementwise, with numpy broadcasting; a and b
     share one dtype; the output is bool."""
@@ -58,7 +58,7 @@ def compare(attrs, ins, ctx):
     return [TensorType(DataType.boolean, result_shape(ins, attrs["auto_broadcast"], ctx))]
 
 
-@register(LOGICAL_BINARY, inputs=(2, 2), attrs=_BROADCAST)
+@register(LOGICAL_BINARY, inputs=(2, 2), attrs=_BROADCAST, dtypes=("bool",), out_dtypes=("bool",))
 def logical_binary(attrs, ins, ctx):
     """a and b / a or b on bool tensors, with numpy broadcasting."""
     for k, t in enumerate(ins):
@@ -66,14 +66,15 @@ def logical_binary(attrs, ins, ctx):
     return [TensorType(DataType.boolean, result_shape(ins, attrs["auto_broadcast"], ctx))]
 
 
-@register(K.LogicalNot)
+@register(K.LogicalNot, dtypes=("bool",), out_dtypes=("bool",))
 def logical_not(attrs, ins, ctx):
     """not x, on a bool tensor."""
     require_bool(ins[0], ctx, "the input")
     return [ins[0]]
 
 
-@register(K.Select, inputs=(3, 3), attrs=_BROADCAST)
+@register(K.Select, inputs=(3, 3), attrs=_BROADCAST, dtypes=("bool", "any", "any"),
+          input_names=("condition", "then", "else"))
 def select(attrs, ins, ctx):
     """cond ? then : else elementwise (numpy ``where``), numpy broadcasting over
     all three; cond is bool, then and else share the output's dtype."""

@@ -17,7 +17,8 @@ def _static_length(t: TensorType, ctx, what: str) -> int:
     return t.shape[0].value
 
 
-@register(K.DynamicReshape, inputs=(2, 2), attrs={"special_zero": AttrSpec("bool", False)})
+@register(K.DynamicReshape, inputs=(2, 2), attrs={"special_zero": AttrSpec("bool", False)}, dtypes=("any", "int"),
+          shape_inputs=(1,), input_names=("src", "shape"))
 def dynamic_reshape(attrs, ins, ctx):
     """Reshape src to the shape held by the second input (i32/i64, 1-D, static
     length = the output rank): at most one -1 (inferred), 0 copies src's
@@ -34,7 +35,8 @@ def dynamic_reshape(attrs, ins, ctx):
     return [TensorType(src.dtype, dims)]
 
 
-@register(K.DynamicTranspose, inputs=(2, 2))
+@register(K.DynamicTranspose, inputs=(2, 2), dtypes=("any", "int"), shape_inputs=(1,), input_names=("src", "order"),
+          resolved={"perm": AttrSpec("exprs", rank_of=0)})
 def dynamic_transpose(attrs, ins, ctx):
     """Transpose src by the order held by the second input (i32/i64, 1-D of
     length rank, or empty to reverse the axes); negative axes count from the

@@ -31,7 +31,7 @@ def binary(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.Subtract, inputs=(2, 2), attrs=_BROADCAST)
+@register(K.Subtract, inputs=(2, 2), attrs=_BROADCAST, dtypes=("nonbool",))
 def subtract(attrs, ins, ctx):
     """a - b with numpy broadcasting; not on bool (as in numpy)."""
     if same_dtype(ins, ctx) is DataType.boolean:
@@ -39,7 +39,7 @@ def subtract(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.Divide, inputs=(2, 2), attrs=_BROADCAST)
+@register(K.Divide, inputs=(2, 2), attrs=_BROADCAST, dtypes=("float",))
 def divide(attrs, ins, ctx):
     """a / b with numpy broadcasting; floating point only (no integer division)."""
     same_dtype(ins, ctx)
@@ -47,21 +47,22 @@ def divide(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(UNARY_FLOAT)
+@register(UNARY_FLOAT, dtypes=("float",))
 def unary(attrs, ins, ctx):
     """y = f(x), same shape and dtype; x is floating point."""
     require_float(ins[0], ctx)
     return [ins[0]]
 
 
-@register(K.GELU, attrs={"mode": AttrSpec("str", "erf", ("erf", "tanh"))})
+@register(K.GELU, attrs={"mode": AttrSpec("str", "erf", ("erf", "tanh"))}, dtypes=("float",))
 def gelu(attrs, ins, ctx):
     """GELU, exact (erf) or tanh-approximated."""
     require_float(ins[0], ctx)
     return [ins[0]]
 
 
-@register(K.BiasAdd, inputs=(2, 2), attrs={"data_format": AttrSpec("str", "NXC", ("NXC", "NCX"))})
+@register(K.BiasAdd, inputs=(2, 2), attrs={"data_format": AttrSpec("str", "NXC", ("NXC", "NCX"))}, dtypes=("float",),
+          input_names=("x", "bias"))
 def bias_add(attrs, ins, ctx):
     """x + bias along the channel axis (last for NXC, 1 for NCX); bias is 1-D."""
     x, b = ins

@@ -38,7 +38,8 @@ def output_dtype(ctx, allowed=None):
 @register(
     K.Arange,
     inputs=(0, 0),
-    attrs={"start": AttrSpec("expr", 0), "end": AttrSpec("expr"), "step": AttrSpec("int", 1)},
+    attrs={"start": AttrSpec("expr", 0), "end": AttrSpec("expr"), "step": AttrSpec("int", 1, min=INT32_MIN, max=INT32_MAX)},
+    out_dtypes=("int_or_f32",),
 )
 def arange(attrs, ins, ctx):
     """start, start + step, ... stopping before end: ceil((end - start) / step)
@@ -65,7 +66,7 @@ def arange(attrs, ins, ctx):
     return [TensorType(dt, (n,))]
 
 
-@register(K.GenIndex, attrs={"axis": AttrSpec("int")})
+@register(K.GenIndex, attrs={"axis": AttrSpec("int", axis_of=0)}, out_dtypes=("int",))
 def gen_index(attrs, ins, ctx):
     """out[i0, i1, ...] = i_axis, with the input's shape (its values are not
     read); the dtype (i32, i64) is the output logical tensor's."""

@@ -17,7 +17,8 @@ def require_indices(t: TensorType, ctx, what: str = "indices") -> None:
         raise ctx.dtype_error(f"{what} must be i32 or i64, got {t.dtype}")
 
 
-@register(K.Gather, inputs=(2, 2), attrs={"axis": AttrSpec("int", 0)})
+@register(K.Gather, inputs=(2, 2), attrs={"axis": AttrSpec("int", 0, axis_of=0)}, dtypes=("any", "int"), weight_inputs=(0,),
+          input_names=("table", "indices"))
 def gather(attrs, ins, ctx):
     """numpy ``take(table, indices, axis)``: out.shape = table.shape[:axis] +
     indices.shape + table.shape[axis+1:]. Indices must lie in [0, table.shape[axis])
@@ -31,7 +32,8 @@ def gather(attrs, ins, ctx):
     return [TensorType(table.dtype, shape)]
 
 
-@register(K.ScatterRows, inputs=(3, 3))
+@register(K.ScatterRows, inputs=(3, 3), dtypes=("float", "int", "float"), writes_input=0,
+          input_names=("dst", "indices", "src"))
 def scatter_rows(attrs, ins, ctx):
     """out = dst with out[..., indices[i], :] = src[..., i, :] along dst's
     second-to-last axis (the rows of a [..., rows, width] tensor, e.g. the
@@ -57,7 +59,8 @@ def scatter_rows(attrs, ins, ctx):
     return [dst]
 
 
-@register(K.CopyToSlice, inputs=(2, 2), attrs={"starts": AttrSpec("exprs")})
+@register(K.CopyToSlice, inputs=(2, 2), attrs={"starts": AttrSpec("exprs", rank_of=0)}, writes_input=0,
+          input_names=("dst", "src"))
 def copy_to_slice(attrs, ins, ctx):
     """out = dst with dst[starts[0]:starts[0]+src.shape[0], ...] = src; one
     start per dst axis (ints or dimension expressions). Written in place when

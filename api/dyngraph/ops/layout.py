@@ -67,7 +67,7 @@ def permutation(order, rank: int, ctx) -> tuple:
     return perm
 
 
-@register(K.StaticTranspose, attrs={"order": AttrSpec("ints")})
+@register(K.StaticTranspose, attrs={"order": AttrSpec("ints", perm_of=0)})
 def static_transpose(attrs, ins, ctx):
     """out.shape[i] = in.shape[order[i]]; negative axes count from the end, empty order reverses."""
     x = ins[0]
@@ -75,7 +75,7 @@ def static_transpose(attrs, ins, ctx):
     return [TensorType(x.dtype, tuple(x.shape[p] for p in perm))]
 
 
-@register(K.Concat, inputs=(1, -1), attrs={"axis": AttrSpec("int")})
+@register(K.Concat, inputs=(1, -1), attrs={"axis": AttrSpec("int", axis_of=0)})
 def concat(attrs, ins, ctx):
     """Join inputs along `axis`; every other dimension must match."""
     dt = same_dtype(ins, ctx)
@@ -116,9 +116,10 @@ def _clamp(v: Expr, dim: Expr) -> Expr:
     attrs={
         "begin": AttrSpec("exprs"),
         "end": AttrSpec("exprs"),
-        "axes": AttrSpec("ints", ()),
-        "steps": AttrSpec("ints", ()),
+        "axes": AttrSpec("ints", (), axes_of=0),
+        "steps": AttrSpec("ints", (), min=1),
     },
+    resolved={"starts": AttrSpec("exprs", rank_of=0), "strides": AttrSpec("ints", rank_of=0, min=1)},
 )
 def slice_(attrs, ins, ctx):
     """x[begin:end:step] along `axes` (default: the first len(begin) axes).

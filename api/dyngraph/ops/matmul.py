@@ -12,6 +12,9 @@ from .registry import AttrSpec, TensorType, register
     K.MatMul,
     inputs=(2, 3),
     attrs={"transpose_a": AttrSpec("bool", False), "transpose_b": AttrSpec("bool", False)},
+    dtypes=("float",),
+    weight_inputs=(1,),
+    input_names=("a", "b", "bias"),
 )
 def matmul(attrs, ins, ctx):
     """a[..., M, K] @ b[..., K, N] (+ bias) with broadcast batch dimensions."""

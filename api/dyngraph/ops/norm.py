@@ -8,7 +8,7 @@ from .common import normalize_axis, require_float, same_dtype
 from .registry import AttrSpec, TensorType, register
 
 
-@register(K.SoftMax, attrs={"axis": AttrSpec("int", -1)})
+@register(K.SoftMax, attrs={"axis": AttrSpec("int", -1, axis_of=0)}, dtypes=("float",))
 def softmax(attrs, ins, ctx):
     """softmax along `axis` (default: the last)."""
     require_float(ins[0], ctx)
@@ -31,11 +31,13 @@ def _check_affine(x: TensorType, params, begin: int, ctx, names) -> None:
     K.LayerNorm,
     inputs=(1, 3),
     attrs={
-        "begin_norm_axis": AttrSpec("int", -1),
+        "begin_norm_axis": AttrSpec("int", -1, axis_of=0),
         "use_affine": AttrSpec("bool", True),
-        "epsilon": AttrSpec("float", 1e-5),
+        "epsilon": AttrSpec("float", 1e-5, min=0.0, finite=True),
         "keep_stats": AttrSpec("bool", False),
     },
+    dtypes=("float",),
+    input_names=("x", "gamma", "beta"),
 )
 def layer_norm(attrs, ins, ctx):
     """(x - mean) / sqrt(var + eps) over the axes from begin_norm_axis, then * gamma + beta."""
@@ -54,7 +56,16 @@ def layer_norm(attrs, ins, ctx):
     return [x]
 
 
-@register(K.RMSNorm, inputs=(1, 2), attrs={"begin_norm_axis": AttrSpec("int", -1), "epsilon": AttrSpec("float", 1e-6)})
+@register(
+    K.RMSNorm,
+    inputs=(1, 2),
+    attrs={
+        "begin_norm_axis": AttrSpec("int", -1, axis_of=0),
+        "epsilon": AttrSpec("float", 1e-6, min=0.0, finite=True),
+    },
+    dtypes=("float",),
+    input_names=("x", "gamma"),
+)
 def rms_norm(attrs, ins, ctx):
     """x / sqrt(mean(x^2) + eps) over the axes from begin_norm_axis, then * gamma."""
     x = ins[0]

@@ -6,10 +6,10 @@ from ..op import OpKind as K
 from .common import ONE, normalize_axis, require_float
 from .registry import AttrSpec, TensorType, register
 
-ATTRS = {"axes": AttrSpec("ints"), "keep_dims": AttrSpec("bool", False)}
+ATTRS = {"axes": AttrSpec("ints", axes_of=0), "keep_dims": AttrSpec("bool", False)}
 
 
-@register((K.ReduceSum, K.ReduceMax, K.ReduceMin), attrs=ATTRS)
+@register((K.ReduceSum, K.ReduceMax, K.ReduceMin), attrs=ATTRS, dtypes=("nonbool",))
 def reduce(attrs, ins, ctx):
     """Reduce over `axes` (negative axes count from the end)."""
     x = ins[0]
@@ -27,7 +27,7 @@ def reduce(attrs, ins, ctx):
     return [TensorType(x.dtype, shape)]
 
 
-@register(K.ReduceMean, attrs=ATTRS)
+@register(K.ReduceMean, attrs=ATTRS, dtypes=("float",))
 def reduce_mean(attrs, ins, ctx):
     """Mean over `axes`; the input is floating point (the mean of integers is not an integer)."""
     require_float(ins[0], ctx)

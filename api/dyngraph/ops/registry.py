@@ -9,7 +9,8 @@ symbolic shapes, at finalize and compile time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+import math
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..dtypes import DataType
@@ -31,21 +32,84 @@ class TensorType(NamedTuple):
         return len(self.shape)
 
 
+ATTR_KINDS = ("int", "bool", "float", "str", "ints", "floats", "expr", "exprs", "dtype")
+
+# Classes of dtypes an op input or output may have (the C++ side checks the same table).
+DTYPE_CLASSES: Dict[str, Tuple[DataType, ...]] = {
+    "any": tuple(DataType),
+    "float": (DataType.f32, DataType.f16, DataType.bf16),
+    "int": (DataType.i32, DataType.i64),
+    "bool": (DataType.boolean,),
+    "nonbool": tuple(d for d in DataType if d is not DataType.boolean),
+    "float_or_bool": (DataType.f32, DataType.f16, DataType.bf16, DataType.boolean),
+    "int_or_f32": (DataType.i32, DataType.i64, DataType.f32),
+}
+_DTYPE_WORDS = {"float": "a floating-point", "int": "an i32 or i64", "bool": "a bool", "nonbool": "a non-bool",
+                "float_or_bool": "a floating-point or bool", "int_or_f32": "an i32, i64 or f32"}
+
+
 @dataclass(frozen=True)
 class AttrSpec:
-    kind: str  # int, bool, float, str, ints, floats, expr, exprs, dtype
+    """One attribute of an op kind: its kind, default (``REQUIRED`` when it
+    has none) and constraints. Every constraint here is also checked by the
+    C++ reader (generated from this declaration by schema/generate.py), so a
+    file cannot carry a value the Python API refuses.
+
+    - ``choices``: the allowed strings of a ``str`` attribute;
+    - ``min`` / ``max``: inclusive bounds of an int or float (each element of ints/floats);
+    - ``finite``: a float (each element of floats) must be finite;
+    - ``axis_of=k``: an int that is an axis of input k (``-rank <= v < rank``);
+    - ``axes_of=k``: ints that are distinct axes of input k;
+    - ``perm_of=k``: ints that are a permutation of input k's axes (or empty);
+    - ``rank_of=k``: ints / exprs with one entry per axis of input k;
+    - ``length``: ints / exprs with exactly this many entries.
+    """
+
+    kind: str
     default: Any = REQUIRED
     choices: Optional[Tuple[Any, ...]] = None
+    min: Optional[float] = None
+    max: Optional[float] = None
+    finite: bool = False
+    axis_of: Optional[int] = None
+    axes_of: Optional[int] = None
+    perm_of: Optional[int] = None
+    rank_of: Optional[int] = None
+    length: Optional[int] = None
+
+    def __post_init__(self):
+        if self.kind not in ATTR_KINDS:
+            raise ValueError(f"unknown attribute kind {self.kind!r}")
 
 
 @dataclass
 class OpSchema:
+    """Everything about an op kind that is not its computation: arity, dtype
+    classes of inputs and outputs, attributes (``resolved``: the ones its
+    shape rule adds for the backend), traits, and the shape rule."""
+
     kind: OpKind
     inputs: Tuple[int, int]
     outputs: Tuple[int, int]
     attrs: Dict[str, AttrSpec]
     infer: Callable[..., List[TensorType]]
     doc: str = ""
+    resolved: Dict[str, AttrSpec] = field(default_factory=dict)
+    dtypes: Tuple[str, ...] = ("any",)  # per input; the last one repeats
+    out_dtypes: Tuple[str, ...] = ("any",)  # per output; the last one repeats
+    writes_input: Optional[int] = None  # the input this op writes in place when it is state
+    weight_inputs: Tuple[int, ...] = ()  # inputs read as weights (stored in a weight type)
+    shape_inputs: Tuple[int, ...] = ()  # inputs whose values are read on the host (shape tensors)
+    input_names: Tuple[str, ...] = ()  # for messages: "input 3 (mask)"
+
+    def input_label(self, i: int) -> str:
+        return f"input {i} ({self.input_names[i]})" if i < len(self.input_names) else f"input {i}"
+
+    def input_class(self, i: int) -> str:
+        return self.dtypes[min(i, len(self.dtypes) - 1)]
+
+    def output_class(self, i: int) -> str:
+        return self.out_dtypes[min(i, len(self.out_dtypes) - 1)]
 
 
 @dataclass
@@ -107,16 +171,25 @@ class InferContext:
 _SCHEMAS: Dict[OpKind, OpSchema] = {}
 
 
-def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] = (1, 1), attrs=None):
-    """Decorator registering a shape rule for one or several op kinds."""
+def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] = (1, 1), attrs=None, *,
+             resolved=None, dtypes: Tuple[str, ...] = ("any",), out_dtypes: Tuple[str, ...] = ("any",),
+             writes_input: Optional[int] = None, weight_inputs: Tuple[int, ...] = (),
+             shape_inputs: Tuple[int, ...] = (), input_names: Tuple[str, ...] = ()):
+    """Decorator registering a shape rule for one or several op kinds, with
+    the facts of those kinds (see :class:`OpSchema`)."""
     if isinstance(kinds, OpKind):
         kinds = (kinds,)
+    for c in tuple(dtypes) + tuple(out_dtypes):
+        if c not in DTYPE_CLASSES:
+            raise ValueError(f"unknown dtype class {c!r}")
 
     def deco(fn):
         for k in kinds:
             if k in _SCHEMAS:
                 raise RuntimeError(f"op kind {k.name} registered twice")
-            _SCHEMAS[k] = OpSchema(k, inputs, outputs, dict(attrs or {}), fn, fn.__doc__ or "")
+            _SCHEMAS[k] = OpSchema(k, inputs, outputs, dict(attrs or {}), fn, fn.__doc__ or "", dict(resolved or {}),
+                                   tuple(dtypes), tuple(out_dtypes), writes_input, tuple(weight_inputs),
+                                   tuple(shape_inputs), tuple(input_names))
         return fn
 
     return deco
@@ -211,6 +284,70 @@ def _is_number(v) -> bool:
         return False
 
 
+def check_value(name: str, spec: AttrSpec, v: Any, label: str) -> None:
+    """The rank-independent constraints of a converted attribute value."""
+    if spec.kind in ("int", "float", "ints", "floats"):
+        for x in (v if isinstance(v, tuple) else (v,)):
+            if spec.finite and not math.isfinite(x):
+                raise GraphError(f"{label}: attribute {name!r} must be finite, got {x!r}")
+            if spec.min is not None and not x >= spec.min:  # (NaN fails too)
+                raise GraphError(f"{label}: attribute {name!r} must be >= {spec.min}, got {x!r}")
+            if spec.max is not None and not x <= spec.max:
+                raise GraphError(f"{label}: attribute {name!r} must be <= {spec.max}, got {x!r}")
+    if spec.length is not None and len(v) != spec.length:
+        raise GraphError(f"{label}: attribute {name!r} must have {spec.length} entries, got {len(v)}")
+
+
+def check_ranked(name: str, spec: AttrSpec, v: Any, ranks: Sequence[int], label: str) -> None:
+    """The constraints of an attribute that depend on the ranks of the op's inputs."""
+    def rank(k: int) -> int:
+        if k >= len(ranks):
+            raise GraphError(f"{label}: attribute {name!r} refers to input {k}, the op has {len(ranks)} inputs")
+        return ranks[k]
+
+    if spec.axis_of is not None:
+        r = rank(spec.axis_of)
+        if not -r <= v < r:
+            raise ShapeError(f"{label}: attribute {name!r}: axis {v} is out of range for rank {r}")
+    if spec.axes_of is not None:
+        r = rank(spec.axes_of)
+        bad = [a for a in v if not -r <= a < r]
+        if bad:
+            raise ShapeError(f"{label}: attribute {name!r}: axes {bad} are out of range for rank {r}")
+        if len({a % r for a in v}) != len(v):
+            raise ShapeError(f"{label}: attribute {name!r}: {list(v)} repeats an axis")
+    if spec.perm_of is not None and len(v):
+        r = rank(spec.perm_of)
+        if len(v) != r:
+            raise ShapeError(f"{label}: attribute {name!r}: {list(v)} has {len(v)} axes, the input has rank {r}")
+        bad = [a for a in v if not -r <= a < r]
+        if bad:
+            raise ShapeError(f"{label}: attribute {name!r}: axes {bad} are out of range for rank {r}")
+        if len({a % r for a in v}) != r:
+            raise ShapeError(f"{label}: attribute {name!r}: {list(v)} repeats an axis")
+    if spec.rank_of is not None and len(v) != rank(spec.rank_of):
+        raise ShapeError(f"{label}: attribute {name!r} must have one entry per axis ({rank(spec.rank_of)}), "
+                         f"got {len(v)}")
+
+
+def check_dtypes(schema: OpSchema, in_dtypes: Sequence[DataType], label: str, what: str = "input") -> None:
+    for i, dt in enumerate(in_dtypes):
+        c = schema.input_class(i) if what == "input" else schema.output_class(i)
+        if dt not in DTYPE_CLASSES[c]:
+            name = schema.input_label(i) if what == "input" else f"output {i}"
+            raise DTypeError(f"{label}: {name} must be {_DTYPE_WORDS[c]} tensor, got {dt}")
+
+
+def check_facts(schema: OpSchema, attrs: Dict[str, Any], in_types: Sequence[TensorType], label: str) -> None:
+    """What an op's declaration says of its inputs: dtype classes and the
+    rank-dependent attribute constraints (the rule checks the rest)."""
+    check_dtypes(schema, [t.dtype for t in in_types], label)
+    ranks = [t.rank for t in in_types]
+    for name, spec in schema.attrs.items():
+        if attrs.get(name) is not None:
+            check_ranked(name, spec, attrs[name], ranks, label)
+
+
 def normalize_attrs(schema: OpSchema, attrs: Dict[str, Any], label: str) -> Dict[str, Any]:
     out = {}
     for name in attrs:
@@ -220,6 +357,7 @@ def normalize_attrs(schema: OpSchema, attrs: Dict[str, Any], label: str) -> Dict
     for name, spec in schema.attrs.items():
         if name in attrs:
             out[name] = _convert(name, spec, attrs[name], label)
+            check_value(name, spec, out[name], label)
         elif spec.default is REQUIRED:
             raise GraphError(f"{label}: attribute {name!r} is required")
         elif spec.kind == "expr" and spec.default is not None:
@@ -246,7 +384,10 @@ __all__ = [
     "OpSchema",
     "REQUIRED",
     "TensorType",
+    "DTYPE_CLASSES",
     "check_arity",
+    "check_dtypes",
+    "check_facts",
     "format_shape",
     "normalize_attrs",
     "register",

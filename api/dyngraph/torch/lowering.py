@@ -36,7 +36,7 @@ from ..op import Op, OpKind
 from ..ops import InferContext, TensorType, schema_of
 from ..ops.registry import check_arity, normalize_attrs
 from ..partition import backend_supported_kinds
-from ..state import WRITERS, state_versions
+from ..state import state_versions, written_input
 from ..symbolic import Expr, as_expr
 from .converters import CONVERTERS, Unsupported, bind
 from .dtypes import dg_dtype, to_numpy
@@ -286,8 +286,9 @@ class Lowering:
         self.ops.append(op)
         self.op_nodes[op.id] = self.node
         self._next_op += 1
-        if kind in WRITERS and self.is_state(inputs[0]):
-            self.state_root[outs[0].id] = self.state_root.get(inputs[0].id, inputs[0].id)
+        w = written_input(op)
+        if w is not None and self.is_state(inputs[w]):
+            self.state_root[outs[0].id] = self.state_root.get(inputs[w].id, inputs[w].id)
         return outs[0] if n_out == 1 else outs
 
     def is_state(self, lt: LogicalTensor) -> bool:
@@ -675,7 +676,7 @@ class Lowering:
         if val.id in self.opaque or sid in self.opaque:
             raise RunnerBuffer(name, "its new value has no dyngraph form")
         # the latest version of the state (the one no write consumes)
-        written = {op.inputs[0].id for op in self.ops if op.kind in WRITERS}
+        written = {op.inputs[written_input(op)].id for op in self.ops if written_input(op) is not None}
         latest = [t for t, s in versions.items() if s == sid and t not in written] or [sid]
         dst = self.tensors[latest[0]]
         rank = self.types[sid].rank
@@ -697,9 +698,10 @@ class Lowering:
                 if t.id in versions:
                     readers.setdefault(t.id, []).append(op)
         for op in ops:
-            if op.kind not in WRITERS or op.inputs[0].id not in versions:
+            w = written_input(op)
+            if w is None or op.inputs[w].id not in versions:
                 continue
-            dst = op.inputs[0].id
+            dst = op.inputs[w].id
             for other in readers.get(dst, ()):
                 if other is not op:
                     name = names.get(versions[dst], str(versions[dst]))

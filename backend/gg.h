@@ -1,0 +1,144 @@
+// Checked ggml: every ggml call a lowering makes goes through one of these.
+//
+// ggml stops the process (GGML_ASSERT / GGML_ABORT) when a call's
+// preconditions do not hold, at graph construction or later in the CPU
+// kernels; an IR from a file must never get that far. Each function here
+// checks, before calling ggml, every precondition of the call it wraps: the
+// asserts of its constructor in ggml.c, the types its CPU kernel computes, and
+// that its metadata context has room for the tensors it creates. A violated
+// precondition is a CompileError naming the ggml function and what was wrong
+// (the builder prefixes the op being lowered); a full context is `OutOfRoom`,
+// which the builder answers by building again with a larger one.
+//
+// The preconditions of each function are listed next to it below; tests/cpp
+// has a test per precondition. Lowerings call ggml_* directly only for
+// queries that cannot fail (ggml_nbytes, ggml_type_size, ...): a test checks
+// that no other ggml call appears in backend/lower/ or backend/kernels/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "errors.h"
+#include "ggml.h"
+
+namespace dg::gg {
+
+// The graph's metadata context is full (the builder retries with more room).
+struct OutOfRoom {};
+
+// A precondition of a ggml call does not hold (the builder names the op being lowered).
+struct Violation : CompileError {
+    using CompileError::CompileError;
+};
+
+// "F32 [4, 3, 1, 1]" (ggml ne order)
+std::string describe(const ggml_tensor* t);
+
+// Room for `n` more tensor objects in ctx, or OutOfRoom.
+void need_room(ggml_context* ctx, int n = 1);
+
+// A new leaf tensor; every ne >= 1 (>= 0 with allow_empty: a shape input no
+// op computes on) and the byte size representable.
+ggml_tensor* new_tensor(ggml_context* ctx, ggml_type type, const int64_t ne[4], bool allow_empty = false);
+
+// a (op) b, b repeated to a's shape: ggml_can_repeat(b, a); a dense in ne0;
+// types (a, b): (F32, F32), (F16, F16), (BF16, BF16), (F16|BF16, F32).
+ggml_tensor* add(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+ggml_tensor* sub(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+ggml_tensor* mul(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+ggml_tensor* div(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+
+// b (rows of K) times a^T: a->ne[0] == b->ne[0]; b->ne[2] % a->ne[2] == 0 and
+// b->ne[3] % a->ne[3] == 0; a not transposed; a of a type with a dot product
+// (not I32); b F32.
+ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+
+// Type conversion: same type, or F32 <-> F16 | BF16 | I32, or F32 -> a
+// quantized type with rows of whole blocks.
+ggml_tensor* cast(ggml_context* ctx, ggml_tensor* a, ggml_type type);
+// A dense copy (not of a quantized tensor).
+ggml_tensor* cont(ggml_context* ctx, ggml_tensor* a);
+ggml_tensor* dup(ggml_context* ctx, ggml_tensor* a);
+// a into b: equal element counts; the type pair one `cast` converts.
+ggml_tensor* cpy(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+
+// a repeated to ne: each ne[i] a multiple of a->ne[i]; F32, F16, BF16 or I32.
+ggml_tensor* repeat_4d(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+// a viewed with a new shape: a contiguous; the element count kept.
+ggml_tensor* reshape_1d(ggml_context* ctx, ggml_tensor* a, int64_t ne0);
+ggml_tensor* reshape_2d(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1);
+ggml_tensor* reshape_3d(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1, int64_t ne2);
+ggml_tensor* reshape_4d(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+// A strided view into a: every ne >= 1; the bytes it reaches (offset + the
+// extent of its strides) and ggml's own measure (offset + dense size) lie
+// within a's root tensor.
+ggml_tensor* view_4d(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1,
+                     size_t nb2, size_t nb3, size_t offset);
+
+// Axes: a permutation of 0..3.
+ggml_tensor* permute(ggml_context* ctx, ggml_tensor* a, int ax0, int ax1, int ax2, int ax3);
+ggml_tensor* transpose(ggml_context* ctx, ggml_tensor* a);
+
+// a and b joined along dim: dim in [0, 4); one type (F32, F16, BF16 or I32);
+// every other ne equal; both with contiguous rows.
+ggml_tensor* concat(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, int dim);
+
+// Softmax along ne0: a F32 and contiguous; a mask F16 or F32, contiguous,
+// mask->ne[0] == a->ne[0], mask->ne[1] >= a->ne[1], a->ne[2] % mask->ne[2] == 0,
+// a->ne[3] % mask->ne[3] == 0; max_bias == 0.
+ggml_tensor* soft_max(ggml_context* ctx, ggml_tensor* a);
+ggml_tensor* soft_max_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* mask, float scale, float max_bias);
+
+// Normalization along ne0: a F32 and dense in ne0; eps >= 0 and finite.
+ggml_tensor* norm(ggml_context* ctx, ggml_tensor* a, float eps);
+ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* a, float eps);
+
+// Rows of a at indices b: b I32 with b->ne[3] == 1, a->ne[2] == b->ne[1],
+// a->ne[3] == b->ne[2]; a of a type get_rows reads (not I32 with quantized).
+// Index values are the caller's to keep in range (LowerCtx::safe_indices).
+ggml_tensor* get_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
+// Rows of b written into a at indices c: a, b F32 or F16; c I32 or I64;
+// a->ne[0] == b->ne[0], a->ne[2] == b->ne[2], a->ne[3] == b->ne[3],
+// b->ne[1] == c->ne[0], b->ne[2] % c->ne[1] == 0, b->ne[3] % c->ne[2] == 0,
+// c->ne[3] == 1; a and b with contiguous rows.
+ggml_tensor* set_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_tensor* c);
+
+// Rotary embedding: a F32 or F16, dense rows; b an I32 vector of a->ne[2]
+// positions; n_dims even, in (0, a->ne[0]]; mode without bit 0.
+ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, int n_dims, int mode, float freq_base,
+                      float freq_scale);
+
+// Flash attention: q, k, v F32 with dense rows; k->ne[0] == q->ne[0];
+// q->ne[2] % k->ne[2] == 0; k and v have one head count and length;
+// q->ne[3] == k->ne[3] == v->ne[3]; a mask F16, contiguous, mask->ne[0] ==
+// k->ne[1], mask->ne[1] >= q->ne[1], q->ne[2] % mask->ne[2] == 0,
+// q->ne[3] % mask->ne[3] == 0.
+ggml_tensor* flash_attn_ext(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
+                            float scale);
+
+// The causal-mask pieces: arange (stop > start), fill (a F32 or F16,
+// contiguous), diag_mask_inf_inplace (a F32).
+ggml_tensor* arange(ggml_context* ctx, float start, float stop, float step);
+ggml_tensor* fill(ggml_context* ctx, ggml_tensor* a, float value);
+ggml_tensor* diag_mask_inf_inplace(ggml_context* ctx, ggml_tensor* a, int n_past);
+
+// Reductions along ne0: a F32.
+ggml_tensor* sum_rows(ggml_context* ctx, ggml_tensor* a);
+ggml_tensor* mean(ggml_context* ctx, ggml_tensor* a);
+
+// Unary ops: a F32 or F16 with contiguous rows.
+enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos, Relu };
+ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a);
+
+// Our own kernels as custom ops: n_args < GGML_MAX_SRC (in place: one less);
+// every ne >= 1.
+ggml_tensor* custom_4d(ggml_context* ctx, ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                       ggml_tensor** args, int n_args, ggml_custom_op_t fun, int n_tasks, void* userdata);
+ggml_tensor* custom_inplace(ggml_context* ctx, ggml_tensor* a, ggml_tensor** args, int n_args, ggml_custom_op_t fun,
+                            int n_tasks, void* userdata);
+
+}  // namespace dg::gg
