@@ -14,11 +14,17 @@ from __future__ import annotations
 from typing import List, Optional, Sequence
 
 import torch
-from transformers.cache_utils import Cache, StaticLayer
+from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
+
+from ..errors import CompileError, ShapeError
 
 
 class _PositionedLayer(StaticLayer):
-    """A cache layer on tensors the wrapper owns, written at given positions."""
+    """A cache layer on tensors the wrapper owns, written at given positions.
+
+    transformers builds each layer's attention mask from it: queries at
+    ``positions[0]...`` (:meth:`get_seq_length`, a tensor), keys at
+    ``0..max_cache_len-1`` (:meth:`StaticLayer.get_mask_sizes`)."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor):
         super().__init__(max_cache_len=keys.shape[2])
@@ -38,15 +44,53 @@ class _PositionedLayer(StaticLayer):
         return self.positions[0]
 
 
+class _ShapeProbe(DynamicLayer):
+    """A cache layer that only records the shapes and dtype of what it is given."""
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        self.shapes = (tuple(key_states.shape), tuple(value_states.shape), key_states.dtype)
+        return key_states, value_states
+
+
+def _kv_shapes(model, num_layers: int):
+    """Per layer: (kv heads, key head size, value head size, dtype) of what
+    the model writes into its cache, seen by running one token through it:
+    the model's own split of heads (multi-query, grouped, Falcon's new
+    architecture broadcasting its groups to every head, value heads of
+    another size), where config fields name them differently per family."""
+    probe = Cache(layer_class_to_replicate=_ShapeProbe)
+    with torch.no_grad():
+        model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=_device(model)),
+              position_ids=torch.zeros((1, 1), dtype=torch.long, device=_device(model)),
+              past_key_values=probe, use_cache=True)
+    found = [getattr(layer, "shapes", None) for layer in probe.layers]
+    if len(found) != num_layers or any(s is None for s in found):
+        raise CompileError(f"StaticCacheLM: {type(model).__name__} wrote {sum(s is not None for s in found)} of its "
+                           f"{num_layers} layers' keys and values into the cache (layers that share or skip a cache "
+                           "are not supported)")
+    return [(k[1], k[3], v[3], dtype) for k, v, dtype in found]
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
 class StaticCacheLM(torch.nn.Module):
     """``forward(input_ids [B, S], positions [S]) -> logits [B, S, vocab]``
     (``[B, 1, vocab]`` with ``last_logits_only``: what generation needs, and
     the vocabulary projection of one position instead of S).
 
-    Tokens are written into the cache at ``positions`` and attend to every
-    cached position ``<=`` their own (a causal mask over the whole cache,
-    built from the positions; sliding-window layers see the whole cache too,
-    so models with them match only while the sequence fits their window).
+    Tokens are written into the cache at ``positions`` (consecutive, as in
+    generation) and attend to the cached positions up to their own. The
+    masks are the model's own: transformers builds them, in the form the
+    model's attention implementation takes (boolean for ``sdpa``, additive
+    with the dtype's minimum for ``eager``), per layer type (a sliding window
+    on sliding-window layers), from a no-padding mask over the whole cache
+    and the cache's offsets (queries at ``positions[0]...``, keys at
+    ``0..max_cache_len-1``); ALiBi models build their biases from the same.
+    Every layer's cache holds ``max_cache_len`` positions, sliding-window
+    layers' too, and is sized as the model writes it: kv heads and head
+    sizes seen from one token run through the model at construction.
     Resetting is the caller's: zero the buffers (or, compiled, call the
     program's ``reset()``).
     """
@@ -54,19 +98,21 @@ class StaticCacheLM(torch.nn.Module):
     def __init__(self, model, max_cache_len: int, batch_size: int = 1, dtype: Optional[torch.dtype] = None,
                  last_logits_only: bool = False):
         super().__init__()
+        if int(max_cache_len) < 1 or int(batch_size) < 1:
+            raise ShapeError(f"StaticCacheLM: max_cache_len ({max_cache_len}) and batch_size ({batch_size}) must be "
+                             "at least 1")
         cfg = model.config.get_text_config()
         self.model = model
         self.max_cache_len = int(max_cache_len)
         self.last_logits_only = bool(last_logits_only)  # logits of the last position only: [B, 1, vocab]
         self.num_layers = int(cfg.num_hidden_layers)
-        heads = int(cfg.num_attention_heads)
-        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
-        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
-        dtype = dtype or next(model.parameters()).dtype
-        for i in range(self.num_layers):
-            shape = (batch_size, kv_heads, self.max_cache_len, head_dim)
-            self.register_buffer(f"k_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)
-            self.register_buffer(f"v_cache_{i}", torch.zeros(shape, dtype=dtype), persistent=False)
+        device = _device(model)
+        for i, (kv_heads, k_dim, v_dim, probed) in enumerate(_kv_shapes(model, self.num_layers)):
+            kv = dict(dtype=dtype or probed, device=device)
+            self.register_buffer(f"k_cache_{i}", torch.zeros((batch_size, kv_heads, self.max_cache_len, k_dim), **kv),
+                                 persistent=False)
+            self.register_buffer(f"v_cache_{i}", torch.zeros((batch_size, kv_heads, self.max_cache_len, v_dim), **kv),
+                                 persistent=False)
 
     def caches(self) -> List[torch.Tensor]:
         return [t for i in range(self.num_layers) for t in (getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"))]
@@ -76,14 +122,15 @@ class StaticCacheLM(torch.nn.Module):
             _PositionedLayer(getattr(self, f"k_cache_{i}"), getattr(self, f"v_cache_{i}"), positions)
             for i in range(self.num_layers)
         ]
-        cache = Cache(layers=layers)
-        keys = torch.arange(self.max_cache_len, device=positions.device)
-        mask = (keys[None, :] <= positions[:, None])[None, None]  # [1, 1, S, max_cache_len]
+        # No padding: every position of the cache holds (or will hold) a token of the sequence. transformers
+        # builds each layer's mask from it and the cache's offsets, in the form the model's attention takes;
+        # ALiBi models (Bloom, Falcon's ALiBi variant) build their biases from it, over the whole cache.
+        no_padding = torch.ones((input_ids.shape[0], self.max_cache_len), dtype=torch.long, device=input_ids.device)
         out = self.model(
             input_ids=input_ids,
             position_ids=positions[None, :],
-            attention_mask=mask,
-            past_key_values=cache,
+            attention_mask=no_padding,
+            past_key_values=Cache(layers=layers),
             use_cache=True,
             **({"logits_to_keep": 1} if self.last_logits_only else {}),
         )
