@@ -93,7 +93,7 @@ def test_tiny_llama_with_a_static_cache_decodes_like_eager():
     lm = StaticCacheLM(model, max_cache_len=64).eval()
     run = dgt.compile(export_static_cache_lm(lm), engine=1)
     assert run.fallbacks == [], run.report()
-    assert sorted(run._lowered.states) == sorted(f"{kv}_cache_{i}" for i in range(2) for kv in "kv")
+    assert sorted(run._converted.states) == sorted(f"{kv}_cache_{i}" for i in range(2) for kv in "kv")
     prompt = torch.randint(0, 128, (9,)).tolist()
     with torch.no_grad():
         want = greedy(lm, prompt, 16)

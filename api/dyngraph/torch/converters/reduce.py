@@ -48,7 +48,7 @@ def amin(cx, node, a):
 @converter(aten.max.dim, aten.min.dim)
 def max_dim(cx, node, a):
     """(values, indices): only the values are computed."""
-    from ..lowering import _Missing
+    from ..convert import _Missing
 
     kind = K.ReduceMax if node.target is aten.max.dim else K.ReduceMin
     dt = cx.meta(a.self).dtype

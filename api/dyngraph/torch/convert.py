@@ -1,4 +1,6 @@
-"""FX graph (of a decomposed ExportedProgram) -> dyngraph graph.
+"""Conversion of an FX graph (of an ExportedProgram) to a dyngraph graph.
+
+("Lowering" is the backend's word, for IR -> ggml, in backend/lower/.)
 
 Every node of the program is converted in order. Placeholders become logical
 tensors (user inputs VARIABLE, weights CONSTANT, mutated buffers STATE);
@@ -70,7 +72,7 @@ class Fallback(NamedTuple):
 
 
 @dataclass
-class Lowered:
+class Converted:
     """What the runner needs: the ops (in order), the tensors, data, and where
     the program's inputs and outputs are."""
 
@@ -135,7 +137,7 @@ class _Missing:
         self.index = index
 
 
-class Lowering:
+class Converter:
     """The conversion context handed to converters (``cx``)."""
 
     def __init__(self, ep, symbols: SymbolTable, forced: Dict[fx.Node, str], runner_buffers: set):
@@ -373,7 +375,7 @@ class Lowering:
         return self.emit(OpKind.StaticTranspose, [lt], {"order": order})
 
     # --------------------------------------------------------------- conversion
-    def run(self) -> Lowered:
+    def run(self) -> Converted:
         ep = self.ep
         sig = ep.graph_signature
         graph = ep.graph
@@ -603,7 +605,7 @@ class Lowering:
         self.values[node] = value
 
     # ------------------------------------------------------------------- finish
-    def _finish(self, out_node: fx.Node) -> Lowered:
+    def _finish(self, out_node: fx.Node) -> Converted:
         sig = self.ep.graph_signature
         results = out_node.args[0]
         outputs, roots, user_roots = [], [], []
@@ -645,7 +647,7 @@ class Lowering:
             sink_id = sink.id
         live_ids = {op.id for op in live_ops}
         used = {lt.id for op in live_ops for lt in op.inputs}
-        return Lowered(
+        return Converted(
             ops=live_ops,
             op_nodes={k: v for k, v in self.op_nodes.items() if k in live_ids},
             tensors=self.tensors,
