@@ -184,11 +184,13 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
     out_ports = {lt.id: lt for lt in part.get_output_ports()}
     given_in = [lt.id for lt in inputs]
     given_out = [lt.id for lt in outputs]
+    produced = {lt.id for op in part.get_ops() for lt in op.outputs}
     for what, given, ports in (("inputs", given_in, in_ports), ("outputs", given_out, out_ports)):
         if len(set(given)) != len(given):
             raise CompileError(f"compile {what}: a tensor id is listed twice: {given}")
         missing = [i for i in ports if i not in given]
-        extra = [i for i in given if i not in ports]
+        # any tensor the partition computes may be an output too, also one its ops read
+        extra = [i for i in given if i not in ports and not (what == "outputs" and i in produced)]
         if missing or extra:
             raise CompileError(
                 f"compile {what} must be the partition's {what} ports {sorted(ports)}; "
