@@ -26,3 +26,15 @@ def test_every_op_with_a_lowering_has_a_shape_rule():
 
     lowered = {dg.OpKind(k) for k in _backend.supported_op_kinds()}
     assert lowered <= registered_kinds()
+
+
+def test_every_op_kind_but_wildcard_has_a_shape_rule_and_a_lowering():
+    """No kind in the schema without its rule and its lowering (Wildcard is the
+    placeholder for what the backend does not run)."""
+    from dyngraph import _backend
+    from dyngraph.ops import registered_kinds
+
+    kinds = set(dg.OpKind) - {dg.OpKind.Wildcard}
+    lowered = {dg.OpKind(k) for k in _backend.supported_op_kinds()}
+    assert sorted(k.name for k in kinds - registered_kinds()) == []
+    assert sorted(k.name for k in kinds - lowered) == []

@@ -353,18 +353,28 @@ enum class OpKind : uint16_t {
   LogicalOr = 55,
   LogicalNot = 56,
   Expand = 57,
-  Softplus = 58,
+  SoftPlus = 58,
   ReduceMin = 59,
   ArgMax = 60,
   Erf = 61,
   LeakyReLU = 62,
   HardSwish = 63,
-  End = 64,
+  Elu = 64,
+  HardSigmoid = 65,
+  Mish = 66,
+  Round = 67,
+  Ceil = 68,
+  Floor = 69,
+  SquaredDifference = 70,
+  FloorDivide = 71,
+  ReduceProd = 72,
+  Reorder = 73,
+  End = 74,
   MIN = Wildcard,
   MAX = End
 };
 
-inline const OpKind (&EnumValuesOpKind())[65] {
+inline const OpKind (&EnumValuesOpKind())[75] {
   static const OpKind values[] = {
     OpKind::Wildcard,
     OpKind::MatMul,
@@ -424,19 +434,29 @@ inline const OpKind (&EnumValuesOpKind())[65] {
     OpKind::LogicalOr,
     OpKind::LogicalNot,
     OpKind::Expand,
-    OpKind::Softplus,
+    OpKind::SoftPlus,
     OpKind::ReduceMin,
     OpKind::ArgMax,
     OpKind::Erf,
     OpKind::LeakyReLU,
     OpKind::HardSwish,
+    OpKind::Elu,
+    OpKind::HardSigmoid,
+    OpKind::Mish,
+    OpKind::Round,
+    OpKind::Ceil,
+    OpKind::Floor,
+    OpKind::SquaredDifference,
+    OpKind::FloorDivide,
+    OpKind::ReduceProd,
+    OpKind::Reorder,
     OpKind::End
   };
   return values;
 }
 
 inline const char * const *EnumNamesOpKind() {
-  static const char * const names[66] = {
+  static const char * const names[76] = {
     "Wildcard",
     "MatMul",
     "Add",
@@ -495,12 +515,22 @@ inline const char * const *EnumNamesOpKind() {
     "LogicalOr",
     "LogicalNot",
     "Expand",
-    "Softplus",
+    "SoftPlus",
     "ReduceMin",
     "ArgMax",
     "Erf",
     "LeakyReLU",
     "HardSwish",
+    "Elu",
+    "HardSigmoid",
+    "Mish",
+    "Round",
+    "Ceil",
+    "Floor",
+    "SquaredDifference",
+    "FloorDivide",
+    "ReduceProd",
+    "Reorder",
     "End",
     nullptr
   };

@@ -143,18 +143,59 @@ const char* const kScatterRowsNames[] = {"dst", "indices", "src"};
 const DTypeClass kCopyToSliceIn[] = {DTypeClass::Any};
 const DTypeClass kCopyToSliceOut[] = {DTypeClass::Any};
 const char* const kCopyToSliceNames[] = {"dst", "src"};
+const DTypeClass kPowIn[] = {DTypeClass::Float};
+const DTypeClass kPowOut[] = {DTypeClass::Any};
+const char* const kPowNames[] = {"src", "exponent"};
+const DTypeClass kReciprocalIn[] = {DTypeClass::Float};
+const DTypeClass kReciprocalOut[] = {DTypeClass::Any};
+const DTypeClass kRsqrtIn[] = {DTypeClass::Float};
+const DTypeClass kRsqrtOut[] = {DTypeClass::Any};
 const DTypeClass kSinIn[] = {DTypeClass::Float};
 const DTypeClass kSinOut[] = {DTypeClass::Any};
 const DTypeClass kCosIn[] = {DTypeClass::Float};
 const DTypeClass kCosOut[] = {DTypeClass::Any};
+const DTypeClass kClampIn[] = {DTypeClass::Float};
+const DTypeClass kClampOut[] = {DTypeClass::Any};
 const DTypeClass kLogicalAndIn[] = {DTypeClass::Bool};
 const DTypeClass kLogicalAndOut[] = {DTypeClass::Bool};
 const DTypeClass kLogicalOrIn[] = {DTypeClass::Bool};
 const DTypeClass kLogicalOrOut[] = {DTypeClass::Bool};
 const DTypeClass kLogicalNotIn[] = {DTypeClass::Bool};
 const DTypeClass kLogicalNotOut[] = {DTypeClass::Bool};
+const DTypeClass kExpandIn[] = {DTypeClass::Any};
+const DTypeClass kExpandOut[] = {DTypeClass::Any};
+const DTypeClass kSoftPlusIn[] = {DTypeClass::Float};
+const DTypeClass kSoftPlusOut[] = {DTypeClass::Any};
 const DTypeClass kReduceMinIn[] = {DTypeClass::NonBool};
 const DTypeClass kReduceMinOut[] = {DTypeClass::Any};
+const DTypeClass kArgMaxIn[] = {DTypeClass::NonBool};
+const DTypeClass kArgMaxOut[] = {DTypeClass::Int};
+const DTypeClass kErfIn[] = {DTypeClass::Float};
+const DTypeClass kErfOut[] = {DTypeClass::Any};
+const DTypeClass kLeakyReLUIn[] = {DTypeClass::Float};
+const DTypeClass kLeakyReLUOut[] = {DTypeClass::Any};
+const DTypeClass kHardSwishIn[] = {DTypeClass::Float};
+const DTypeClass kHardSwishOut[] = {DTypeClass::Any};
+const DTypeClass kEluIn[] = {DTypeClass::Float};
+const DTypeClass kEluOut[] = {DTypeClass::Any};
+const DTypeClass kHardSigmoidIn[] = {DTypeClass::Float};
+const DTypeClass kHardSigmoidOut[] = {DTypeClass::Any};
+const DTypeClass kMishIn[] = {DTypeClass::Float};
+const DTypeClass kMishOut[] = {DTypeClass::Any};
+const DTypeClass kRoundIn[] = {DTypeClass::Float};
+const DTypeClass kRoundOut[] = {DTypeClass::Any};
+const DTypeClass kCeilIn[] = {DTypeClass::Float};
+const DTypeClass kCeilOut[] = {DTypeClass::Any};
+const DTypeClass kFloorIn[] = {DTypeClass::Float};
+const DTypeClass kFloorOut[] = {DTypeClass::Any};
+const DTypeClass kSquaredDifferenceIn[] = {DTypeClass::Float};
+const DTypeClass kSquaredDifferenceOut[] = {DTypeClass::Any};
+const DTypeClass kFloorDivideIn[] = {DTypeClass::NonBool};
+const DTypeClass kFloorDivideOut[] = {DTypeClass::Any};
+const DTypeClass kReduceProdIn[] = {DTypeClass::NonBool};
+const DTypeClass kReduceProdOut[] = {DTypeClass::Any};
+const DTypeClass kReorderIn[] = {DTypeClass::Any};
+const DTypeClass kReorderOut[] = {DTypeClass::Any};
 
 }  // namespace
 
@@ -207,22 +248,32 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"DynamicTranspose", true, 2, 2, 1, 1, kDynamicTransposeIn, 2, kDynamicTransposeOut, 1, -1, 0u, 2u, kDynamicTransposeNames, 2},
     {"ScatterRows", true, 3, 3, 1, 1, kScatterRowsIn, 3, kScatterRowsOut, 1, 0, 0u, 0u, kScatterRowsNames, 3},
     {"CopyToSlice", true, 2, 2, 1, 1, kCopyToSliceIn, 1, kCopyToSliceOut, 1, 0, 0u, 0u, kCopyToSliceNames, 2},
-    {"Pow", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Reciprocal", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Rsqrt", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
+    {"Pow", true, 1, 2, 1, 1, kPowIn, 1, kPowOut, 1, -1, 0u, 0u, kPowNames, 2},
+    {"Reciprocal", true, 1, 1, 1, 1, kReciprocalIn, 1, kReciprocalOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Rsqrt", true, 1, 1, 1, 1, kRsqrtIn, 1, kRsqrtOut, 1, -1, 0u, 0u, nullptr, 0},
     {"Sin", true, 1, 1, 1, 1, kSinIn, 1, kSinOut, 1, -1, 0u, 0u, nullptr, 0},
     {"Cos", true, 1, 1, 1, 1, kCosIn, 1, kCosOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Clamp", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
+    {"Clamp", true, 1, 1, 1, 1, kClampIn, 1, kClampOut, 1, -1, 0u, 0u, nullptr, 0},
     {"LogicalAnd", true, 2, 2, 1, 1, kLogicalAndIn, 1, kLogicalAndOut, 1, -1, 0u, 0u, nullptr, 0},
     {"LogicalOr", true, 2, 2, 1, 1, kLogicalOrIn, 1, kLogicalOrOut, 1, -1, 0u, 0u, nullptr, 0},
     {"LogicalNot", true, 1, 1, 1, 1, kLogicalNotIn, 1, kLogicalNotOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Expand", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Softplus", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
+    {"Expand", true, 1, 1, 1, 1, kExpandIn, 1, kExpandOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"SoftPlus", true, 1, 1, 1, 1, kSoftPlusIn, 1, kSoftPlusOut, 1, -1, 0u, 0u, nullptr, 0},
     {"ReduceMin", true, 1, 1, 1, 1, kReduceMinIn, 1, kReduceMinOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"ArgMax", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Erf", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"LeakyReLU", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"HardSwish", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
+    {"ArgMax", true, 1, 1, 1, 1, kArgMaxIn, 1, kArgMaxOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Erf", true, 1, 1, 1, 1, kErfIn, 1, kErfOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"LeakyReLU", true, 1, 1, 1, 1, kLeakyReLUIn, 1, kLeakyReLUOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"HardSwish", true, 1, 1, 1, 1, kHardSwishIn, 1, kHardSwishOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Elu", true, 1, 1, 1, 1, kEluIn, 1, kEluOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"HardSigmoid", true, 1, 1, 1, 1, kHardSigmoidIn, 1, kHardSigmoidOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Mish", true, 1, 1, 1, 1, kMishIn, 1, kMishOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Round", true, 1, 1, 1, 1, kRoundIn, 1, kRoundOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Ceil", true, 1, 1, 1, 1, kCeilIn, 1, kCeilOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Floor", true, 1, 1, 1, 1, kFloorIn, 1, kFloorOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"SquaredDifference", true, 2, 2, 1, 1, kSquaredDifferenceIn, 1, kSquaredDifferenceOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"FloorDivide", true, 2, 2, 1, 1, kFloorDivideIn, 1, kFloorDivideOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"ReduceProd", true, 1, 1, 1, 1, kReduceProdIn, 1, kReduceProdOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Reorder", true, 1, 1, 1, 1, kReorderIn, 1, kReorderOut, 1, -1, 0u, 0u, nullptr, 0},
 };
 
 namespace {
@@ -422,6 +473,72 @@ CopyToSliceAttrs read_CopyToSliceAttrs(AttrReader& r) {
     return a;
 }
 
+PowAttrs read_PowAttrs(AttrReader& r) {
+    PowAttrs a;
+    a.beta = r.read_float("beta");
+    r.finish();
+    return a;
+}
+
+ClampAttrs read_ClampAttrs(AttrReader& r) {
+    ClampAttrs a;
+    a.min = r.read_float("min");
+    a.max = r.read_float("max");
+    r.finish();
+    return a;
+}
+
+ExpandAttrs read_ExpandAttrs(AttrReader& r) {
+    ExpandAttrs a;
+    a.shape = r.read_exprs("shape");
+    r.finish();
+    return a;
+}
+
+SoftPlusAttrs read_SoftPlusAttrs(AttrReader& r) {
+    SoftPlusAttrs a;
+    a.beta = r.read_float("beta");
+    r.check_finite("beta", a.beta);
+    r.finish();
+    return a;
+}
+
+ArgMaxAttrs read_ArgMaxAttrs(AttrReader& r) {
+    ArgMaxAttrs a;
+    a.axis = r.read_int("axis");
+    r.check_axis("axis", a.axis, 0);
+    a.keep_dims = r.read_bool("keep_dims");
+    r.finish();
+    return a;
+}
+
+LeakyReLUAttrs read_LeakyReLUAttrs(AttrReader& r) {
+    LeakyReLUAttrs a;
+    a.alpha = r.read_float("alpha");
+    r.check_finite("alpha", a.alpha);
+    r.finish();
+    return a;
+}
+
+EluAttrs read_EluAttrs(AttrReader& r) {
+    EluAttrs a;
+    a.alpha = r.read_float("alpha");
+    r.check_finite("alpha", a.alpha);
+    r.check_min("alpha", a.alpha, 0.0);
+    r.finish();
+    return a;
+}
+
+HardSigmoidAttrs read_HardSigmoidAttrs(AttrReader& r) {
+    HardSigmoidAttrs a;
+    a.alpha = r.read_float("alpha");
+    r.check_finite("alpha", a.alpha);
+    a.beta = r.read_float("beta");
+    r.check_finite("beta", a.beta);
+    r.finish();
+    return a;
+}
+
 }  // namespace
 
 OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::vector<int>& input_ranks,
@@ -445,6 +562,8 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::LessEqual):
         case uint16_t(dyngraph::fb::OpKind::LogicalAnd):
         case uint16_t(dyngraph::fb::OpKind::LogicalOr):
+        case uint16_t(dyngraph::fb::OpKind::SquaredDifference):
+        case uint16_t(dyngraph::fb::OpKind::FloorDivide):
             return read_AddAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::BiasAdd):
             return read_BiasAddAttrs(r);
@@ -460,9 +579,18 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::Neg):
         case uint16_t(dyngraph::fb::OpKind::TypeCast):
         case uint16_t(dyngraph::fb::OpKind::ScatterRows):
+        case uint16_t(dyngraph::fb::OpKind::Reciprocal):
+        case uint16_t(dyngraph::fb::OpKind::Rsqrt):
         case uint16_t(dyngraph::fb::OpKind::Sin):
         case uint16_t(dyngraph::fb::OpKind::Cos):
         case uint16_t(dyngraph::fb::OpKind::LogicalNot):
+        case uint16_t(dyngraph::fb::OpKind::Erf):
+        case uint16_t(dyngraph::fb::OpKind::HardSwish):
+        case uint16_t(dyngraph::fb::OpKind::Mish):
+        case uint16_t(dyngraph::fb::OpKind::Round):
+        case uint16_t(dyngraph::fb::OpKind::Ceil):
+        case uint16_t(dyngraph::fb::OpKind::Floor):
+        case uint16_t(dyngraph::fb::OpKind::Reorder):
             r.finish();
             return NoAttrs{};
         case uint16_t(dyngraph::fb::OpKind::GELU):
@@ -486,6 +614,7 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::ReduceMean):
         case uint16_t(dyngraph::fb::OpKind::ReduceMax):
         case uint16_t(dyngraph::fb::OpKind::ReduceMin):
+        case uint16_t(dyngraph::fb::OpKind::ReduceProd):
             return read_ReduceSumAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::Gather):
             return read_GatherAttrs(r);
@@ -503,6 +632,22 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
             return read_DynamicTransposeAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::CopyToSlice):
             return read_CopyToSliceAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Pow):
+            return read_PowAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Clamp):
+            return read_ClampAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Expand):
+            return read_ExpandAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::SoftPlus):
+            return read_SoftPlusAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::ArgMax):
+            return read_ArgMaxAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::LeakyReLU):
+            return read_LeakyReLUAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Elu):
+            return read_EluAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::HardSigmoid):
+            return read_HardSigmoidAttrs(r);
         default:
             r.finish();
             return NoAttrs{};

@@ -14,7 +14,7 @@ struct AttrDef;
 
 namespace ops {
 
-constexpr int kNumOpKinds = 64;
+constexpr int kNumOpKinds = 74;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
 enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32 };
@@ -46,6 +46,8 @@ using LessAttrs = AddAttrs;
 using LessEqualAttrs = AddAttrs;
 using LogicalAndAttrs = AddAttrs;
 using LogicalOrAttrs = AddAttrs;
+using SquaredDifferenceAttrs = AddAttrs;
+using FloorDivideAttrs = AddAttrs;
 
 struct BiasAddAttrs {
     enum class DataFormat : uint8_t { NXC, NCX };
@@ -103,6 +105,7 @@ struct ReduceSumAttrs {
 using ReduceMeanAttrs = ReduceSumAttrs;
 using ReduceMaxAttrs = ReduceSumAttrs;
 using ReduceMinAttrs = ReduceSumAttrs;
+using ReduceProdAttrs = ReduceSumAttrs;
 
 struct GatherAttrs {
     int64_t axis{};
@@ -144,7 +147,42 @@ struct CopyToSliceAttrs {
     std::vector<int32_t> starts{};
 };
 
-using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs>;
+struct PowAttrs {
+    double beta{};
+};
+
+struct ClampAttrs {
+    double min{};
+    double max{};
+};
+
+struct ExpandAttrs {
+    std::vector<int32_t> shape{};
+};
+
+struct SoftPlusAttrs {
+    double beta{};
+};
+
+struct ArgMaxAttrs {
+    int64_t axis{};
+    bool keep_dims{};
+};
+
+struct LeakyReLUAttrs {
+    double alpha{};
+};
+
+struct EluAttrs {
+    double alpha{};
+};
+
+struct HardSigmoidAttrs {
+    double alpha{};
+    double beta{};
+};
+
+using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs>;
 
 // The facts of an op kind: its arity (max -1: any number), the dtype class
 // of each input / output (the last one repeats), its traits.
