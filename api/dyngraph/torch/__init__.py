@@ -108,6 +108,8 @@ class CompiledProgram:
         if len(self._steps) != 1 or not isinstance(self._steps[0], DgStep) or self._buffers or lw.input_mutations:
             return None
         step = self._steps[0]
+        if step.symbols:  # sizes passed as values: the general path evaluates them
+            return None
         pos = {tid: k for k, tid in enumerate(self._inputs) if tid is not None}
         if not all(i in pos for i in step.in_ids):
             return None

@@ -12,6 +12,8 @@ import re
 from fnmatch import fnmatchcase
 from typing import Dict, List, Mapping, Sequence
 
+import numpy as np
+
 from ..errors import CompileError, DyngraphError
 from ..graph import Graph
 from ..logical_tensor import CONSTANT, STATE
@@ -29,21 +31,28 @@ class PartitionFailure(Exception):
 
 
 class DgStep:
-    """One compiled dyngraph partition."""
+    """One compiled dyngraph partition. Sizes of the program that none of its
+    inputs' shapes give (an arange of the sequence length after a node that ran
+    in PyTorch) come in its last input, evaluated from the program's inputs."""
 
-    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops")
+    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops", "symbols")
 
     def __init__(self, cp, in_ids, out_ids, torch_dtypes, n_ops):
         self.cp = cp
         self.run = cp._impl.run  # the raw call: numpy in, numpy out
-        self.in_ids = in_ids
+        self.symbols = cp.symbol_inputs
+        self.in_ids = in_ids[:-1] if self.symbols else in_ids
         self.out_ids = out_ids
         self.torch_dtypes = torch_dtypes
         self.np_dtypes = [numpy_out_dtype(dt) for dt in torch_dtypes]
         self.n_ops = n_ops
 
     def __call__(self, env: dict, symenv) -> None:
-        outs = self.run([to_numpy(env[i]) for i in self.in_ids], self.np_dtypes)
+        ins = [to_numpy(env[i]) for i in self.in_ids]
+        if self.symbols:
+            values = symenv()
+            ins.append(np.array([values[s] for s in self.symbols], np.int64))
+        outs = self.run(ins, self.np_dtypes)
         for i, o, dt in zip(self.out_ids, outs, self.torch_dtypes):
             env[i] = from_numpy(o, dt)
 
@@ -90,6 +99,8 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict):
     owners: Dict[str, tuple] = {}
     state_names = {tid: name for name, tid in converted.states.items()}
     state_users: Dict[int, int] = {}
+    # the sizes the program's inputs give: a partition that needs one no input of its own has takes it as a value
+    options["symbols"] = [s for s, *_ in symbol_sources(converted)]
     parts = graph.get_partitions()
     failures: dict = {}  # every partition is tried: one retry handles all that failed
     for part in parts:

@@ -49,6 +49,8 @@ def savable_partition(converted: Converted, steps, input_names: List[str]):
         unused = [input_names[k] for k, tid in enumerate(converted.inputs) if tid is not None and tid not in step.in_ids]
         why = f"inputs not used by the program: {', '.join(unused)}" if unused else "its inputs are not the program's"
         reasons.append(why)
+    if step.symbols:
+        reasons.append(f"it reads sizes no input of its own gives ({', '.join(s.name for s in step.symbols)})")
     for j, o in enumerate(converted.outputs):
         if not (isinstance(o, Ref) and o.kind == Ref.TENSOR):
             reasons.append(f"output {j} is not a computed tensor ({o!r})")
