@@ -41,11 +41,11 @@ from .dtypes import DataType
 from .engine import EngineKind
 from .errors import CompileError, GraphError
 from .graph import Graph
-from .inference import check_rank, type_of
+from .inference import type_of
 from .logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
 from .op import Op, OpKind
 from .ops import InferContext, TensorType, schema_of
-from .ops.registry import REQUIRED, check_arity, check_dtypes, check_facts, normalize_attrs, registered_kinds
+from .ops.registry import REQUIRED, check_arity, check_dtypes, check_facts, check_ranks, normalize_attrs, registered_kinds
 from .stored_weight import StoredWeight
 from .symbolic import UNKNOWN_DIM, Expr
 
@@ -160,8 +160,7 @@ class GraphBuilder:
             if len(types) != n_out:
                 raise GraphError(f"{op.label}: produces {len(types)} outputs, {n_out} asked")
             check_dtypes(schema, [t.dtype for t in types], op.label, "output")
-            for t in types:
-                check_rank(op.label, t)
+            check_ranks(schema, ins, types, op.label)
             if dtype is not None and any(t.dtype is not dtype for t in types):
                 raise GraphError(f"{op.label}: produces {types[0].dtype}, dtype={dtype} was asked")
         else:  # an input of unknown shape (an output of a Wildcard): finalize infers

@@ -21,6 +21,9 @@ enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, I
 bool dtype_in(DTypeClass c, DType t);
 const char* dtype_class_words(DTypeClass c);  // "a floating-point"
 
+// How the backend lowers the kind when a tensor has rank > 4 (dyngraph.ops.registry.HIGH_RANK).
+enum class HighRank : uint8_t { No, Elementwise, Lowering };
+
 using NoAttrs = std::monostate;
 
 struct MatMulAttrs {
@@ -199,6 +202,7 @@ struct OpFacts {
     uint32_t shape_inputs;     // bit i: input i's values are read on the host
     const char* const* input_names;
     uint8_t n_input_names;
+    HighRank high_rank;
 };
 
 extern const OpFacts kOpFacts[kNumOpKinds];

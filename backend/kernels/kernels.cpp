@@ -328,6 +328,35 @@ void nonzero_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     });
 }
 
+void copy_strided_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
+    const StridedCopy& p = *static_cast<const StridedCopy*>(ud);
+    const size_t elem = ggml_type_size(dst->type);
+    const int last = p.rank - 1;
+    const int64_t inner = p.rank ? p.ne[last] : 1;
+    const int64_t inner_nb = p.rank ? p.nb[last] : 0;
+    const int64_t rows = inner ? ggml_nelements(dst) / inner : 0;
+    const int64_t per = (rows + nth - 1) / nth;
+    const int64_t r0 = per * ith, r1 = std::min(rows, r0 + per);
+    const char* base = static_cast<const char*>(dst->src[0]->data) + p.offset;
+    char* out = static_cast<char*>(dst->data);
+    for (int64_t r = r0; r < r1; ++r) {
+        int64_t off = 0, rest = r;
+        for (int a = last - 1; a >= 0; --a) {
+            off += (rest % p.ne[a]) * p.nb[a];
+            rest /= p.ne[a];
+        }
+        const char* src = base + off;
+        char* dst_row = out + size_t(r * inner) * elem;
+        if (inner_nb == int64_t(elem)) {
+            std::memcpy(dst_row, src, size_t(inner) * elem);
+        } else if (elem == 4) {
+            for (int64_t i = 0; i < inner; ++i) std::memcpy(dst_row + 4 * i, src + i * inner_nb, 4);
+        } else {
+            for (int64_t i = 0; i < inner; ++i) std::memcpy(dst_row + size_t(i) * elem, src + i * inner_nb, elem);
+        }
+    }
+}
+
 void* tag(int v) { return reinterpret_cast<void*>(intptr_t(v)); }
 
 }  // namespace
@@ -361,6 +390,12 @@ ggml_tensor* reduce_rows(ggml_context* ctx, ReduceRows op, ggml_tensor* a) {
 ggml_tensor* argmax_rows(ggml_context* ctx, ggml_tensor* a) {
     ggml_tensor* args[1] = {a};
     return gg::custom_4d(ctx, GGML_TYPE_I32, 1, a->ne[1], a->ne[2], a->ne[3], args, 1, argmax_kernel, GGML_N_TASKS_MAX, nullptr);
+}
+
+ggml_tensor* copy_strided(ggml_context* ctx, ggml_tensor* src, const StridedCopy* p, const int64_t ne[4]) {
+    ggml_tensor* args[1] = {src};
+    return gg::custom_4d(ctx, src->type, ne[0], ne[1], ne[2], ne[3], args, 1, copy_strided_kernel, GGML_N_TASKS_MAX,
+                          const_cast<StridedCopy*>(p));
 }
 
 ggml_tensor* nonzero(ggml_context* ctx, ggml_tensor* a) {

@@ -52,4 +52,18 @@ ggml_tensor* argmax_rows(ggml_context* ctx, ggml_tensor* a);
 // out (I32) = a != 0
 ggml_tensor* nonzero(ggml_context* ctx, ggml_tensor* a);
 
+// Where copy_strided reads: a logical shape (rank <= 6, outermost first) and
+// the byte stride of each axis (0 repeats an element), from src's data + offset.
+struct StridedCopy {
+    int rank = 0;
+    int64_t ne[6] = {1, 1, 1, 1, 1, 1};
+    int64_t nb[6] = {0, 0, 0, 0, 0, 0};
+    int64_t offset = 0;
+};
+
+// A dense copy (src's type, ggml shape ne) of the elements `p` describes in
+// src: a transpose, a strided slice or a broadcast of any rank up to 6. `p`
+// must live as long as the graph (the custom op holds the pointer).
+ggml_tensor* copy_strided(ggml_context* ctx, ggml_tensor* src, const StridedCopy* p, const int64_t ne[4]);
+
 }  // namespace dg::kernels

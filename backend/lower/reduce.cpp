@@ -17,9 +17,9 @@ template <Reduce R>
 void lower_reduce(LowerCtx& c) {
     Dims s = c.in_shape(0);
     const int rank = s.rank;
-    bool reduced[4] = {false, false, false, false};
+    bool reduced[kMaxRank] = {false, false, false, false, false, false};
     for (int64_t a : c.attrs<ops::ReduceSumAttrs>().axes) reduced[a < 0 ? a + rank : a] = true;  // in range (parse)
-    int perm[4], n = 0;
+    int perm[kMaxRank], n = 0;
     for (int i = 0; i < rank; ++i)
         if (!reduced[i]) perm[n++] = i;
     const int kept = n;
@@ -29,7 +29,7 @@ void lower_reduce(LowerCtx& c) {
     ps.rank = rank;
     for (int i = 0; i < rank; ++i) ps.d[i] = s.d[perm[i]];
     ggml_type t = c.in[0]->type;
-    ggml_tensor* x = c.flatten_tail(c.cont(c.permute(c.in[0], rank, perm)), ps, kept);
+    ggml_tensor* x = c.flatten_tail(c.transposed(c.in[0], s, perm), ps, kept);
     if (t != GGML_TYPE_F32 && t != GGML_TYPE_I32) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
     bool is_int = x->type == GGML_TYPE_I32;
     // ggml_mean computes F32 only (it aborts on I32); the shape rule rejects
@@ -52,14 +52,14 @@ void lower_arg_max(LowerCtx& c) {
     const int rank = s.rank;
     int64_t axis = c.attrs<ops::ArgMaxAttrs>().axis;  // in range (parse)
     if (axis < 0) axis += rank;
-    int perm[4], n = 0;
+    int perm[kMaxRank], n = 0;
     for (int i = 0; i < rank; ++i)
         if (i != axis) perm[n++] = i;
     perm[n] = int(axis);
     Dims ps;
     ps.rank = rank;
     for (int i = 0; i < rank; ++i) ps.d[i] = s.d[perm[i]];
-    ggml_tensor* x = c.flatten_tail(c.cont(c.permute(c.in[0], rank, perm)), ps, rank - 1);
+    ggml_tensor* x = c.flatten_tail(c.transposed(c.in[0], s, perm), ps, rank - 1);
     if (x->type != GGML_TYPE_F32 && x->type != GGML_TYPE_I32) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
     c.out = {c.reshape(kernels::argmax_rows(c.ctx, x), c.out_shape(0))};
 }

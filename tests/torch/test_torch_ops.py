@@ -146,7 +146,8 @@ CASES = {
                          i.clamp(-2, 2).prod(-1), x.prod())),
         lambda n: [randn(n, 6), torch.randint(-5, 5, (n, 6))], [{0: 0}, {0: 0}]),
     "repeat_dynamic": (
-        mk(lambda x, y: (x.repeat(2, 3) + 0, x[:, :2].repeat(1, x.shape[0]), x.repeat(x.shape[0], 1) * y[:, :1])),
+        mk(lambda x, y: (x.repeat(2, 3) + 0, x[:, :2].repeat(1, x.shape[0]), x.repeat(x.shape[0], 1) * y[:, :1],
+                         y.repeat(x.shape[0], 1), y.repeat(2, x.shape[0], 2))),  # (rank 5 between expand and reshape)
         lambda n: [randn(n, 4), randn(1, 3)], [{0: 0}, {}]),
     "half_precision": (
         mk(lambda x: (x.half() * 2 + 1).softmax(-1)),

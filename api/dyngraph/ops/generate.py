@@ -78,7 +78,7 @@ def gen_index(attrs, ins, ctx):
     return [TensorType(dt, src.shape)]
 
 
-@register(K.Full, inputs=(0, 0), attrs={"shape": AttrSpec("exprs"), "value": AttrSpec("float")})
+@register(K.Full, inputs=(0, 0), attrs={"shape": AttrSpec("exprs"), "value": AttrSpec("float")}, high_rank="lowering")
 def full(attrs, ins, ctx):
     """A tensor of `shape` (ints or dimension expressions; [] is a scalar)
     with every element `value`, in the output logical tensor's dtype.

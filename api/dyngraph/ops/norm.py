@@ -8,7 +8,7 @@ from .common import normalize_axis, require_float, same_dtype
 from .registry import AttrSpec, TensorType, register
 
 
-@register(K.SoftMax, attrs={"axis": AttrSpec("int", -1, axis_of=0)}, dtypes=("float",))
+@register(K.SoftMax, attrs={"axis": AttrSpec("int", -1, axis_of=0)}, dtypes=("float",), high_rank="lowering")
 def softmax(attrs, ins, ctx):
     """softmax along `axis` (default: the last)."""
     require_float(ins[0], ctx)

@@ -32,11 +32,10 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..dtypes import DataType
 from ..errors import CompileError, DyngraphError
-from ..inference import check_rank
-from ..logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
+from ..logical_tensor import CONSTANT, MAX_RANK, STATE, VARIABLE, LogicalTensor
 from ..op import Op, OpKind
 from ..ops import InferContext, TensorType, schema_of
-from ..ops.registry import check_arity, normalize_attrs
+from ..ops.registry import check_arity, check_ranks, normalize_attrs
 from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, as_expr
@@ -155,7 +154,7 @@ class Converter:
         self.torch_constants: Dict[int, torch.Tensor] = {}
         self.param_names: Dict[int, str] = {}  # constant tensor id -> state-dict name
         self.torch_dtypes: Dict[int, torch.dtype] = {}
-        self.opaque: set = set()  # tensor ids dyngraph cannot hold (float64, rank > 4...)
+        self.opaque: set = set()  # tensor ids dyngraph cannot hold (float64, rank > 6...)
         self.wildcards: Dict[int, WildcardInfo] = {}
         self.fallbacks: Dict[int, Fallback] = {}
         self.node: Optional[fx.Node] = None
@@ -181,7 +180,7 @@ class Converter:
             shape = None
         lt = self.new_tensor(dt or DataType.f32, shape, prop, name)
         self.torch_dtypes[lt.id] = fake.dtype
-        if dt is None or shape is None or len(shape) > 4 or any(isinstance(d, int) and d == 0 for d in shape):
+        if dt is None or shape is None or len(shape) > MAX_RANK or any(isinstance(d, int) and d == 0 for d in shape):
             self.opaque.add(lt.id)  # (dyngraph sizes are at least 1)
         elif shape is not None:
             self.types[lt.id] = TensorType(dt, tuple(as_expr(d) for d in shape))
@@ -272,9 +271,9 @@ class Converter:
             check_arity(schema, len(inputs), n_out, op.label)
             norm = normalize_attrs(schema, op.attrs, op.label)
             ctx = InferContext(op.label, op.outputs, op.name)
-            types = schema.infer(norm, [self.types[lt.id] for lt in inputs], ctx)
-            for t in types:
-                check_rank(op.label, t)
+            in_types = [self.types[lt.id] for lt in inputs]
+            types = schema.infer(norm, in_types, ctx)
+            check_ranks(schema, in_types, types, op.label)
         except DyngraphError as e:
             raise Unsupported(str(e)) from None
         if ctx.value_symbols:
@@ -506,8 +505,8 @@ class Converter:
             if isinstance(v, torch.Tensor):
                 if dg_dtype(v.dtype) is None:
                     raise Unsupported(f"{what} has dtype {v.dtype}")
-                if v.dim() > 4:
-                    raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most 4 dimensions)")
+                if v.dim() > MAX_RANK:
+                    raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most {MAX_RANK} dimensions)")
                 if v.device.type != "cpu":
                     raise Unsupported(f"{what} is on {v.device}")
                 if any(isinstance(d, int) and d == 0 for d in v.shape):
