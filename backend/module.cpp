@@ -50,9 +50,10 @@ void fill_host(HostTensor& h, int64_t id, int dtype, const std::vector<int64_t>&
     }
 }
 
-PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, py::array arr) {
+PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, py::array arr, const Engine* engine) {
     PyTensor t;
     fill_host(t.h, id, dtype, shape);
+    t.h.engine = engine;
     if (!(arr.flags() & py::array::c_style))
         fail<ExecutionError>("tensor ", id, ": data must be C-contiguous (use numpy.ascontiguousarray)");
     if (size_t(arr.itemsize()) != dtype_size(t.h.dtype))
@@ -103,7 +104,8 @@ struct HostList {
     const HostTensor** ptr = small;
     size_t n = 0;
 
-    HostList(const py::sequence& l, const char* what) {
+    // Outputs: their arrays' writability is read now (it may have changed since the Tensor was made).
+    HostList(const py::sequence& l, const char* what, bool outputs = false) {
         n = l.size();
         if (n > N) {
             big.resize(n);
@@ -112,7 +114,9 @@ struct HostList {
         for (size_t i = 0; i < n; ++i) {
             py::object item = l[i];
             if (!py::isinstance<PyTensor>(item)) fail<ExecutionError>(what, " ", i, " is not a dyngraph.Tensor");
-            ptr[i] = &item.cast<PyTensor&>().h;
+            PyTensor& t = item.cast<PyTensor&>();
+            if (outputs) t.h.writable = t.array.writeable();
+            ptr[i] = &t.h;
         }
     }
 };
@@ -191,7 +195,9 @@ PYBIND11_MODULE(_backend, m) {
         .def_property_readonly("n_threads", &Engine::n_threads);
 
     py::class_<PyTensor>(m, "Tensor", py::dynamic_attr())
-        .def(py::init(&make_tensor), py::arg("id"), py::arg("dtype"), py::arg("shape"), py::arg("data"))
+        .def(py::init([](int64_t id, int dtype, const std::vector<int64_t>& shape, py::array data,
+                         std::shared_ptr<Engine> engine) { return make_tensor(id, dtype, shape, std::move(data), engine.get()); }),
+             py::arg("id"), py::arg("dtype"), py::arg("shape"), py::arg("data"), py::arg("engine") = nullptr)
         .def_property_readonly("id", [](const PyTensor& t) { return t.h.id; })
         .def_property_readonly("shape", [](const PyTensor& t) {
             py::tuple s(size_t(t.h.ndim));
@@ -219,7 +225,7 @@ PYBIND11_MODULE(_backend, m) {
         .def("execute",
              [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out) {
                  HostList<8> hi(in, "input");
-                 HostList<8> ho(out, "output");
+                 HostList<8> ho(out, "output", true);
                  py::gil_scoped_release release;
                  cp.execute(hi.ptr, hi.n, ho.ptr, ho.n);
              })
@@ -265,7 +271,7 @@ PYBIND11_MODULE(_backend, m) {
                         fail<DTypeError>("input ", i, " ", t.label(), ": expected ", dtype_name(t.dtype), " data, got numpy ",
                                          std::string(py::str(a.dtype())));
                     std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
-                    ins[i] = make_tensor(t.id, int(t.dtype), shape, std::move(a));
+                    ins[i] = make_tensor(t.id, int(t.dtype), shape, std::move(a), &cp.engine());
                     in_ptrs[i] = &ins[i].h;
                 }
                 std::vector<Dims> shapes;
@@ -281,7 +287,8 @@ PYBIND11_MODULE(_backend, m) {
                     std::vector<py::ssize_t> shape(shapes[j].d, shapes[j].d + shapes[j].rank);
                     py::array a(py::dtype::from_args(out_dtypes[j]), shape);
                     result.append(a);
-                    outs[j] = make_tensor(t.id, int(t.dtype), std::vector<int64_t>(shape.begin(), shape.end()), std::move(a));
+                    outs[j] = make_tensor(t.id, int(t.dtype), std::vector<int64_t>(shape.begin(), shape.end()), std::move(a),
+                                          &cp.engine());
                     out_ptrs[j] = &outs[j].h;
                 }
                 {
@@ -295,7 +302,7 @@ PYBIND11_MODULE(_backend, m) {
             "time_compute",
             [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out, int iters) {
                 HostList<8> hi(in, "input");
-                HostList<8> ho(out, "output");
+                HostList<8> ho(out, "output", true);
                 py::gil_scoped_release release;
                 return cp.time_compute(hi.ptr, hi.n, ho.ptr, ho.n, iters);
             },

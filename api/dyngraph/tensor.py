@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _backend
 from .dtypes import DataType
+from .engine import Engine
 from .errors import DTypeError, ShapeError
 from .ir_codes import DTYPE_CODE
 from .logical_tensor import LogicalTensor
@@ -47,7 +48,9 @@ class Tensor(_backend.Tensor):
             if not lt.dtype.accepts(arr.dtype):
                 raise DTypeError(f"tensor {lt.label}: data has dtype {arr.dtype}, the logical tensor is {lt.dtype}")
         shape = self._shape(lt, arr)
-        super().__init__(lt.id, DTYPE_CODE[lt.dtype], shape, arr)
+        if engine is not None and not isinstance(engine, Engine):
+            raise TypeError(f"tensor {lt.label}: engine must be a dyngraph.Engine, got {type(engine).__name__}")
+        super().__init__(lt.id, DTYPE_CODE[lt.dtype], shape, arr, engine.impl if engine is not None else None)
         self.logical_tensor = lt if lt.is_concrete() else lt.with_shape(shape)
         self.engine = engine
 
