@@ -82,7 +82,8 @@ class Document:
         return ordered + [i for i in seen if i not in ordered]
 
     def graph_outputs(self) -> List[int]:
-        consumed = {lt.id for op in self.ops for lt in op.inputs}
+        """Tensors produced and not consumed (an End op marks an output: it consumes nothing)."""
+        consumed = {lt.id for op in self.ops if op.kind != "End" for lt in op.inputs}
         return [lt.id for op in self.ops for lt in op.outputs if lt.id not in consumed]
 
     def max_tensor_id(self) -> int:
@@ -95,8 +96,12 @@ class Document:
 def _load_text(src) -> Tuple[Any, str]:
     if isinstance(src, dict):
         return src, "<dict>"
-    if isinstance(src, (bytes, bytearray)):
-        text, where = bytes(src).decode("utf-8", errors="strict"), "<bytes>"
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        where = "<bytes>"
+        try:
+            text = bytes(src).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise GraphError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     elif isinstance(src, str) and src.lstrip().startswith("{"):
         text, where = src, "<json text>"
     elif isinstance(src, (str, os.PathLike)):
@@ -125,6 +130,7 @@ def _load_text(src) -> Tuple[Any, str]:
 
 
 def _type(v, types, where: str, what: str):
+    types = types if isinstance(types, tuple) else (types,)
     if isinstance(v, bool) and bool not in types:
         raise GraphError(f"{where}: {what} must be {_names(types)}, got {json.dumps(v)}")
     if not isinstance(v, types):

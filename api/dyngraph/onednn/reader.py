@@ -113,6 +113,8 @@ class _Mapper:
         prop = _PROPERTY.get(rec.property)
         if prop is None:
             raise GraphError(f"{where}: tensor {rec.id}: unknown property_type {rec.property!r}")
+        if rec.id in self.produced and prop is CONSTANT:
+            prop = VARIABLE  # oneDNN's hint that an op's result never changes: dyngraph computes it like any other
         return LogicalTensor(rec.id, dt, self.shape(rec, where), prop, rec.name)
 
     def shape(self, rec: LT, where: str):
@@ -136,8 +138,8 @@ class _Mapper:
                 dims.append(d)
         return dims
 
-    def new_lt(self, dtype, name: str) -> LogicalTensor:
-        t = LogicalTensor(self.next_tid, dtype, None, name=name)
+    def new_lt(self, dtype, shape=None) -> LogicalTensor:
+        t = LogicalTensor(self.next_tid, dtype, shape)
         self.next_tid += 1
         return t
 
@@ -238,11 +240,15 @@ class _Mapper:
         x, y = ins[0], outs[0]
         axis = attrs.get("axis", 1)
         base = rec.name
-        sm = self.new_lt(y.dtype, None)
-        row_max = self.new_lt(x.dtype, None)
-        minus_inf = self.new_lt(x.dtype, None)
-        all_inf = self.new_lt(DataType.boolean, None)
-        zero = self.new_lt(y.dtype, None)
+        shape, reduced = y.shape, None
+        if x.shape is not None and -len(x.shape) <= axis < len(x.shape):
+            reduced = list(x.shape)
+            reduced[axis] = 1
+        sm = self.new_lt(y.dtype, shape)
+        row_max = self.new_lt(x.dtype, reduced)
+        minus_inf = self.new_lt(x.dtype, [])
+        all_inf = self.new_lt(DataType.boolean, reduced)
+        zero = self.new_lt(y.dtype, [])
         return [
             Op(rec.id, OpKind.SoftMax, [x], [sm], attrs, base),
             self.new_op(OpKind.ReduceMax, [x], [row_max], {"axes": [axis], "keep_dims": True}, f"{base}.row_max"),

@@ -94,7 +94,7 @@ def _remove_op(doc: Document, op: OpRec) -> None:
 def apply(doc: Document, ov: Overrides) -> bool:
     """Apply the rewrites in benchdnn's order. Returns True when the shapes of
     internal and output tensors must be inferred again."""
-    reshaped = False
+    reshaped = bool(ov.op_kind or ov.op_attrs)  # a new kind or attribute may change what an op produces
     for oid, kind in ov.op_kind.items():
         op = _op(doc, oid, "--op-kind")
         if kind == "undef":

@@ -196,8 +196,10 @@ def to_document(graph) -> dict:
         "output_ports": [lt.id for op in ops for lt in op.outputs if lt.id not in consumed],
     }
     if syms.by_name:
+        # in the order they were made: read back, they are made in this order, and
+        # expressions over them print (and compare) alike
         doc["dyngraph_symbols"] = [{"name": s.name, "min": s.min, "max": s.max}
-                                   for s in sorted(syms.by_name.values(), key=lambda s: s.name)]
+                                   for s in sorted(syms.by_name.values(), key=lambda s: s._uid)]
     doc["graph"] = body
     return doc
 
