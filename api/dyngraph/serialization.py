@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
+import time
 from typing import Optional
 
 from .engine import Engine
 from .errors import IRError
+
+log = logging.getLogger(__name__)
 
 
 def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capacity: int = 16, mmap_weights: bool = True):
@@ -26,6 +30,7 @@ def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capac
     from . import _backend
 
     engine = engine or Engine()
+    t0 = time.perf_counter()
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -47,4 +52,6 @@ def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capac
     if not mmap_weights:
         buf.close()
         buf = None
+    log.info("loaded %s: %d ops, %d bytes of constants: %.1f ms", os.fspath(path), len(program.ops),
+             impl.stats()["constant_bytes"], (time.perf_counter() - t0) * 1e3)
     return CompiledPartition(program, impl, engine, keepalive=buf)
