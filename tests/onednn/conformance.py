@@ -105,7 +105,7 @@ def run_task(task: dict) -> dict:
         bindings = [parse_bindings(b) for b in values.get("--shapes", "").split("+") if b]
         res = run_case(imp, bindings, engine=Engine(num_threads=1), max_bytes=task.get("max_bytes", 1 << 30))
         out.update(status=res.status, message=res.message, features=list(res.features), runs=len(res.runs),
-                   graphs_built=res.graphs_built)
+                   graphs_built=res.graphs_built, partitions=res.partitions)
     except dg.UnsupportedError as e:
         out.update(status="unsupported", message=str(e), features=list(e.features))
     except dg.DyngraphError as e:
@@ -196,6 +196,41 @@ def run_all(tasks: List[dict], jobs: int = 2, timeout: float = 300.0) -> List[di
 
 def conformance_tasks(max_bytes: int = 1 << 30) -> List[dict]:
     return [{"case": c, "options": SMALL.get(c, []), "max_bytes": max_bytes} for c in case_files()]
+
+
+# the MHA and gated-MLP cases with batch and sequence dims dynamic, each run at
+# three sizes through one compiled partition: (options, bindings)
+_B3 = "b=1,s=7+b=2,s=33+b=3,s=64"
+DYNAMIC: Dict[str, List[str]] = {
+    "complex_fusion/mha/MHA-bert_large-inf-fp32-bs1.json":
+        ["--dynamic=3:0:b+4:0:b+0:0:b+3:2:s+4:3:s+1:3:s+0:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/MHA-distill_bert-inf-fp32-bs1.json":
+        ["--dynamic=4:0:b+5:0:b+0:0:b+4:2:s+5:3:s+1:3:s+0:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/MHA-GPT-inf-fp32-bs1.json":
+        ["--dynamic=4:0:b+5:0:b+0:0:b+4:2:q+3:2:q+5:3:kv+3:3:kv+1:3:kv+0:2:kv",
+         "--shapes=b=1,q=1,kv=9+b=2,q=16,kv=33+b=3,q=32,kv=64"],
+    "complex_fusion/mha/MHA-stable_diffusion-inf-fp32-bs1.json":
+        ["--dynamic=0:0:b+1:0:b+2:0:b+0:2:q+1:2:kv+2:2:kv", "--shapes=b=1,q=7,kv=9+b=2,q=64,kv=77+b=3,q=100,kv=5"],
+    "complex_fusion/mha/sdpa-plain-implicit-causal-mask-fp32-bs1.json":
+        ["--dynamic=1:0:b+2:0:b+3:0:b+1:2:s+2:2:s+3:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/sdpa-plain-simplified-f32.json":
+        ["--dynamic=0:0:b+1:0:b+8:0:b+0:2:s+1:2:s+8:2:s+5:2:s+5:3:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/JAX-MHA-inf-fp32.json":
+        ["--dynamic=1:0:b+2:0:b+0:0:b+7:0:b+1:2:s+2:3:s+0:3:s+7:3:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/JAX-MQA-inf-fp32.json":  # its key length is folded into 6144 = 16 heads x 384
+        ["--dynamic=1:0:b+2:0:b+6:0:b+11:0:b+1:1:q+6:2:q+11:2:q", "--shapes=b=1,q=7+b=2,q=33+b=3,q=64"],
+    "complex_fusion/mha/sdpa-plain-training-backward-f32.json":
+        ["--dynamic=100:0:b+101:0:b+103:0:b+8:0:b+105:0:b+104:0:b+10:0:b"
+         "+100:2:s+101:2:s+103:2:s+103:3:s+8:2:s+105:2:s+104:2:s+10:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mlp/gated-mlp-f32.json":
+        ["--in-shapes=0:1x128+1:128x256+4:128x256+13:256x128", "--dynamic=0:0:b", "--shapes=b=1+b=7+b=32"],
+    "complex_fusion/mlp/gated-mlp-gelu-f32.json":
+        ["--in-shapes=0:1x128+1:128x256+4:128x256+12:256x128", "--dynamic=0:0:b", "--shapes=b=1+b=7+b=32"],
+}
+
+
+def dynamic_tasks(max_bytes: int = 1 << 30) -> List[dict]:
+    return [{"case": c, "options": opts, "max_bytes": max_bytes} for c, opts in DYNAMIC.items()]
 
 
 # -- the table --------------------------------------------------------------------------------
