@@ -81,7 +81,7 @@ def test_verbose_can_be_turned_on_and_off_at_run_time(capfd):
     assert _backend.verbose_level() in (0, 1)
     before = _backend.verbose_level()
     try:
-        _backend.set_verbose(1)
+        dg.set_verbose(1)
         x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM])
         g = dg.Graph()
         g.add_op(dg.Op(0, dg.OpKind.Exp, [x], [dg.LogicalTensor(1, dg.f32, None)]))
@@ -89,7 +89,7 @@ def test_verbose_can_be_turned_on_and_off_at_run_time(capfd):
         (p,) = g.get_partitions()
         cp = p.compile([x], p.get_output_ports(), dg.Engine(num_threads=1))
         cp(np.zeros(3, np.float32))
-        _backend.set_verbose(0)
+        dg.set_verbose(0)
         cp(np.zeros(4, np.float32))
     finally:
         _backend.set_verbose(before)

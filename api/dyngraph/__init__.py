@@ -41,11 +41,17 @@ from .tensor import Tensor  # noqa: E402
 
 __version__ = "0.1.0"
 
+
+def set_verbose(level: int) -> None:
+    """DYNGRAPH_VERBOSE at run time: 1 prints a line per compile, graph build,
+    eviction and execute on stderr (README, "Verbose mode"); 0 turns it off."""
+    _backend.set_verbose(int(level))
+
 __all__ = [
     "StoredWeight",
     "CONSTANT", "DYNAMIC_DIM", "STATE", "UNKNOWN_DIM", "VARIABLE",
     "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "Dim", "DyngraphError", "Engine",
     "EngineKind", "ExecutionError", "Expr", "Graph", "GraphError", "IRError", "LogicalTensor", "Op", "OpKind",
     "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
-    "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "sym_max", "sym_min",
+    "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "set_verbose", "sym_max", "sym_min",
 ]

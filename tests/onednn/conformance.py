@@ -234,6 +234,30 @@ def dynamic_tasks(max_bytes: int = 1 << 30) -> List[dict]:
 
 
 # -- the table --------------------------------------------------------------------------------
+_QUANT_DTYPES = ("dtype s8", "dtype u8", "dtype s4", "dtype u4", "dtype f8_e5m2", "dtype f8_e4m3")
+_CONV_KINDS = ("Convolution", "ConvTranspose", "AvgPool", "MaxPool", "BatchNormInference", "GroupNorm",
+               "Interpolate", "PReLU")
+
+
+def family(feature: str) -> str:
+    """The kind of gap a refusal names (what one piece of work would close)."""
+    if "(quantization)" in feature or feature in _QUANT_DTYPES:
+        return "quantization (s8/u8/s4/u4/f8, Quantize, Dequantize)"
+    if "(training)" in feature:
+        return "training ops (backward)"
+    if feature.startswith("op kind ") and feature.split()[2] in _CONV_KINDS:
+        return "convolution, pooling, batch/group norm, interpolate"
+    if feature.startswith("mixed precision"):
+        return "mixed precision (bf16/f16 in, f32 out)"
+    if feature.startswith(("SoftMax output", "LayerNorm output", "LayerNorm keep_stats")):
+        return "stats outputs (SoftMax stats, LayerNorm mean/variance)"
+    if feature.startswith("rank "):
+        return "rank > 4"
+    if feature.startswith("op kind "):
+        return "other op kinds (Elu, Clamp, Dropout, ReduceL2, ...)"
+    return feature
+
+
 def table(results: List[dict], markdown: bool = False) -> str:
     groups = collections.OrderedDict()
     for r in results:
@@ -247,8 +271,14 @@ def table(results: List[dict], markdown: bool = False) -> str:
     by = collections.Counter(f for r in results if r["status"] == "unsupported" for f in set(r["features"]))
     alone = collections.Counter(r["features"][0] for r in results
                                 if r["status"] == "unsupported" and len(set(r["features"])) == 1)
+    fam = collections.Counter(x for r in results if r["status"] == "unsupported" for x in {family(f) for f in r["features"]})
+    fam_alone = collections.Counter(next(iter({family(f) for f in r["features"]})) for r in results
+                                    if r["status"] == "unsupported" and len({family(f) for f in r["features"]}) == 1)
+    frows = [[f, str(n), str(fam_alone[f])] for f, n in sorted(fam.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out.append(_grid(["refused for (kind of gap)", "files", "files only it blocks"], frows, markdown))
+    out.append("")
     rrows = [[f, str(n), str(alone[f])] for f, n in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))]
-    out.append(_grid(["refused for", "files", "only blocker"], rrows, markdown))
+    out.append(_grid(["refused for", "files", "files only it blocks"], rrows, markdown))
     dec = collections.Counter(d for r in results if r["status"] == "pass" for d in r.get("decomposed", []))
     if dec:
         out.append("")

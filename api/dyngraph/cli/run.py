@@ -46,13 +46,15 @@ benchdnn's rewrites (a comma separates variants, '+' joins items):
   --dt=DT | --dt=ID:DT[+...]             --op-kind=ID:KIND[+...] (undef removes the op)
   --mb=N                                 --tensor-property=ID:PROPERTY[+...]
   --expected-n-partitions=N              (accepted; dyngraph partitions its own way)
+  --attr-fpmath=MODE[:APPLY_TO_INT]      (accepted; dyngraph computes f32 as f32, as every mode allows)
 dyngraph's:
   --dynamic=ID:AXIS[:NAME][+...]  make dimension AXIS of graph input ID dynamic
   --shapes=NAME=V[,NAME=V][+...]  bindings to run through one compiled partition
   --seed=N --threads=N --max-gib=G --no-decompose --json -v
 """
 
-_REWRITES = ("--in-shapes", "--op-attrs", "--dt", "--op-kind", "--mb", "--tensor-property")
+_REWRITES = ("--in-shapes", "--op-attrs", "--dt", "--op-kind", "--mb", "--tensor-property", "--attr-fpmath")
+FPMATH = ("strict", "bf16", "f16", "tf32", "any")
 _OPTIONS = _REWRITES + ("--dynamic", "--shapes", "--expected-n-partitions", "--seed", "--threads", "--max-gib",
                         "--case", "--batch", "--mode", "--engine")
 _FLAGS = ("--reset", "--no-decompose", "--json", "-v", "--verbose")
@@ -139,16 +141,24 @@ def overrides_for(values: Dict[str, str], choice: Dict[str, str]) -> Overrides:
         ov.mb = _int(choice["--mb"], "--mb", 0)
     if choice.get("--tensor-property"):
         ov.tensor_property = parse_tensor_property(choice["--tensor-property"])
+    if choice.get("--attr-fpmath"):
+        # the precision the library may compute f32 in: dyngraph computes f32 as f32, which every mode allows
+        mode = choice["--attr-fpmath"].split(":")[0]
+        if mode not in FPMATH:
+            from ..errors import GraphError
+
+            raise GraphError(f"--attr-fpmath: {mode!r} is not one of {', '.join(FPMATH)}")
     if values.get("--dynamic"):
         ov.dynamic = parse_dynamic(values["--dynamic"])
     return ov
 
 
 def run_one(case: str, shown: str, values: Dict[str, str], choice: Dict[str, str], settings: Settings,
-            tally: Tally, out=sys.stdout) -> str:
+            tally: Tally, out=None) -> str:
     from ..onednn.reader import import_graph
     from ..onednn.runner import run_case
 
+    out = out or sys.stdout
     opts = "".join(f" {k}={v}" for k, v in choice.items() if v) + (
         f" --dynamic={values['--dynamic']}" if values.get("--dynamic") else "")
     label = f"{shown}{opts}"

@@ -50,6 +50,15 @@ class Imported:
 def make_overrides(in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0, tensor_property=None,
                    dynamic=None) -> Overrides:
     """Overrides from Python arguments: benchdnn's option strings, or dicts."""
+    try:
+        return _make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic)
+    except (TypeError, ValueError, AttributeError, IndexError) as e:
+        if isinstance(e, DyngraphError):
+            raise
+        raise GraphError(f"rewrite options: {e}") from None
+
+
+def _make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic) -> Overrides:
     ov = Overrides()
     if in_shapes:
         ov.in_shapes = parse_in_shapes(in_shapes) if isinstance(in_shapes, str) else {

@@ -8,6 +8,7 @@ as benchdnn does: the file's shapes for them no longer hold.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Dict, List, Optional
 
@@ -16,6 +17,8 @@ from ..symbolic import Dim
 from .document import Attr, Document, OpRec
 from .opmap import kind_info
 from .options import Overrides
+
+log = logging.getLogger("dyngraph.onednn")
 
 _FLOAT_RE = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|-?inf\Z|nan\Z")
 
@@ -118,8 +121,9 @@ def apply(doc: Document, ov: Overrides) -> bool:
             op.attrs[name] = _typed(op.kind, name, text, op.attrs.get(name), op.where)
     inputs = doc.graph_inputs()
     for tid, shape in ov.in_shapes.items():
-        if tid not in inputs:
-            raise GraphError(f"--in-shapes: tensor {tid} is not an input of the graph (inputs: {inputs})")
+        if tid not in inputs:  # benchdnn passes over these too (oneDNN's own batch files have some)
+            log.warning("--in-shapes: tensor %d is not an input of the graph (inputs: %s): ignored", tid, inputs)
+            continue
         if shape is None:
             continue  # strides only: a layout, which dyngraph does not keep
         for lt in _all_lts(doc):

@@ -129,6 +129,7 @@ class CaseRunner:
         self.seed = seed
         self.max_bytes = max_bytes
         self.uses = consumers(self.graph)
+        self.tensor_ids = sorted({lt.id for op in self.graph.get_ops() for lt in op.inputs + op.outputs})
         reference.check_supported(self.graph)
         self.parts = self.graph.get_partitions()
         bad = unsupported_partitions(self.graph, self.parts)
@@ -137,6 +138,7 @@ class CaseRunner:
         self.symbols = dict(imp.symbols)
         self.inputs = [t for t in imp.inputs]
         self.constants: Dict[int, np.ndarray] = {}
+        self._check_size({})  # the static part, before constants are filled
         t0 = time.perf_counter()
         self.compiled = []
         for p in self.parts:
@@ -173,7 +175,7 @@ class CaseRunner:
     def feeds(self, binding: Mapping[str, int]) -> Dict[int, np.ndarray]:
         env = self.env(binding)
         shapes = {t: concrete_shape(self.graph.logical_tensor(t), env, "input") for t in self.inputs}
-        self._check_size(env, shapes)
+        self._check_size(env)
         feeds = {}
         for t in self.inputs:
             if t in self.constants:
@@ -182,10 +184,11 @@ class CaseRunner:
                 feeds[t] = fill_tensor(self.graph, t, shapes[t], self.uses.get(t, []), self.seed, shapes)
         return feeds
 
-    def _check_size(self, env, shapes) -> None:
+    def _check_size(self, env) -> None:
+        """Refuse a binding whose tensors (at 8 bytes an element, as the reference holds them) exceed max_bytes."""
         total = 0
-        for lt in (self.graph.logical_tensor(t) for op in self.graph.get_ops() for t in
-                   [x.id for x in op.inputs + op.outputs]):
+        for tid in self.tensor_ids:
+            lt = self.graph.logical_tensor(tid)
             if lt.shape is None:
                 continue
             try:
