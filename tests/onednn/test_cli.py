@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 import dyngraph as dg
 from dyngraph.cli import main

@@ -48,7 +48,6 @@ def graph_dot(imp) -> str:
             lines.append(f"    op{op.id} [label={_q(op.name + NL + kind)}];")
         lines.append("  }")
     for t in imp.inputs:
-        lt = g.logical_tensor(t)
         lines.append(f"  in{t} [shape=ellipse, label={_q(f'input {t}')}];")
     for op in g.get_ops():
         for lt in op.inputs:

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ..engine import Engine
-from ..errors import DyngraphError, UnsupportedError
+from ..errors import DyngraphError, GraphError, UnsupportedError
 from ..onednn.options import Overrides, parse_bindings, parse_dt, parse_dynamic, parse_in_shapes, parse_op_attrs
-from ..onednn.options import parse_op_kind, parse_tensor_property, variants
+from ..onednn.options import parse_mb, parse_op_kind, parse_tensor_property, variants
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_ERROR = 0, 1, 2, 3, 4
 
@@ -136,17 +136,13 @@ def overrides_for(values: Dict[str, str], choice: Dict[str, str]) -> Overrides:
     if choice.get("--op-kind"):
         ov.op_kind = parse_op_kind(choice["--op-kind"])
     if choice.get("--mb"):
-        from ..onednn.options import _int
-
-        ov.mb = _int(choice["--mb"], "--mb", 0)
+        ov.mb = parse_mb(choice["--mb"])
     if choice.get("--tensor-property"):
         ov.tensor_property = parse_tensor_property(choice["--tensor-property"])
     if choice.get("--attr-fpmath"):
         # the precision the library may compute f32 in: dyngraph computes f32 as f32, which every mode allows
         mode = choice["--attr-fpmath"].split(":")[0]
         if mode not in FPMATH:
-            from ..errors import GraphError
-
             raise GraphError(f"--attr-fpmath: {mode!r} is not one of {', '.join(FPMATH)}")
     if values.get("--dynamic"):
         ov.dynamic = parse_dynamic(values["--dynamic"])

@@ -125,6 +125,10 @@ def parse_op_kind(text: str) -> Dict[int, str]:
     return dict(_split_id(item, "--op-kind") for item in filter(None, text.split("+")))
 
 
+def parse_mb(text: str) -> int:
+    return _int(text, "--mb", 0)
+
+
 def parse_tensor_property(text: str) -> Dict[int, str]:
     out = {}
     for item in filter(None, text.split("+")):

@@ -319,7 +319,7 @@ def _op_named(e: Exception, ops: List[Op]) -> Optional[Op]:
 
 
 def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0, tensor_property=None,
-              dynamic=None, decompose: bool = True) -> Graph:
+              dynamic=None, decompose: bool = True, wildcards: bool = False) -> Graph:
     """A finalized graph from oneDNN Graph JSON (a path, JSON text, bytes or a dict).
 
     Rewrites in benchdnn's spellings (strings) or as dicts: ``in_shapes``
@@ -330,10 +330,12 @@ def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0
     ``{(0, 0): dg.Dim("batch", max=64)}`` (one name, one dimension). With
     ``decompose`` (the default) a oneDNN form dyngraph lacks as one op but
     can express exactly with several (SoftMax ``mode=inf_as_zero``) is
-    expressed so; otherwise it is refused.
+    expressed so; otherwise it is refused. With ``wildcards`` an op dyngraph
+    cannot take becomes a Wildcard op (its own unsupported partition)
+    instead of refusing the file.
     """
     ov = make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic)
-    return import_graph(src, ov, decompose).graph
+    return import_graph(src, ov, decompose, wildcards).graph
 
 
 _RANK_RE = re.compile(r"rank (\d+) is above the supported maximum")
