@@ -1,4 +1,4 @@
-"""The ``dyngraph`` command.
+"""The dyngraph command.
 
     dyngraph run CASE.json [benchdnn options]   run a oneDNN Graph case, compare with numpy
     dyngraph bench CASE.json|MODEL.dg --shapes  compile, build, cached-call and rebuild times
@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional
 
@@ -17,7 +18,17 @@ COMMANDS = ("run", "bench", "inspect", "dot")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # `dyngraph dot x.json | head`: the reader went away
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit does not fail again
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(argv: List[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv else 2
@@ -33,12 +44,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .inspect import main as run
     else:
         from .dot import main as run
-    try:
-        return run(rest)
-    except BrokenPipeError:  # `dyngraph dot x.json | head`
-        return 0
-    except KeyboardInterrupt:
-        return 130
+    return run(rest)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -94,19 +93,26 @@ class Tally:
 
 
 def tokenize_batch(path: str) -> List[str]:
+    """A batch file's options: whitespace-separated, ``#`` to the end of a
+    line is a comment, a line ending in ``\\`` continues on the next one
+    (joined without the space, as benchdnn joins it)."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError as e:
         raise UsageError(f"cannot read batch file {path}: {e.strerror or e}") from None
-    tokens: List[str] = []
+    text, pending = [], ""
     for line in lines:
-        line = line.split("#", 1)[0]
-        try:
-            tokens += shlex.split(line)
-        except ValueError as e:
-            raise UsageError(f"{path}: {e}") from None
-    return tokens
+        line = line.split("#", 1)[0].rstrip()
+        if pending:
+            line = pending + line.lstrip()
+            pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        text.append(line)
+    text.append(pending)
+    return " ".join(text).split()
 
 
 def _resolve(path: str, bases: List[str]) -> str:
