@@ -95,7 +95,8 @@ class Tally:
 def tokenize_batch(path: str) -> List[str]:
     """A batch file's options: whitespace-separated, ``#`` to the end of a
     line is a comment, a line ending in ``\\`` continues on the next one
-    (joined without the space, as benchdnn joins it)."""
+    (joined without the space, as benchdnn joins it; comment lines between
+    are skipped)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
@@ -103,6 +104,8 @@ def tokenize_batch(path: str) -> List[str]:
         raise UsageError(f"cannot read batch file {path}: {e.strerror or e}") from None
     text, pending = [], ""
     for line in lines:
+        if line.lstrip().startswith("#"):
+            continue  # a comment line, also inside a continued line (oneDNN's batch files comment out parts so)
         line = line.split("#", 1)[0].rstrip()
         if pending:
             line = pending + line.lstrip()
