@@ -47,6 +47,7 @@ def set_verbose(level: int) -> None:
     eviction and execute on stderr (README, "Verbose mode"); 0 turns it off."""
     _backend.set_verbose(int(level))
 
+
 __all__ = [
     "StoredWeight",
     "CONSTANT", "DYNAMIC_DIM", "STATE", "UNKNOWN_DIM", "VARIABLE",
