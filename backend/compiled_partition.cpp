@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "verbose.h"
 
 namespace dg {
 
@@ -66,6 +67,7 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;
     stats_.last_graph_nodes = g->n_nodes();
+    if (verbose::on()) verbose::build(this, prog_, b, g->n_nodes(), g->build_seconds * 1e3);
     lru_.push_front(std::move(g));
     index_.emplace(lru_.front()->key, lru_.begin());
     return *lru_.front();
@@ -191,7 +193,9 @@ BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in,
 }
 
 void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out) {
+    const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
     std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t misses = stats_.misses;
     BuiltGraph& g = prepare(in, n_in, out, n_out);
     for (auto& c : g.kernel_checks) c->bad = false;
     ggml_status st = engine_->compute(g.graph, g.cplan);
@@ -209,6 +213,7 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;
+    if (verbose::on()) verbose::exec(this, prog_, binding_, stats_.misses != misses, in, n_in, verbose::now_ms() - t0);
 }
 
 double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out,
@@ -244,6 +249,7 @@ CacheStats CompiledPartition::stats() const {
 }
 
 void CompiledPartition::evict_last() {
+    if (verbose::on()) verbose::evict(this, prog_, lru_.back()->key, lru_.size() - 1);
     index_.erase(lru_.back()->key);
     AlignedBuffer meta = lru_.back()->release_metadata();
     if (meta.size() > spare_meta_.size()) spare_meta_ = std::move(meta);
