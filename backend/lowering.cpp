@@ -6,6 +6,7 @@
 #include "gg.h"
 #include "kernels/index_check.h"
 #include "kernels/kernels.h"
+#include "kernels/journal.h"
 #include "lower/families.h"
 #include "planner.h"
 
@@ -226,6 +227,18 @@ void lower_any_rank(LowerCtx& c, LowerFn fn) {
         case ops::HighRank::No: break;
     }
     c.unsupported(cat("its tensors have rank ", rank, "; ", c.op.facts().name, " takes rank 4 at most"));
+}
+
+ggml_tensor* LowerCtx::write_state_rows(ggml_tensor* dst, ggml_tensor* src, ggml_tensor* idx) const {
+    ++env.state_writes;
+    if (env.journal) return kernels::journaled_set_rows(ctx, dst, src, idx, env.journal);
+    return gg::set_rows(ctx, dst, src, idx);
+}
+
+ggml_tensor* LowerCtx::write_state_view(ggml_tensor* src, ggml_tensor* view) const {
+    ++env.state_writes;
+    if (env.journal) return kernels::journaled_copy(ctx, cast(cont(src), view->type), view, env.journal);
+    return gg::cpy(ctx, src, view);
 }
 
 void LoweringTable::add(uint16_t kind, LowerFn fn) {

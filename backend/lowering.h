@@ -63,6 +63,10 @@ struct KernelIndexCheck {
     std::atomic<int64_t> value{0};
 };
 
+namespace kernels {
+class Journal;
+}
+
 // What the lowerings of one graph share.
 struct BuildEnv {
     PtrMap<int> input_port;  // runtime input leaves -> input position
@@ -71,6 +75,8 @@ struct BuildEnv {
     std::vector<HostIndexCheck> host_checks;
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;
     std::vector<std::shared_ptr<const void>> kept;  // parameters our kernels point to (live as long as the graph)
+    int state_writes = 0;              // in-place writes into state
+    kernels::Journal* journal = nullptr;  // when set, state writes save what they overwrite (see kernels/journal.h)
 };
 
 struct LowerCtx {
@@ -133,6 +139,11 @@ struct LowerCtx {
     ggml_tensor* safe_indices(ggml_tensor* idx, int64_t limit, const std::string& what) const;
     // Whether `t` is (a view of) one of the partition's state tensors.
     bool is_state(const ggml_tensor* t) const;
+    // In-place writes into state (dst is state or a view of it): rows of src at
+    // indices idx (ggml_set_rows), src into a view. Journaled when the graph
+    // needs them undoable.
+    ggml_tensor* write_state_rows(ggml_tensor* dst, ggml_tensor* src, ggml_tensor* idx) const;
+    ggml_tensor* write_state_view(ggml_tensor* src, ggml_tensor* view) const;
 };
 
 using LowerFn = void (*)(LowerCtx&);

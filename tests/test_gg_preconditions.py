@@ -17,6 +17,7 @@ QUERIES = {
     "ggml_type_size", "ggml_row_size", "ggml_blck_size", "ggml_nelements", "ggml_nbytes", "ggml_is_contiguous",
     "ggml_can_repeat", "ggml_get_type_traits", "ggml_fp32_to_fp16", "ggml_fp32_to_bf16", "ggml_fp16_to_fp32",
     "ggml_bf16_to_fp32", "ggml_type_name", "ggml_is_quantized", "ggml_element_size", "ggml_nrows",
+    "ggml_fp32_to_fp16_row", "ggml_fp32_to_bf16_row", "ggml_fp16_to_fp32_row", "ggml_bf16_to_fp32_row",
 }
 # our own helpers named ggml_* (dtype.h, lowering.h)
 OURS = {"ggml_type_of", "ggml_dim"}

@@ -386,7 +386,7 @@ def check_ranks(schema: OpSchema, in_types: Sequence[TensorType], out_types: Seq
     ranks = [t.rank for t in list(in_types) + list(out_types) if t is not None]
     top = max(ranks, default=0)
     if top > MAX_RANK:
-        raise ShapeError(f"{label}: a tensor of rank {top}; tensors have rank {MAX_RANK} at most")
+        raise ShapeError(f"{label}: rank {top} is above the supported maximum of {MAX_RANK}")
     if top > GGML_RANK and schema.high_rank is None:
         raise ShapeError(f"{label}: a tensor of rank {top}; {schema.kind.name} takes rank {GGML_RANK} at most")
 
