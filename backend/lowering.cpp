@@ -111,6 +111,18 @@ ggml_tensor* LowerCtx::gather_strided(ggml_tensor* src, const Strided& s, int64_
     return kernels::copy_strided(ctx, src, keep(p), ne.data());
 }
 
+ggml_tensor* LowerCtx::broadcast(ggml_tensor* t, const Dims& shape, const Dims& target) const {
+    const Strided s = strides_of(t, shape);
+    Strided b;
+    b.rank = target.rank;
+    const int lead = target.rank - s.rank;
+    for (int a = 0; a < target.rank; ++a) {
+        b.ne[a] = target.d[a];
+        b.nb[a] = a < lead || s.ne[a - lead] == 1 ? 0 : s.nb[a - lead];
+    }
+    return gather_strided(t, b);
+}
+
 ggml_tensor* LowerCtx::flatten_tail(ggml_tensor* t, const Dims& shape, int first) const {
     Dims m;
     m.rank = first + 1;
@@ -188,15 +200,7 @@ void lower_elementwise_merged(LowerCtx& c, LowerFn fn) {
             bool full = true;
             for (int a = 0; a < out.rank; ++a) full = full && ins[k].d[a] == out.d[a];
             if (full) continue;
-            Strided s = c.strides_of(c.in[k], c.in_shape(k));
-            Strided b;
-            b.rank = out.rank;
-            const int lead = out.rank - s.rank;
-            for (int a = 0; a < out.rank; ++a) {
-                b.ne[a] = out.d[a];
-                b.nb[a] = a < lead || s.ne[a - lead] == 1 ? 0 : s.nb[a - lead];
-            }
-            c.in[k] = c.gather_strided(c.in[k], b);
+            c.in[k] = c.broadcast(c.in[k], c.in_shape(k), out);
             ins[k] = out;
         }
         n = merge_groups(out, ins, first);

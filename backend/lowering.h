@@ -126,6 +126,8 @@ struct LowerCtx {
     Strided strides_of(const ggml_tensor* t, const Dims& shape) const;
     // A dense tensor (folded layout of s's shape) with the elements s describes, read from src's data.
     ggml_tensor* gather_strided(ggml_tensor* src, const Strided& s, int64_t offset_bytes = 0) const;
+    // `t` (of shape `shape`) broadcast numpy-style to `target` (rank >= shape's), as a dense copy.
+    ggml_tensor* broadcast(ggml_tensor* t, const Dims& shape, const Dims& target) const;
     // Keep `v` alive as long as the graph (kernel parameters); returns its address.
     template <class T>
     const T* keep(T v) const {

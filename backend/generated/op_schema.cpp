@@ -201,7 +201,7 @@ const DTypeClass kReorderOut[] = {DTypeClass::Any};
 
 const OpFacts kOpFacts[kNumOpKinds] = {
     {"Wildcard", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0, HighRank::No},
-    {"MatMul", true, 2, 3, 1, 1, kMatMulIn, 1, kMatMulOut, 1, -1, 2u, 0u, kMatMulNames, 3, HighRank::No},
+    {"MatMul", true, 2, 3, 1, 1, kMatMulIn, 1, kMatMulOut, 1, -1, 2u, 0u, kMatMulNames, 3, HighRank::Lowering},
     {"Add", true, 2, 2, 1, 1, kAddIn, 1, kAddOut, 1, -1, 0u, 0u, nullptr, 0, HighRank::Elementwise},
     {"Subtract", true, 2, 2, 1, 1, kSubtractIn, 1, kSubtractOut, 1, -1, 0u, 0u, nullptr, 0, HighRank::Elementwise},
     {"Multiply", true, 2, 2, 1, 1, kMultiplyIn, 1, kMultiplyOut, 1, -1, 0u, 0u, nullptr, 0, HighRank::Elementwise},

@@ -6,7 +6,9 @@ Above rank 4 the backend holds a tensor folded (its outer axes merged into
 ggml's fourth dimension). Elementwise ops merge the axes every input treats
 alike (broadcast or not) and, where more than 4 groups remain, broadcast an
 input by a copy first; transposes, slices and reductions copy through our
-strided kernel; concat and softmax view their input as [outer, axis, inner].
+strided kernel; concat and softmax view their input as [outer, axis, inner];
+MatMul broadcasts an operand whose batch axes are neither all 1 nor the
+output's by a copy, then multiplies the folded batches.
 """
 
 import itertools
@@ -192,10 +194,57 @@ def test_argmax_and_expand_at_rank_5(rng):
         np.testing.assert_array_equal(run(ex, y)[0], np.broadcast_to(y, (2, 3, n, 4, m)))
 
 
+MATMULS = {
+    "weights": ([2, N, 3, M, 4], [4, 5], {}),  # a 2-D weight under a rank-5 batch
+    "same_batch": ([2, N, 3, M, 4], [2, N, 3, 4, 5], {"transpose_a": False}),
+    "broadcast_batch": ([2, N, 1, M, 4], [1, 1, 3, 5, 4], {"transpose_b": True}),  # each side broadcasts somewhere
+    "rank6_transposed": ([N, 2, 1, 3, 4, M], [3, 4, 5], {"transpose_a": True}),
+}
+
+
+@pytest.mark.parametrize("case", MATMULS)
+def test_matmul_with_rank_5_and_6_batches(case, rng):
+    sa, sb, attrs = MATMULS[case]
+    cp = compile_op(K.MatMul, [sa, sb], attrs=attrs)
+    for n, m in SIZES:
+        a, b = randn(rng, shape_of(sa, n, m)), randn(rng, shape_of(sb, n, m))
+        a64 = np.swapaxes(a, -1, -2) if attrs.get("transpose_a") else a
+        b64 = np.swapaxes(b, -1, -2) if attrs.get("transpose_b") else b
+        want = np.matmul(a64.astype(np.float64), b64.astype(np.float64))
+        np.testing.assert_allclose(run(cp, a, b)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [dg.f16, dg.bf16])
+def test_matmul_of_half_precision_rank_5_batches_broadcast_by_a_copy(dtype, rng):
+    # a's batch is broadcast over axis 2, b's over axes 0 and 1: both sides are copied to the output's batch
+    sa, sb = [2, N, 1, M, 8], [1, 1, 3, 8, 5]
+    cp = compile_op(K.MatMul, [sa, sb], in_dtypes=dtype)
+    for n, m in SIZES:
+        a, b = randn(rng, shape_of(sa, n, m)), randn(rng, shape_of(sb, n, m))
+        if dtype is dg.f16:
+            a, b = a.astype(np.float16), b.astype(np.float16)
+            (got,) = run(cp, a, b)
+        else:  # bf16 values: f32 with the low 16 bits cleared, passed as their bit patterns
+            a, b = [(x.view(np.uint32) & 0xFFFF0000).view(np.float32) for x in (a, b)]
+            (got,) = run(cp, *[(x.view(np.uint32) >> 16).astype(np.uint16).view(dg.bf16.numpy) for x in (a, b)])
+            got = (np.asarray(got).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        # exact products of 8 half-precision pairs summed in f32, rounded once to f16 / bf16
+        u = 2.0**-11 if dtype is dg.f16 else 2.0**-8
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=u, atol=u)
+
+
+def test_matmul_with_a_bias_of_a_rank_5_batch(rng):
+    cp = compile_op(K.MatMul, [[2, N, 3, 1, 4], [4, 5], [2, 1, 3, 1, 5]])
+    for n in (1, 4):
+        a, b, c = randn(rng, (2, n, 3, 1, 4)), randn(rng, (4, 5)), randn(rng, (2, 1, 3, 1, 5))
+        np.testing.assert_allclose(run(cp, a, b, c)[0], a @ b + c, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kind,shapes,attrs", [
-    (K.MatMul, [[2, 1, N, 3, 4], [4, 5]], {}),
     (K.Gather, [[2, 1, N, 3, 4], [3]], {}),
     (K.RMSNorm, [[2, 1, N, 3, 4], [4]], {}),
+    (K.LayerNorm, [[2, 1, N, 3, 4], [4], [4]], {}),
 ])
 def test_kinds_that_take_rank_4_refuse_rank_5_naming_the_op(kind, shapes, attrs):
     dtypes = [dg.f32, dg.i64] if kind is K.Gather else dg.f32
@@ -228,7 +277,7 @@ def test_every_kind_that_takes_rank_6_has_a_test_here():
     high = {k for k in registered_kinds() if schema_of(k).high_rank}
     tested = {K.Add, K.Multiply, K.Maximum, K.SquaredDifference, K.Subtract, K.Select, K.Tanh, K.Clamp, K.Round,
               K.TypeCast, K.Less, K.StaticReshape, K.StaticTranspose, K.Slice, K.Concat, K.SoftMax, K.ReduceSum,
-              K.ReduceMax, K.ReduceProd, K.ArgMax, K.Expand, K.ReLU}
+              K.ReduceMax, K.ReduceProd, K.ArgMax, K.Expand, K.ReLU, K.MatMul}
     # the others share these kinds' lowerings (elementwise ones: the merge is the same for every kind)
     shared = {k for k in high if schema_of(k).high_rank == "elementwise"} | {K.ReduceMean, K.ReduceMin, K.Full}
     assert high - tested - shared == set()

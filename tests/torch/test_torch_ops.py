@@ -112,6 +112,10 @@ CASES = {
         Params(lambda s, x, y: (x @ s.m, s.lin(x), F.linear(x, s.m.T), torch.bmm(x[None], y[None].transpose(1, 2)),
                                 torch.matmul(x, s.w), x @ y.T, torch.matmul(x.view(1, -1, 8), s.m))),
         lambda n: [randn(n, 8), randn(n, 8)], [{0: 0}, {0: 0}]),
+    "matmuls_of_rank_5": (  # a weight under a rank-5 batch, broadcast batches, an einsum through rank-6 views
+        Params(lambda s, x, y: (x @ s.m, torch.matmul(x, y),
+                                torch.einsum("abcij,abcjk->abcik", x, y.expand(2, -1, 3, -1, -1)))),
+        lambda n: [randn(2, n, 3, 4, 8), randn(1, n, 1, 8, 5)], [{1: 0}, {1: 0}]),
     "attention": (
         mk(lambda q, k, v, m: (F.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                F.scaled_dot_product_attention(q, k, v, attn_mask=m), F.scaled_dot_product_attention(

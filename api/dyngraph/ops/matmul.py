@@ -15,6 +15,7 @@ from .registry import AttrSpec, TensorType, register
     dtypes=("float",),
     weight_inputs=(1,),
     input_names=("a", "b", "bias"),
+    high_rank="lowering",
 )
 def matmul(attrs, ins, ctx):
     """a[..., M, K] @ b[..., K, N] (+ bias) with broadcast batch dimensions."""
