@@ -127,13 +127,19 @@ void lower_bias_add(LowerCtx& c) {
     if (c.in[0]->type == GGML_TYPE_I32) c.unsupported("BiasAdd on integer tensors");
     ggml_tensor* x = c.cont(c.in[0]);
     ggml_tensor* bias = c.cont(c.in[1]);
-    Dims xs = c.in_shape(0);
+    const Dims xs = c.in_shape(0);
     if (c.attrs<ops::BiasAddAttrs>().data_format == ops::BiasAddAttrs::DataFormat::NCX && xs.rank > 1) {
-        int64_t ne[4] = {1, 1, 1, 1};
-        ne[ggml_dim(1, xs.rank)] = bias->ne[0];
-        bias = gg::reshape_4d(c.ctx, bias, ne[0], ne[1], ne[2], ne[3]);
+        // x viewed as [N, C, the rest] (any rank up to 6), the bias along C
+        Dims m;
+        m.rank = 3;
+        m.d[0] = xs.d[0];
+        m.d[1] = xs.d[1];
+        for (int a = 2; a < xs.rank; ++a) m.d[2] *= xs.d[a];
+        bias = gg::reshape_4d(c.ctx, bias, 1, bias->ne[0], 1, 1);
+        c.out = {c.reshape(gg::add(c.ctx, c.reshape(x, m), bias), xs)};
+        return;
     }
-    c.out = {gg::add(c.ctx, x, bias)};
+    c.out = {gg::add(c.ctx, x, bias)};  // NXC: the bias along ne[0], the innermost axis at every rank
 }
 
 }  // namespace

@@ -8,7 +8,8 @@ alike (broadcast or not) and, where more than 4 groups remain, broadcast an
 input by a copy first; transposes, slices and reductions copy through our
 strided kernel; concat and softmax view their input as [outer, axis, inner];
 MatMul broadcasts an operand whose batch axes are neither all 1 nor the
-output's by a copy, then multiplies the folded batches.
+output's by a copy, then multiplies the folded batches; LayerNorm and RMSNorm
+merge their normalized axes; BiasAdd (NCX) views its input as [N, C, rest].
 """
 
 import itertools
@@ -241,13 +242,73 @@ def test_matmul_with_a_bias_of_a_rank_5_batch(rng):
         np.testing.assert_allclose(run(cp, a, b, c)[0], a @ b + c, rtol=1e-5, atol=1e-5)
 
 
+def layer_norm_ref(x, begin, eps, gamma=None, beta=None, rms=False):
+    x = x.astype(np.float64)
+    axes = tuple(range(begin % x.ndim, x.ndim))
+    if rms:
+        y = x / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + eps)
+    else:
+        y = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    return y * (1.0 if gamma is None else gamma) + (0.0 if beta is None else beta)
+
+
+# (x shape, begin_norm_axis): the normalized axes merged into one, gamma/beta broadcast over the folded outer axes
+NORMS = {
+    "last_axis_rank5": ([2, N, 3, M, 8], -1),
+    "three_axes_rank6": ([N, 2, 1, 3, M, 4], 3),
+    "five_axes_rank6": ([2, N, 3, 1, M, 4], 1),  # gamma of rank 5: folded like x's inner axes
+}
+
+
+@pytest.mark.parametrize("case", NORMS)
+@pytest.mark.parametrize("kind", [K.LayerNorm, K.RMSNorm], ids=lambda k: k.name)
+def test_norms_over_trailing_axes_at_rank_5_and_6(kind, case, rng):
+    sx, begin = NORMS[case]
+    sp = sx[begin:]
+    shapes = [sx, sp, sp] if kind is K.LayerNorm else [sx, sp]
+    cp = compile_op(kind, shapes, attrs={"begin_norm_axis": begin, "epsilon": 1e-5})
+    for n, m in SIZES:
+        x, g, b = (randn(rng, shape_of(s, n, m)) for s in (sx, sp, sp))
+        if kind is K.LayerNorm:
+            (got,) = run(cp, x, g, b)
+            want = layer_norm_ref(x, begin, 1e-5, g, b)
+        else:
+            (got,) = run(cp, x, g)
+            want = layer_norm_ref(x, begin, 1e-5, g, rms=True)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)  # O(1) values, groups of 4 to 60
+
+
+@pytest.mark.parametrize("fmt,sx", [("NXC", [2, N, 3, M, 5]), ("NCX", [2, 5, N, 3, M]), ("NCX", [N, 5, 2, 3, M, 2]),
+                                    ("NXC", [N, 2, 1, 3, M, 5])])
+def test_bias_add_at_rank_5_and_6(fmt, sx, rng):
+    cp = compile_op(K.BiasAdd, [sx, [5]], attrs={"data_format": fmt})
+    for n, m in SIZES:
+        x, b = randn(rng, shape_of(sx, n, m)), randn(rng, (5,))
+        want = x + (b if fmt == "NXC" else b.reshape((5,) + (1,) * (len(sx) - 2)))
+        np.testing.assert_array_equal(run(cp, x, b)[0], want)
+
+
+def test_dynamic_reshape_and_transpose_at_rank_5_and_6(rng):
+    reshape = compile_op(K.DynamicReshape, [[N, 24], [6]], [dg.f32, dg.i64], attrs={"special_zero": True})
+    transpose = compile_op(K.DynamicTranspose, [[2, N, 3, 1, 4], [5]], [dg.f32, dg.i64])
+    for n in (1, 2, 5):
+        x = randn(rng, (n, 24))
+        for target in ([0, 2, 1, 3, -1, 2], [2, 1, 3, 1, -1, 4], [0, 1, 4, 1, 3, 2]):
+            (got,) = run(reshape, x, np.array(target, np.int64))
+            want_shape = [x.shape[i] if t == 0 else t for i, t in enumerate(target)]  # special_zero
+            np.testing.assert_array_equal(got, x.reshape(want_shape))
+        y = randn(rng, (2, n, 3, 1, 4))
+        for order in ([4, 2, 0, 3, 1], [0, 1, 2, 4, 3], [-1, -2, -3, -4, -5]):
+            (got,) = run(transpose, y, np.array(order, np.int64))
+            np.testing.assert_array_equal(got, np.transpose(y, order))
+
+
 @pytest.mark.parametrize("kind,shapes,attrs", [
     (K.Gather, [[2, 1, N, 3, 4], [3]], {}),
-    (K.RMSNorm, [[2, 1, N, 3, 4], [4]], {}),
-    (K.LayerNorm, [[2, 1, N, 3, 4], [4], [4]], {}),
+    (K.ScatterRows, [[2, 1, N, 3, 4], [3], [2, 1, 3, 3, 4]], {}),
 ])
 def test_kinds_that_take_rank_4_refuse_rank_5_naming_the_op(kind, shapes, attrs):
-    dtypes = [dg.f32, dg.i64] if kind is K.Gather else dg.f32
+    dtypes = {K.Gather: [dg.f32, dg.i64], K.ScatterRows: [dg.f32, dg.i64, dg.f32]}[kind]
     with pytest.raises(dg.ShapeError, match=f"{kind.name} takes rank 4 at most|at most 4"):
         compile_op(kind, shapes, in_dtypes=dtypes, attrs=attrs)
 
@@ -258,15 +319,15 @@ def test_rank_7_is_refused():
 
 
 def test_an_ir_with_a_rank_5_op_its_lowering_does_not_take_is_a_compile_error(engine):
-    """An IR that bypassed the Python checks (here: RMSNorm of rank 5) fails at its build, naming the op."""
+    """An IR that bypassed the Python checks (here: Gather of rank 5) fails at its build, naming the op."""
     c = lambda *v: tuple(Expr.const(x) for x in v)  # noqa: E731
     prog = Program(
-        tensors=[TensorSpec(0, "x", dg.f32, c(1, 2, 1, 3, 4)), TensorSpec(1, "g", dg.f32, c(4), dg.CONSTANT),
+        tensors=[TensorSpec(0, "x", dg.f32, c(1, 2, 1, 3, 4)), TensorSpec(1, "i", dg.i64, c(1), dg.CONSTANT),
                  TensorSpec(2, "y", dg.f32, c(1, 2, 1, 3, 4))],
-        ops=[OpSpec(0, K.RMSNorm, "norm5", [0, 1], [2], {"begin_norm_axis": -1, "epsilon": 1e-6})],
+        ops=[OpSpec(0, K.Gather, "gather5", [0, 1], [2], {"axis": 0})],
         inputs=[0], outputs=[2])
-    cp = CompiledPartition.create(prog, {1: np.ones(4, np.float32)}, engine, 4)
-    with pytest.raises(dg.CompileError, match="norm5.*rank 5.*RMSNorm takes rank 4"):
+    cp = CompiledPartition.create(prog, {1: np.zeros(1, np.int64)}, engine, 4)
+    with pytest.raises(dg.CompileError, match="gather5.*rank 5.*Gather takes rank 4"):
         cp(np.zeros((1, 2, 1, 3, 4), np.float32))
 
 
@@ -277,7 +338,8 @@ def test_every_kind_that_takes_rank_6_has_a_test_here():
     high = {k for k in registered_kinds() if schema_of(k).high_rank}
     tested = {K.Add, K.Multiply, K.Maximum, K.SquaredDifference, K.Subtract, K.Select, K.Tanh, K.Clamp, K.Round,
               K.TypeCast, K.Less, K.StaticReshape, K.StaticTranspose, K.Slice, K.Concat, K.SoftMax, K.ReduceSum,
-              K.ReduceMax, K.ReduceProd, K.ArgMax, K.Expand, K.ReLU, K.MatMul}
+              K.ReduceMax, K.ReduceProd, K.ArgMax, K.Expand, K.ReLU, K.MatMul, K.LayerNorm, K.RMSNorm, K.BiasAdd,
+              K.DynamicReshape, K.DynamicTranspose}
     # the others share these kinds' lowerings (elementwise ones: the merge is the same for every kind)
     shared = {k for k in high if schema_of(k).high_rank == "elementwise"} | {K.ReduceMean, K.ReduceMin, K.Full}
     assert high - tested - shared == set()

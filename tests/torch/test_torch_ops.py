@@ -116,6 +116,10 @@ CASES = {
         Params(lambda s, x, y: (x @ s.m, torch.matmul(x, y),
                                 torch.einsum("abcij,abcjk->abcik", x, y.expand(2, -1, 3, -1, -1)))),
         lambda n: [randn(2, n, 3, 4, 8), randn(1, n, 1, 8, 5)], [{1: 0}, {1: 0}]),
+    "norms_of_rank_5": (
+        Params(lambda s, x: (F.layer_norm(x, (8,), s.w, s.b), F.layer_norm(x, (4, 8)), F.rms_norm(x, (8,), s.w, eps=1e-6),
+                             F.rms_norm(x, (3, 4, 8)))),
+        lambda n: [randn(2, n, 3, 4, 8)], [{1: 0}]),
     "attention": (
         mk(lambda q, k, v, m: (F.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                F.scaled_dot_product_attention(q, k, v, attn_mask=m), F.scaled_dot_product_attention(

@@ -338,7 +338,7 @@ def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0
     return import_graph(src, ov, decompose, wildcards).graph
 
 
-# a rank above what tensors (6) or the op's kind (4: MatMul, norms...) take (dyngraph.ops.registry.check_ranks)
+# a rank above what tensors (6) or the op's kind (4: Gather, RoPE, attention...) take (dyngraph.ops.registry.check_ranks)
 _RANK_RE = re.compile(r"rank (\d+) is above the supported maximum|a tensor of rank (\d+); (\w+) takes rank")
 
 

@@ -171,7 +171,7 @@ def gelu(attrs, ins, ctx):
 
 
 @register(K.BiasAdd, inputs=(2, 2), attrs={"data_format": AttrSpec("str", "NXC", ("NXC", "NCX"))}, dtypes=("float",),
-          input_names=("x", "bias"))
+          input_names=("x", "bias"), high_rank="lowering")
 def bias_add(attrs, ins, ctx):
     """x + bias along the channel axis (last for NXC, 1 for NCX); bias is 1-D."""
     x, b = ins

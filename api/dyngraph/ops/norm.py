@@ -38,6 +38,7 @@ def _check_affine(x: TensorType, params, begin: int, ctx, names) -> None:
     },
     dtypes=("float",),
     input_names=("x", "gamma", "beta"),
+    high_rank="lowering",
 )
 def layer_norm(attrs, ins, ctx):
     """(x - mean) / sqrt(var + eps) over the axes from begin_norm_axis, then * gamma + beta."""
@@ -65,6 +66,7 @@ def layer_norm(attrs, ins, ctx):
     },
     dtypes=("float",),
     input_names=("x", "gamma"),
+    high_rank="lowering",
 )
 def rms_norm(attrs, ins, ctx):
     """x / sqrt(mean(x^2) + eps) over the axes from begin_norm_axis, then * gamma."""
