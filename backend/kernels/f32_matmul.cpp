@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dequantize.h"
+#include "quant_gemm.h"
 #include "quant_rows.h"
 #include "small_gemm.h"
 
@@ -64,6 +65,8 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
         // C[M, N] = A[M, K] . B[N, K]^T, row-major
         if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
             quant_rows_nt(x->type, int(M), n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
+        } else if (x->type != GGML_TYPE_F32 && quant_gemm_supports(x->type)) {
+            quant_gemm_nt(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32) {
             dequant_sgemm(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (M < kSgemmRows) {

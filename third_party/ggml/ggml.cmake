@@ -72,6 +72,7 @@ if(DYNGRAPH_GGML STREQUAL "source")
     # one file per library, named by its soname (libggml.so.0): a wheel holds no symlinks, so the
     # versioned name and the namelink would each be another copy
     set_property(TARGET ${t} PROPERTY VERSION)
+    set_property(TARGET ${t} PROPERTY PUBLIC_HEADER)  # headers are not part of the package
     set_target_properties(${t} PROPERTIES INSTALL_RPATH "$ORIGIN")
   endforeach()
   set(DYNGRAPH_GGML_RPATH "$ORIGIN")
