@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include "ggml-cpu.h"
+
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -103,7 +105,13 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
                           GGML_N_TASKS_MAX, nullptr);
 }
 
+bool half_weights_to_ggml(ggml_type type) {
+    static const bool llamafile = ggml_cpu_has_llamafile() != 0;
+    return llamafile && (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16);
+}
+
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
+    if (half_weights_to_ggml(x->type)) return ggml_mul_mat(ctx, x, y);
     const int64_t min_rows = x->type == GGML_TYPE_F32     ? kF32KernelMinRows
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;
