@@ -4,7 +4,7 @@
 // CPU_REPACK layout (where the buffer type takes them), and dyngraph's product
 // (kernels::f32_mul_mat: our kernels or OpenBLAS, what MatMul lowers to).
 //
-//   build/dev/tests/benchmarks/cpp/dg_matmul_bench [rows] [reps]
+//   build/dev/tests/benchmarks/cpp/dg_matmul_bench [rows] [reps] [types, e.g. q8_0,q4_1]
 //
 // For the matmul weights of SmolLM2-135M (K x N: 576x576, 576x192,
 // 576x1536, 1536x576) in f32, bf16, f16, q8_0, q4_0, q4_1, with
@@ -159,7 +159,9 @@ int main(int argc, char** argv) {
     std::printf("rows %lld, 1 thread, median of %d calls, weights from memory; us (GFLOP/s) [max error / max |ref|]\n",
                 (long long)M, reps);
     std::printf("%-6s %-12s %24s %24s %24s\n", "type", "K x N", "ggml", "ggml repack", "dyngraph");
+    const std::string only = argc > 3 ? std::string(",") + argv[3] + "," : "";
     for (ggml_type t : types) {
+        if (!only.empty() && only.find(std::string(",") + ggml_type_name(t) + ",") == std::string::npos) continue;
         for (const auto& s : shapes) {
             Bench b{s[0], s[1], M, t, {}, {}, {}};
             make_data(b, rng);
