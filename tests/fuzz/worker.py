@@ -48,6 +48,21 @@ def seal_input(sealer, body: bytes, seal: str) -> bytes:
     return data
 
 
+def selftest(what: str) -> None:
+    import ctypes
+    import signal
+    import time
+
+    if what == "segv":
+        ctypes.string_at(0)
+    elif what == "abort":
+        os.abort()
+    elif what == "hang":
+        time.sleep(3600)
+    elif what == "fpe":
+        os.kill(os.getpid(), signal.SIGFPE)
+
+
 def serve(status_fd: int, seeds_dir: str, task_in, tmpdir: str) -> None:
     """The worker loop: tasks from ``task_in``, status lines to ``status_fd``."""
     import dyngraph as dg
@@ -80,6 +95,8 @@ def serve(status_fd: int, seeds_dir: str, task_in, tmpdir: str) -> None:
                 steps = steps_of[kind]
             data = task["body"] if task["mode"] == "raw" else seal_input(sealer, task["body"], task["seal"])
             say(f"S {idx}")
+            if task.get("selftest"):  # the parent's own test: a crash, an abort, a hang, an untyped error
+                selftest(task["selftest"])
             before = Counters.oversized
             out = run_case(data, task["mode"], steps, engine, tmpdir, phase=lambda p: say(f"P {idx} {p}"), name=str(idx))
             if out == "ok" and Counters.oversized != before:
