@@ -4,8 +4,9 @@
 # report fails the run (signed overflow and misaligned loads included: every
 # UBSan check is fatal).
 #
-#   tools/sanitize.sh            # CI subset: the C++-facing tests + fuzz regressions + a 60 s fuzz
-#   tools/sanitize.sh full       # the whole test suite + fuzz regressions
+#   tools/sanitize.sh [ci]       # CI subset: the C++-facing tests + fuzz regressions (+ a fuzz of
+#                                #   DG_SANITIZE_FUZZ_SECONDS, default 60; 0 skips it)
+#   tools/sanitize.sh full       # the whole test suite (extra arguments go to pytest)
 #   tools/sanitize.sh build      # only build build/asan/pkg (then run anything with tools/sanitize.sh env CMD...)
 #   tools/sanitize.sh env CMD..  # run CMD with the sanitized package and runtime preloaded
 #
@@ -45,7 +46,9 @@ setenv() {
   libasan="$(gcc -print-file-name=libasan.so)"
   [ -f "$libasan" ] || { echo "libasan.so not found (gcc -print-file-name=libasan.so)" >&2; exit 1; }
   mkdir -p "$reports"
-  export LD_PRELOAD="$libasan"
+  # libstdc++ too: Python does not link it, and ASan must find the real __cxa_throw when it starts
+  libstdcxx="$(readlink -f "$(gcc -print-file-name=libstdc++.so)")"
+  export LD_PRELOAD="$libasan $libstdcxx"
   # Python never frees some memory at exit and torch keeps caches: leak checking is off.
   export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1:log_path=$reports/asan:${DG_ASAN_EXTRA:-}"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
@@ -57,12 +60,19 @@ setenv() {
   export GGML_NO_BACKTRACE=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 }
 
+# ASan writes its reports to files (log_path, every process); UBSan ignores log_path in this
+# setup and writes to stderr, so the runs below tee their output to a log that is searched too.
+# pytest runs with --capture=sys: C/C++ writes to fd 2 go to the log even when a test dies.
 check_reports() {
   local found
   found="$(find "$reports" -type f | head -50)"
   if [ -n "$found" ]; then
     echo "SANITIZER REPORTS:" >&2
     for f in $found; do echo "== $f" >&2; head -60 "$f" >&2; done
+    return 1
+  fi
+  if grep -nE "runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "$out/run.log" >&2; then
+    echo "SANITIZER REPORTS in the output above (see $out/run.log)" >&2
     return 1
   fi
   echo "sanitizers: no report"
@@ -76,18 +86,18 @@ case "$mode" in
     build
     t1=$(date +%s)
     echo "sanitized build: $((t1 - t0)) s"
-    rm -rf "$reports" "$out/expected"
+    rm -rf "$reports" "$out/expected" "$out/run.log"
     setenv
     "$py" -c "import dyngraph, sys; assert dyngraph.__file__.startswith('$pkg'), dyngraph.__file__"
     status=0
     if [ "$mode" = full ]; then
-      "$py" -m pytest "$root/tests" -q -p no:cacheprovider -x || status=$?
+      "$py" -m pytest "$root/tests" -q -p no:cacheprovider --capture=sys "$@" 2>&1 | tee "$out/run.log" || status=$?
     else
-      # the tests that drive the C++ runtime hardest without PyTorch's import under ASan
-      "$py" -m pytest -q -p no:cacheprovider \
+      # the tests that drive the C++ runtime hardest, without PyTorch (see tests/fuzz/README.md)
+      "$py" -m pytest -q -p no:cacheprovider --capture=sys \
         "$root/tests/test_execution.py" "$root/tests/test_save_load.py" "$root/tests/test_state.py" \
         "$root/tests/test_stored_weight.py" "$root/tests/test_weight_types.py" "$root/tests/test_llama_decoder.py" \
-        "$root/tests/ops" "$root/tests/fuzz" || status=$?
+        "$root/tests/ops" "$root/tests/fuzz" "$@" 2>&1 | tee "$out/run.log" || status=$?
     fi
     t2=$(date +%s)
     echo "sanitized tests ($mode): $((t2 - t1)) s"
@@ -95,7 +105,7 @@ case "$mode" in
       # a short fuzz under the sanitizers: heap overflows a release build survives silently
       ( export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
         "$py" -m tests.fuzz --seconds "${DG_SANITIZE_FUZZ_SECONDS:-60}" --seed 0 --timeout 15 --mem-mb 6000 \
-          --seeds-dir "$out/fuzz-seeds" --crash-dir "$root/tests/fuzz/corpus/crashes" --fail-on new ) || status=$?
+          --seeds-dir "$out/fuzz-seeds" --crash-dir "$root/tests/fuzz/corpus/crashes" --fail-on new ) || status=$?  # (its output is not searched: it classifies its workers' reports itself)
       echo "sanitized fuzz: $(( $(date +%s) - t2 )) s"
     fi
     check_reports || status=1

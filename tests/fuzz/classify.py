@@ -21,6 +21,10 @@ def _basename_paths(s: str) -> str:
 def crash_detail(stderr: str) -> str:
     """The most telling line of a dead worker's stderr tail."""
     lines = stderr.splitlines()
+    for ln in lines:  # ggml's own abort message says more than the signal it raises
+        m = re.search(r"GGML_ASSERT\((.*)\) failed", ln)
+        if m:
+            return f"GGML_ASSERT({m.group(1)})"
     for ln in lines:
         m = re.search(r"SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer): (.*)", ln)
         if m:
@@ -35,9 +39,9 @@ def crash_detail(stderr: str) -> str:
         m = re.search(r"GGML_ASSERT\((.*)\) failed", ln)
         if m:
             return f"GGML_ASSERT({m.group(1)})"
-        m = re.search(r"(GGML_ABORT|ggml_abort).*?: (.*)", ln)
+        m = re.search(r"ggml[\w./-]*\.(?:c|cpp|h):\d+: (.*)", ln)
         if m:
-            return f"ggml abort: {normalize(m.group(2))}"
+            return f"ggml abort: {normalize(m.group(1))}"
     for ln in lines:
         if "terminate called" in ln or "what():" in ln:
             return normalize(ln)
@@ -63,10 +67,20 @@ def signal_name(rc: int) -> Optional[str]:
 
 def crash_class(rc: int, stderr: str) -> str:
     sig = signal_name(rc)
-    if "ERROR: AddressSanitizer" in stderr or "SUMMARY: AddressSanitizer" in stderr:
-        return "asan"
+    if re.search(r"GGML_ASSERT\(.*\) failed|ggml[\w./-]*\.(?:c|cpp|h):\d+: ", stderr):
+        return "abort"  # ggml refused (under ASan with handle_abort=1 too)
     if "runtime error:" in stderr:
         return "ubsan"
+    m = re.search(r"SUMMARY: AddressSanitizer: (\S+)", stderr)
+    if m:  # a deadly signal ASan caught is the same class as in a release build; a memory error is its own
+        kind = m.group(1)
+        if kind == "ABRT":
+            return "abort"
+        if kind in ("SEGV", "FPE", "BUS", "ILL"):
+            return f"crash:SIG{kind}"
+        return "asan"
+    if "ERROR: AddressSanitizer" in stderr:
+        return "asan"
     if sig == "SIGABRT":
         return "abort"
     if sig:

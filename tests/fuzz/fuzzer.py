@@ -61,7 +61,15 @@ def build_kind() -> str:
 
 def generate_seeds(out_dir: str, python: str, kinds: Optional[List[str]] = None) -> None:
     cmd = [python, "-m", "tests.fuzz.seeds", out_dir] + list(kinds or [])
-    r = subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=600)
+    env = child_env()
+    if "asan" in env.get("LD_PRELOAD", ""):
+        # seeds come from the release build (the installed package, or api/ with DYNGRAPH_DEV=1): making them
+        # is not what is tested, and a sanitizer report there would stop the run (today: saving a state
+        # without an initial value, reproducers/save_state_without_initial_value.py)
+        env.pop("LD_PRELOAD")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep)
+                                            if os.path.join("asan", "pkg") not in p)
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise SystemExit(f"seed generation failed:\n{r.stdout}\n{r.stderr}")
 
@@ -286,13 +294,14 @@ class Findings:
         self.known = known_signatures(crash_dir)
         self.saved: List[str] = []
 
-    def add(self, task: dict, seeds: Dict[str, Seed], outcome: str, phase: Optional[str], detail: str, stderr: str):
+    def add(self, task: dict, seeds: Dict[str, Seed], outcome: str, phase: Optional[str], detail: str, stderr: str,
+            message: str = ""):
         sig = classify.signature(outcome, phase, detail)
         self.counts[sig] += 1
         if self.counts[sig] == 1:
             self.first[sig] = {"idx": task["idx"], "kind": task["kind"], "mode": task["mode"]}
-            print(f"[finding] #{task['idx']} {task['kind']}/{task['mode']}: {sig}  ({'; '.join(task['what'])})",
-                  flush=True)
+            print(f"[finding] #{task['idx']} {task['kind']}/{task['mode']}: {sig}{' ' + message[:100] if message else ''}"
+                  f"  ({'; '.join(task['what'])})", flush=True)
         if self.counts[sig] > self.keep or not self.crash_dir:
             return
         os.makedirs(self.crash_dir, exist_ok=True)
@@ -301,7 +310,7 @@ class Findings:
         with open(base + ".ir", "wb") as f:
             f.write(task["body"])
         rec = {
-            "signature": sig, "outcome": outcome, "phase": phase, "detail": detail,
+            "signature": sig, "outcome": outcome, "phase": phase, "detail": detail, "message": message,
             "kind": task["kind"], "mode": task["mode"], "seal": task["seal"], "mutation": task["how"],
             "what": task["what"], "ir": h + ".ir", "steps": seeds[task["kind"]].steps,
             "fails_in": ["release", "asan"] if build_kind() == "release" else ["asan"],
@@ -379,7 +388,8 @@ def run(args) -> int:
         if classify.is_finding(outcome):
             if outcome.startswith("untyped:"):
                 head, where, msg = classify.untyped_parts(outcome)
-                findings.add(task, seeds, head, w.phase, f"{where}: {classify.normalize(msg)}", stderr)
+                # the class is the exception type and where it was raised; the message varies with the input
+                findings.add(task, seeds, head, w.phase, where, stderr, message=msg)
             else:
                 findings.add(task, seeds, outcome, w.phase, detail, stderr)
         else:
@@ -395,7 +405,7 @@ def run(args) -> int:
         workers.remove(w)
         if w.task is not None and w.started:
             if why in ("hang", "oom"):
-                finish(w, why, f"after {args.timeout} s" if why == "hang" else f"RSS over {args.mem_mb} MB", stderr)
+                finish(w, why, "no result within the time limit" if why == "hang" else "RSS over the memory limit", stderr)
             else:
                 finish(w, classify.crash_class(rc, stderr), classify.crash_detail(stderr), stderr)
             restarts += 1

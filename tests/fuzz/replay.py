@@ -57,7 +57,8 @@ def replay(case_path: str) -> str:
 
 
 def main() -> int:
-    faulthandler.enable()
+    if "asan" not in os.environ.get("LD_PRELOAD", ""):  # under ASan its own handler reports the fault
+        faulthandler.enable()
     out = replay(sys.argv[1])
     print(out)
     return 3 if out.startswith("untyped:") else 0

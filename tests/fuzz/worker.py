@@ -27,9 +27,19 @@ import sys
 import tempfile
 
 
+def _under_asan() -> bool:
+    return "asan" in os.environ.get("LD_PRELOAD", "")
+
+
+def _faulthandler() -> None:
+    """Python stacks on fatal signals; not under ASan, whose handler must see the fault itself
+    (faulthandler re-raises it from its own handler, and ASan then reports a kill, not the fault)."""
+    if not _under_asan():
+        faulthandler.enable()
+
+
 def _limit_memory(mb: int) -> None:
-    preload = os.environ.get("LD_PRELOAD", "")
-    if mb <= 0 or "asan" in preload:  # ASan reserves terabytes of address space: the parent watches RSS instead
+    if mb <= 0 or _under_asan():  # ASan reserves terabytes of address space: the parent watches RSS instead
         return
     resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
 
@@ -98,7 +108,8 @@ def serve(status_fd: int, seeds_dir: str, task_in, tmpdir: str) -> None:
             if task.get("selftest"):  # the parent's own test: a crash, an abort, a hang, an untyped error
                 selftest(task["selftest"])
             before = Counters.oversized
-            out = run_case(data, task["mode"], steps, engine, tmpdir, phase=lambda p: say(f"P {idx} {p}"), name=str(idx))
+            out = run_case(data, task["mode"], steps, engine, tmpdir, phase=lambda p: say(f"P {idx} {p}"),
+                           name=f"w{os.getpid()}")
             if out == "ok" and Counters.oversized != before:
                 out = "oversized"
             say(f"D {idx} {out}")
@@ -140,7 +151,7 @@ def zygote(sock_fd: int, seeds_dir: str, mem_mb: int) -> None:
                 os.dup2(err_w, 2)
                 os.dup2(err_w, 1)
                 os.close(err_w)
-                faulthandler.enable()
+                _faulthandler()
                 _limit_memory(mem_mb)
                 try:
                     serve(status_w, seeds_dir, os.fdopen(task_r, "rb"), tmpdir)
@@ -158,6 +169,10 @@ def zygote(sock_fd: int, seeds_dir: str, mem_mb: int) -> None:
             if pid == 0:
                 break
             live.discard(pid)
+            try:  # the input a crashed worker was loading
+                os.unlink(os.path.join(tmpdir, f"w{pid}.dg"))
+            except FileNotFoundError:
+                pass
             sock.send(f"exit {pid} {os.waitstatus_to_exitcode(st)}".encode())
     for pid in live:
         try:
@@ -174,7 +189,7 @@ def main() -> None:
         return
     status_fd, seeds_dir, mem_mb = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     os.dup2(2, 1)
-    faulthandler.enable()
+    _faulthandler()
     _limit_memory(mem_mb)
     tmpdir = _tmpdir()
     try:
