@@ -50,7 +50,9 @@ setenv() {
   libstdcxx="$(readlink -f "$(gcc -print-file-name=libstdc++.so)")"
   export LD_PRELOAD="$libasan $libstdcxx"
   # Python never frees some memory at exit and torch keeps caches: leak checking is off.
-  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1:log_path=$reports/asan:${DG_ASAN_EXTRA:-}"
+  # allocator_may_return_null: a huge allocation fails as in a release build (the code must handle it),
+  # rather than ASan reporting it
+  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1:allocator_may_return_null=1:log_path=$reports/asan"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
   export PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}"
   unset DYNGRAPH_DEV
@@ -103,7 +105,8 @@ case "$mode" in
     echo "sanitized tests ($mode): $((t2 - t1)) s"
     if [ "$mode" = ci ] && [ "${DG_SANITIZE_FUZZ_SECONDS:-60}" != 0 ]; then
       # a short fuzz under the sanitizers: heap overflows a release build survives silently
-      ( export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+      ( export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:handle_abort=1"
+        export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
         "$py" -m tests.fuzz --seconds "${DG_SANITIZE_FUZZ_SECONDS:-60}" --seed 0 --timeout 15 --mem-mb 6000 \
           --seeds-dir "$out/fuzz-seeds" --crash-dir "$root/tests/fuzz/corpus/crashes" --fail-on new ) || status=$?  # (its output is not searched: it classifies its workers' reports itself)
       echo "sanitized fuzz: $(( $(date +%s) - t2 )) s"

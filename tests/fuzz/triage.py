@@ -40,7 +40,7 @@ def triage(path: str, timeout: float) -> str:
     env = child_env()
     if "asan" in env.get("LD_PRELOAD", ""):
         # reports to stderr, and a stack for aborts too
-        env["ASAN_OPTIONS"] = "detect_leaks=0:handle_abort=1:halt_on_error=1"
+        env["ASAN_OPTIONS"] = "detect_leaks=0:handle_abort=1:halt_on_error=1:allocator_may_return_null=1"
         env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
     try:
         r = subprocess.run([sys.executable, "-m", "tests.fuzz.replay", path], cwd=ROOT, env=env, capture_output=True,
