@@ -67,8 +67,10 @@ def generate_seeds(out_dir: str, python: str, kinds: Optional[List[str]] = None)
         # is not what is tested, and a sanitizer report there would stop the run (today: saving a state
         # without an initial value, reproducers/save_state_without_initial_value.py)
         env.pop("LD_PRELOAD")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep)
-                                            if os.path.join("asan", "pkg") not in p)
+        paths = [p for p in env["PYTHONPATH"].split(os.pathsep) if os.path.join("asan", "pkg") not in p]
+        if glob.glob(os.path.join(ROOT, "api", "dyngraph", "_backend*.so")):  # an in-tree release build
+            paths.insert(0, os.path.join(ROOT, "api"))
+        env["PYTHONPATH"] = os.pathsep.join(paths)
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise SystemExit(f"seed generation failed:\n{r.stdout}\n{r.stderr}")
