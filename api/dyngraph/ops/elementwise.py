@@ -30,14 +30,16 @@ def _broadcast(attrs, ins, ctx):
     return [TensorType(dt, shape)]
 
 
-@register((K.Add, K.Multiply, K.Maximum, K.Minimum), inputs=(2, 2), attrs=_BROADCAST, high_rank="elementwise")
+@register((K.Add, K.Multiply, K.Maximum, K.Minimum), inputs=(2, 2), attrs=_BROADCAST, same_dtypes=(0, 1), out_dtype_of=0,
+          high_rank="elementwise")
 def binary(attrs, ins, ctx):
     """Elementwise a (op) b with numpy broadcasting: any dtype (on bool, Add is
     logical or and Multiply logical and, as in numpy; i32 wraps around on overflow)."""
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.Subtract, inputs=(2, 2), attrs=_BROADCAST, dtypes=("nonbool",), high_rank="elementwise")
+@register(K.Subtract, inputs=(2, 2), attrs=_BROADCAST, dtypes=("nonbool",), same_dtypes=(0, 1), out_dtype_of=0,
+          high_rank="elementwise")
 def subtract(attrs, ins, ctx):
     """a - b with numpy broadcasting; not on bool (as in numpy)."""
     if same_dtype(ins, ctx) is DataType.boolean:
@@ -45,7 +47,8 @@ def subtract(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.Divide, inputs=(2, 2), attrs=_BROADCAST, dtypes=("float",), high_rank="elementwise")
+@register(K.Divide, inputs=(2, 2), attrs=_BROADCAST, dtypes=("float",), same_dtypes=(0, 1), out_dtype_of=0,
+          high_rank="elementwise")
 def divide(attrs, ins, ctx):
     """a / b with numpy broadcasting; floating point only (no integer division)."""
     same_dtype(ins, ctx)
@@ -53,7 +56,8 @@ def divide(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.SquaredDifference, inputs=(2, 2), attrs=_BROADCAST, dtypes=("float",), high_rank="elementwise")
+@register(K.SquaredDifference, inputs=(2, 2), attrs=_BROADCAST, dtypes=("float",), same_dtypes=(0, 1),
+          out_dtype_of=0, high_rank="elementwise")
 def squared_difference(attrs, ins, ctx):
     """(a - b)^2 with numpy broadcasting; floating point."""
     same_dtype(ins, ctx)
@@ -61,7 +65,8 @@ def squared_difference(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.FloorDivide, inputs=(2, 2), attrs=_BROADCAST, dtypes=("nonbool",), high_rank="elementwise")
+@register(K.FloorDivide, inputs=(2, 2), attrs=_BROADCAST, dtypes=("nonbool",), same_dtypes=(0, 1),
+          out_dtype_of=0, high_rank="elementwise")
 def floor_divide(attrs, ins, ctx):
     """floor(a / b) with numpy broadcasting, as numpy's floor_divide (and
     torch's ``//``): integers round toward negative infinity (x // 0 is 0,
@@ -72,7 +77,7 @@ def floor_divide(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(UNARY_FLOAT, dtypes=("float",), high_rank="elementwise")
+@register(UNARY_FLOAT, dtypes=("float",), out_dtype_of=0, high_rank="elementwise")
 def unary(attrs, ins, ctx):
     """y = f(x), same shape and dtype; x is floating point. Reciprocal is 1/x
     (inf at 0), Rsqrt 1/sqrt(x), HardSwish x min(max(x + 3, 0), 6) / 6, Mish
@@ -88,7 +93,7 @@ def _float_unary(attrs, ins, ctx):
 
 
 @register(K.Pow, inputs=(1, 2), attrs={"beta": AttrSpec("float", 1.0)}, dtypes=("float",),
-          input_names=("src", "exponent"), high_rank="elementwise")
+          input_names=("src", "exponent"), same_dtypes=(0, 1), out_dtype_of=0, high_rank="elementwise")
 def pow_(attrs, ins, ctx):
     """src ** beta (oneDNN's Pow); with a second input, src ** exponent
     elementwise with numpy broadcasting (beta then stays 1). A negative base
@@ -102,7 +107,8 @@ def pow_(attrs, ins, ctx):
     return [TensorType(ins[0].dtype, broadcast_shapes(ins[0].shape, ins[1].shape, ctx))]
 
 
-@register(K.Clamp, attrs={"min": AttrSpec("float"), "max": AttrSpec("float")}, dtypes=("float",), high_rank="elementwise")
+@register(K.Clamp, attrs={"min": AttrSpec("float"), "max": AttrSpec("float")}, dtypes=("float",), out_dtype_of=0,
+          high_rank="elementwise")
 def clamp(attrs, ins, ctx):
     """min(max(x, min), max) (oneDNN's Clamp; -inf / inf leave a side open);
     NaN stays NaN."""
@@ -111,26 +117,29 @@ def clamp(attrs, ins, ctx):
     return _float_unary(attrs, ins, ctx)
 
 
-@register(K.Elu, attrs={"alpha": AttrSpec("float", min=0.0, finite=True)}, dtypes=("float",), high_rank="elementwise")
+@register(K.Elu, attrs={"alpha": AttrSpec("float", min=0.0, finite=True)}, dtypes=("float",), out_dtype_of=0,
+          high_rank="elementwise")
 def elu(attrs, ins, ctx):
     """x where x >= 0, alpha (e^x - 1) where x < 0 (oneDNN's Elu)."""
     return _float_unary(attrs, ins, ctx)
 
 
-@register(K.LeakyReLU, attrs={"alpha": AttrSpec("float", finite=True)}, dtypes=("float",), high_rank="elementwise")
+@register(K.LeakyReLU, attrs={"alpha": AttrSpec("float", finite=True)}, dtypes=("float",), out_dtype_of=0,
+          high_rank="elementwise")
 def leaky_relu(attrs, ins, ctx):
     """x where x >= 0, alpha x where x < 0 (oneDNN's LeakyReLU)."""
     return _float_unary(attrs, ins, ctx)
 
 
 @register(K.HardSigmoid, attrs={"alpha": AttrSpec("float", finite=True), "beta": AttrSpec("float", finite=True)},
-          dtypes=("float",), high_rank="elementwise")
+          dtypes=("float",), out_dtype_of=0, high_rank="elementwise")
 def hard_sigmoid(attrs, ins, ctx):
     """max(0, min(1, alpha x + beta)) (oneDNN's HardSigmoid; torch's is alpha 1/6, beta 1/2)."""
     return _float_unary(attrs, ins, ctx)
 
 
-@register(K.SoftPlus, attrs={"beta": AttrSpec("float", 1.0, finite=True)}, dtypes=("float",), high_rank="elementwise")
+@register(K.SoftPlus, attrs={"beta": AttrSpec("float", 1.0, finite=True)}, dtypes=("float",), out_dtype_of=0,
+          high_rank="elementwise")
 def soft_plus(attrs, ins, ctx):
     """ln(1 + e^(beta x)) / beta (oneDNN's SoftPlus), computed without overflow."""
     if attrs["beta"] == 0.0:
@@ -138,7 +147,7 @@ def soft_plus(attrs, ins, ctx):
     return _float_unary(attrs, ins, ctx)
 
 
-@register(K.Expand, attrs={"shape": AttrSpec("exprs")}, high_rank="elementwise")
+@register(K.Expand, attrs={"shape": AttrSpec("exprs")}, out_dtype_of=0, high_rank="elementwise")
 def expand(attrs, ins, ctx):
     """numpy broadcast_to(x, shape): shape (ints or dimension expressions) has
     at least x's rank; each of x's dimensions, aligned right, is 1 or equal."""
@@ -156,14 +165,15 @@ def expand(attrs, ins, ctx):
     return [TensorType(x.dtype, shape)]
 
 
-@register(K.Reorder, high_rank="elementwise")
+@register(K.Reorder, out_dtype_of=0, high_rank="elementwise")
 def reorder(attrs, ins, ctx):
     """A copy of x (oneDNN's Reorder; dyngraph tensors have one, dense,
     layout, so it changes neither shape nor dtype: TypeCast converts)."""
     return [ins[0]]
 
 
-@register(K.GELU, attrs={"mode": AttrSpec("str", "erf", ("erf", "tanh"))}, dtypes=("float",), high_rank="elementwise")
+@register(K.GELU, attrs={"mode": AttrSpec("str", "erf", ("erf", "tanh"))}, dtypes=("float",), out_dtype_of=0,
+          high_rank="elementwise")
 def gelu(attrs, ins, ctx):
     """GELU, exact (erf) or tanh-approximated."""
     require_float(ins[0], ctx)
@@ -171,7 +181,7 @@ def gelu(attrs, ins, ctx):
 
 
 @register(K.BiasAdd, inputs=(2, 2), attrs={"data_format": AttrSpec("str", "NXC", ("NXC", "NCX"))}, dtypes=("float",),
-          input_names=("x", "bias"), high_rank="lowering")
+          input_names=("x", "bias"), same_dtypes=(0, 1), out_dtype_of=0, high_rank="lowering")
 def bias_add(attrs, ins, ctx):
     """x + bias along the channel axis (last for NXC, 1 for NCX); bias is 1-D."""
     x, b = ins

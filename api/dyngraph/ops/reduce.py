@@ -10,7 +10,8 @@ from .registry import AttrSpec, TensorType, register
 ATTRS = {"axes": AttrSpec("ints", axes_of=0), "keep_dims": AttrSpec("bool", False)}
 
 
-@register((K.ReduceSum, K.ReduceMax, K.ReduceMin, K.ReduceProd), attrs=ATTRS, dtypes=("nonbool",), high_rank="lowering")
+@register((K.ReduceSum, K.ReduceMax, K.ReduceMin, K.ReduceProd), attrs=ATTRS, dtypes=("nonbool",), out_dtype_of=0,
+          high_rank="lowering")
 def reduce(attrs, ins, ctx):
     """Reduce over `axes` (negative axes count from the end). Integers wrap
     around (ReduceSum, ReduceProd); the max / min of a slice holding NaN is NaN."""
@@ -29,7 +30,7 @@ def reduce(attrs, ins, ctx):
     return [TensorType(x.dtype, shape)]
 
 
-@register(K.ReduceMean, attrs=ATTRS, dtypes=("float",), high_rank="lowering")
+@register(K.ReduceMean, attrs=ATTRS, dtypes=("float",), out_dtype_of=0, high_rank="lowering")
 def reduce_mean(attrs, ins, ctx):
     """Mean over `axes`; the input is floating point (the mean of integers is not an integer)."""
     require_float(ins[0], ctx)
