@@ -4,6 +4,7 @@
 #include <limits>
 
 #include <cstring>
+#include <type_traits>
 
 #include "aligned_buffer.h"
 #include "errors.h"
@@ -120,6 +121,19 @@ std::vector<int32_t> ints32(const flatbuffers::Vector<int32_t>* v) {
     return v ? std::vector<int32_t>(v->begin(), v->end()) : std::vector<int32_t>{};
 }
 
+// The verifier checks a vector's alignment only to 4 bytes: the elements of a vector
+// of 8-byte scalars or structs may sit misaligned in a hand-made file, so they are
+// copied out bytewise (FlatBuffers is little-endian, as are the hosts we build for).
+static_assert(FLATBUFFERS_LITTLEENDIAN, "dyngraph reads FlatBuffers vectors bytewise on little-endian hosts");
+
+template <class T, class V>
+std::vector<T> copy_out(const flatbuffers::Vector<V>* v) {
+    static_assert(sizeof(T) == sizeof(std::remove_const_t<std::remove_pointer_t<V>>), "copy_out: element sizes differ");
+    std::vector<T> out(v ? v->size() : 0);
+    if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+    return out;
+}
+
 void check_count(size_t n, size_t limit, const char* what) {
     if (n > limit) fail<IRError>("the IR has ", n, " ", what, " (at most ", limit, ")");
 }
@@ -203,8 +217,9 @@ Program Program::parse(const uint8_t* buf, size_t size) {
         std::vector<uint8_t> nesting(n, 0);
         prog.is_const.assign(n, 0);
         prog.const_vals.assign(n, 0);
+        const std::vector<fbs::ExprNode> nodes = copy_out<fbs::ExprNode>(p->exprs());
         for (size_t i = 0; i < n; ++i) {
-            const auto* e = p->exprs()->Get(flatbuffers::uoffset_t(i));
+            const fbs::ExprNode* e = &nodes[i];
             auto op = uint8_t(e->op());
             if (op > uint8_t(ExprOp::Max)) fail<IRError>("expression node ", i, " has unknown op ", int(op));
             ExprNode node{ExprOp(op), e->a(), e->b()};
@@ -337,8 +352,8 @@ Program Program::parse(const uint8_t* buf, size_t size) {
                     auto ty = uint8_t(a->type());
                     if (ty > uint8_t(AttrType::Exprs)) fail<IRError>(where, ": attribute '", ad.name, "' has unknown type");
                     ad.type = AttrType(ty);
-                    if (a->ints()) ad.ints.assign(a->ints()->begin(), a->ints()->end());
-                    if (a->floats()) ad.floats.assign(a->floats()->begin(), a->floats()->end());
+                    ad.ints = copy_out<int64_t>(a->ints());
+                    ad.floats = copy_out<double>(a->floats());
                     if (a->str()) ad.str = a->str()->str();
                     ad.exprs = ints32(a->exprs());
                     attrs.push_back(std::move(ad));
