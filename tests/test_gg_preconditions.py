@@ -18,29 +18,38 @@ QUERIES = {
     "ggml_can_repeat", "ggml_get_type_traits", "ggml_fp32_to_fp16", "ggml_fp32_to_bf16", "ggml_fp16_to_fp32",
     "ggml_bf16_to_fp32", "ggml_type_name", "ggml_is_quantized", "ggml_element_size", "ggml_nrows",
     "ggml_fp32_to_fp16_row", "ggml_fp32_to_bf16_row", "ggml_fp16_to_fp32_row", "ggml_bf16_to_fp32_row",
+    "ggml_cpu_has_llamafile",
 }
 # our own helpers named ggml_* (dtype.h, lowering.h)
 OURS = {"ggml_type_of", "ggml_dim"}
 
 
 def ggml_dirs():
-    import libggml
+    """(headers, library folder, library files) of the ggml the package runs on: its libraries lie next
+    to the extension; its headers in the source it was built from (the build tree's ggml sdist) or,
+    for a build on the prebuilt wheel, in that wheel's tree."""
+    import glob
 
-    base = os.path.dirname(libggml.__file__)
-    for lib in ("lib64", "lib"):
-        if os.path.exists(os.path.join(base, lib, "libggml.so")):
-            return os.path.join(base, "include"), os.path.join(base, lib)
-    raise AssertionError(f"no libggml.so under {base}")
+    import dyngraph
+
+    lib = os.path.dirname(os.path.realpath(dyngraph._backend.__file__))
+    files = [os.path.join(lib, f"libggml{s}.so.0") for s in ("", "-base")]
+    assert all(os.path.exists(f) for f in files), f"no libggml.so.0 / libggml-base.so.0 in {lib}"
+    for pattern in ("build/*/ggml-sdist/libggml_python-*/ggml/include", "build/*/ggml-wheel/libggml/include"):
+        found = sorted(glob.glob(os.path.join(ROOT, pattern, "ggml.h")))
+        if found:
+            return os.path.dirname(found[0]), lib, files
+    raise AssertionError(f"no ggml headers under {ROOT}/build (the tree the package was built in)")
 
 
 def test_every_precondition_is_a_violation_not_an_abort(tmp_path):
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     assert cxx, "a C++ compiler is needed to build the precondition test"
-    inc, lib = ggml_dirs()
+    inc, lib, files = ggml_dirs()
     exe = tmp_path / "test_gg"
     cmd = [cxx, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "backend"), "-I", inc,
            os.path.join(ROOT, "backend", "gg.cpp"), os.path.join(ROOT, "tests", "cpp", "test_gg_preconditions.cpp"),
-           "-L", lib, "-lggml", "-lggml-base", f"-Wl,-rpath,{lib}", "-o", str(exe)]
+           *files, f"-Wl,-rpath,{lib}", "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)

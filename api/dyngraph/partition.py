@@ -177,6 +177,14 @@ class Partition:
         (storage of matmul/embedding weights: "f32", "f16", "q8_0", "q4_0"),
         ``repack_weights`` (default True: quantized matmul weights in the layout
         of ggml's faster CPU kernels, where ggml supports it).
+
+        ``engine`` is an Engine or a list of them. One CPU engine runs the host
+        CPU path. Otherwise the partition runs on the engines' devices through
+        ggml-backend, its ops split over them in program order (``split="layer"``:
+        whole layers, or ``"memory"``: by the bytes of weights and state; see
+        backend/placement.h), in proportion to ``shares`` (one positive number
+        per device, default equal); inputs and outputs are Tensors of the
+        first engine.
         """
         if not self._supported:
             kinds = sorted({op.kind.name for op in self._ops})
