@@ -185,13 +185,18 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
             vals[size_t(op.outputs[j])] = out[j];
         }
         if (pl) {
-            // the op's ggml tensors run on its device; on any but the host CPU, ggml's own ops only
+            // the op's ggml tensors run on its device; on any but the host CPU, ggml's own ops only, and
+            // only those the device's backend implements for these types (a GPU's says which; an RPC
+            // device says yes to all without asking its server, whose CPU backend has them all)
+            ggml_backend_t be = pl->slots[size_t(slot)].backend;
             for (ggml_tensor* t = mark ? ggml_get_next_tensor(ctx, mark) : ggml_get_first_tensor(ctx); t;
                  t = ggml_get_next_tensor(ctx, t)) {
                 mark = t;
                 if (!env.host && (t->op == GGML_OP_CUSTOM || t->op == GGML_OP_MAP_CUSTOM1 || t->op == GGML_OP_MAP_CUSTOM2 ||
                                   t->op == GGML_OP_MAP_CUSTOM3))
                     lc.not_portable("its lowering");
+                if (!env.host && t->op != GGML_OP_NONE && !t->view_src && !ggml_backend_supports_op(be, t))
+                    lc.not_on_device(cat(ggml_op_desc(t), " for ", gg::describe(t)));
                 node_slot[t] = slot;
             }
         }

@@ -98,6 +98,9 @@ struct LowerCtx {
     bool host() const { return env.host; }
     // CompileError naming the op and the device: this lowering has no portable form for `what`.
     [[noreturn]] void not_portable(const std::string& what) const;
+    // CompileError naming the op and the device: the device's ggml backend has no `what` (a GPU backend
+    // implements a subset of ggml's ops and types; ggml_backend_supports_op says which).
+    [[noreturn]] void not_on_device(const std::string& what) const;
 
     // The op's attributes (its kind's struct in generated/op_schema.h, read and checked at parse).
     template <class T>

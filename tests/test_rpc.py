@@ -101,15 +101,6 @@ def test_engine_kinds_and_arguments():
             dg.Engine("rpc", endpoints=[bad])
 
 
-def test_gpu_engine_without_a_gpu_says_why():
-    if any(d.kind in ("gpu", "igpu") for d in dg.Engine.devices()):
-        pytest.skip("this machine's ggml has a GPU: tests/test_gpu.py runs on it")
-    with pytest.raises(dg.DeviceError, match="GGML_CUDA=ON"):
-        dg.Engine("gpu")
-    with pytest.raises(dg.DeviceError, match="no device named 'CUDA0'"):
-        dg.Engine("gpu", device="CUDA0")
-
-
 # -- a model over three devices ------------------------------------------------------
 
 def test_decoder_split_over_cpu_and_two_servers_matches_one_cpu(weights, reference, servers):
