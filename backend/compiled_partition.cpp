@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "ggml-cpu.h"
+#include "verbose.h"
 
 namespace dg {
 
@@ -258,6 +259,7 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;
     stats_.last_graph_nodes = g->n_nodes();
+    if (verbose::on()) verbose::build(this, prog_, b, g->n_nodes(), g->build_seconds * 1e3);
     lru_.push_front(std::move(g));
     index_.emplace(lru_.front()->key, lru_.begin());
     return *lru_.front();
@@ -457,8 +459,14 @@ void CompiledPartition::execute_devices(const HostTensor* const* in, size_t n_in
 }
 
 void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out) {
+    const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
     std::lock_guard<std::mutex> lock(mu_);
-    if (placement_) return execute_devices(in, n_in, out, n_out);
+    const uint64_t misses = stats_.misses;
+    if (placement_) {
+        execute_devices(in, n_in, out, n_out);
+        if (verbose::on()) verbose::exec(this, prog_, binding_, stats_.misses != misses, in, n_in, verbose::now_ms() - t0);
+        return;
+    }
     BuiltGraph& g = prepare(in, n_in, out, n_out);
     for (auto& c : g.kernel_checks) c->bad = false;
     ggml_status st = engine_->compute(g.graph, g.cplan);
@@ -476,6 +484,7 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;
+    if (verbose::on()) verbose::exec(this, prog_, binding_, stats_.misses != misses, in, n_in, verbose::now_ms() - t0);
 }
 
 double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out,
@@ -517,6 +526,7 @@ CacheStats CompiledPartition::stats() const {
 }
 
 void CompiledPartition::evict_last() {
+    if (verbose::on()) verbose::evict(this, prog_, lru_.back()->key, lru_.size() - 1);
     index_.erase(lru_.back()->key);
     AlignedBuffer meta = lru_.back()->release_metadata();
     if (meta.size() > spare_meta_.size()) spare_meta_ = std::move(meta);

@@ -14,6 +14,7 @@
 #include "ggml_log.h"
 #include "kernels/isa.h"
 #include "lowering.h"
+#include "verbose.h"
 
 namespace py = pybind11;
 using namespace dg;
@@ -198,9 +199,12 @@ PYBIND11_MODULE(_backend, m) {
     m.doc() = "dyngraph's C++ runtime: IR reader, shape binding, ggml graph builder and cache";
     register_errors(m);
     install_ggml_log();
+    verbose::init_from_env();
 
     m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
     m.def("ggml_version", [] { return std::string(ggml_version()); });
+    m.def("set_verbose", &verbose::set_level, py::arg("level"), "DYNGRAPH_VERBOSE's level, at run time (0: off).");
+    m.def("verbose_level", [] { return verbose::level; });
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
     m.def(
@@ -294,9 +298,13 @@ PYBIND11_MODULE(_backend, m) {
                      if (!(a.flags() & py::array::c_style)) fail<CompileError>("constant data must be C-contiguous");
                      ext[k] = HostData{a.data(), size_t(a.nbytes())};
                  }
-                 return std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
-                                                            size_t(info.size * info.itemsize), ext, std::move(engine), capacity,
-                                                            borrow_ir, repack);
+                 const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
+                 auto cp = std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
+                                                               size_t(info.size * info.itemsize), ext, std::move(engine),
+                                                               capacity, borrow_ir, repack);
+                 if (verbose::on())
+                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                 return cp;
              }),
              py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false,
              py::arg("repack") = true)

@@ -24,7 +24,7 @@ def server_command() -> List[str]:
     exe = os.path.join(os.path.dirname(sys.executable), "dyngraph")
     if os.environ.get("DYNGRAPH_DEV") != "1" and os.path.exists(exe):
         return [exe, "rpc-server"]
-    return [sys.executable, "-m", "dyngraph.cli_rpc"]
+    return [sys.executable, "-m", "dyngraph.cli", "rpc-server"]
 
 
 def server_env() -> dict:

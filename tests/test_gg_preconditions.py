@@ -25,31 +25,33 @@ OURS = {"ggml_type_of", "ggml_dim"}
 
 
 def ggml_dirs():
-    """(headers, library folder, library files) of the ggml the package runs on: its libraries lie next
-    to the extension; its headers in the source it was built from (the build tree's ggml sdist) or,
-    for a build on the prebuilt wheel, in that wheel's tree."""
+    """(include dir, lib dir) of the ggml the package runs on: its headers come
+    from the ggml tree of the package's build (build/*/ggml-sdist-* or
+    ggml-wheel-*), its libraries sit next to the extension (or, for an in-tree
+    build, in the build tree its rpath names)."""
     import glob
 
-    import dyngraph
+    from dyngraph import _backend
 
-    lib = os.path.dirname(os.path.realpath(dyngraph._backend.__file__))
-    files = [os.path.join(lib, f"libggml{s}.so.0") for s in ("", "-base")]
-    assert all(os.path.exists(f) for f in files), f"no libggml.so.0 / libggml-base.so.0 in {lib}"
-    for pattern in ("build/*/ggml-sdist/libggml_python-*/ggml/include", "build/*/ggml-wheel/libggml/include"):
-        found = sorted(glob.glob(os.path.join(ROOT, pattern, "ggml.h")))
-        if found:
-            return os.path.dirname(found[0]), lib, files
-    raise AssertionError(f"no ggml headers under {ROOT}/build (the tree the package was built in)")
+    ext_dir = os.path.dirname(os.path.realpath(_backend.__file__))
+    libs = [d for d in (ext_dir, os.path.dirname(os.path.abspath(_backend.__file__)))
+            if glob.glob(os.path.join(d, "libggml-base.so*"))]
+    headers = sorted(glob.glob(os.path.join(ROOT, "build", "*", "ggml-sdist-*", "*", "ggml", "include", "ggml.h")) +
+                     glob.glob(os.path.join(ROOT, "build", "*", "ggml-wheel-*", "libggml", "include", "ggml.h")),
+                     key=os.path.getmtime)
+    assert libs, f"no ggml libraries next to the extension ({ext_dir})"
+    assert headers, "no ggml headers in a build tree under build/ (install or build the project from this checkout)"
+    return os.path.dirname(headers[-1]), libs[0]
 
 
 def test_every_precondition_is_a_violation_not_an_abort(tmp_path):
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     assert cxx, "a C++ compiler is needed to build the precondition test"
-    inc, lib, files = ggml_dirs()
+    inc, lib = ggml_dirs()
     exe = tmp_path / "test_gg"
     cmd = [cxx, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "backend"), "-I", inc,
            os.path.join(ROOT, "backend", "gg.cpp"), os.path.join(ROOT, "tests", "cpp", "test_gg_preconditions.cpp"),
-           *files, f"-Wl,-rpath,{lib}", "-o", str(exe)]
+           os.path.join(lib, "libggml-base.so.0"), f"-Wl,-rpath,{lib}", "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)

@@ -17,7 +17,7 @@ from .logical_tensor import LogicalTensor, Property
 from .program import Program
 from .symbolic import format_shape
 from .stored_weight import StoredWeight
-from .tensor import Tensor
+from .tensor import Tensor, from_dlpack
 
 
 def check_capacity(capacity) -> int:
@@ -167,8 +167,15 @@ class CompiledPartition:
         self._impl.execute(inputs, outputs)
 
     def __call__(self, *arrays) -> List[np.ndarray]:
-        """Run on arrays (numpy, or anything numpy can view), in get_inputs()
-        order; returns new output arrays. Contiguous inputs are used in place."""
+        """Run on arrays (numpy, objects with ``__dlpack__`` such as CPU torch
+        tensors, or anything numpy can view), in get_inputs() order; returns
+        new numpy output arrays (``torch.from_dlpack`` takes them without a
+        copy). Contiguous inputs are used in place."""
+        for a in arrays:
+            if type(a) is not np.ndarray:
+                arrays = tuple(from_dlpack(x) if type(x) is not np.ndarray and hasattr(x, "__dlpack__") else x
+                               for x in arrays)
+                break
         return self._impl.run(arrays, self._out_dtypes)
 
     # -- cache -------------------------------------------------------------------

@@ -17,16 +17,20 @@ aligned in a memory-mapped file (it is used in place).
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import stat
 import struct
+import time
 from typing import Optional
 
 import crc32c
 
 from .engine import Engine
 from .errors import IRError
+
+log = logging.getLogger(__name__)
 
 MAGIC = b"DYNGRAPH"
 FORMAT_VERSION = 1
@@ -162,6 +166,7 @@ def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capac
         raise TypeError(f"engine must be a dyngraph.Engine, got {type(engine).__name__}")
     check_capacity(cache_capacity)
     engine = engine or Engine()
+    t0 = time.perf_counter()
     body, keep = read_body(path, bool(mmap_weights))
     try:
         program = read_program(body)
@@ -173,4 +178,6 @@ def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capac
             keep.close()
         raise
     body.release()
+    log.info("loaded %s: %d ops, %d bytes of constants: %.1f ms", os.fspath(path), len(program.ops),
+             impl.stats()["constant_bytes"], (time.perf_counter() - t0) * 1e3)
     return CompiledPartition(program, impl, engine, keepalive=keep if mmap_weights else None)

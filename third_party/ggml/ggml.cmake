@@ -16,27 +16,28 @@
 set(DYNGRAPH_GGML "source" CACHE STRING "where ggml comes from: source (built for this machine) or wheel (prebuilt, AVX2)")
 set_property(CACHE DYNGRAPH_GGML PROPERTY STRINGS source wheel)
 set(DYNGRAPH_GGML_SOURCE "" CACHE PATH "a ggml source tree to build (default: the libggml-python sdist, fetched with pip)")
-set(DYNGRAPH_GGML_SDIST "libggml-python==0.20.2.post1")  # keep in step with pyproject.toml's build requirement
+set(DYNGRAPH_GGML_SDIST "libggml-python==0.20.2.post1")  # the ggml version dyngraph pins (0.20.2)
+string(REGEX REPLACE ".*==" "" ggml_pin "${DYNGRAPH_GGML_SDIST}")
 
 if(DYNGRAPH_GGML STREQUAL "source")
   if(DYNGRAPH_GGML_SOURCE STREQUAL "")
     # pip download of the sdist once per build tree (scikit-build-core keeps it across installs)
-    set(sdist_dir "${CMAKE_BINARY_DIR}/ggml-sdist")
-    file(GLOB sdist_tree "${sdist_dir}/libggml_python-*/ggml/CMakeLists.txt")
+    set(sdist_dir "${CMAKE_BINARY_DIR}/ggml-sdist-${ggml_pin}")  # a new pin fetches anew
+    file(GLOB sdist_tree "${sdist_dir}/libggml_python-${ggml_pin}/ggml/CMakeLists.txt")
     if(NOT sdist_tree)
       message(STATUS "dyngraph: fetching the ggml source (${DYNGRAPH_GGML_SDIST} sdist) with pip")
       execute_process(
         COMMAND "${Python_EXECUTABLE}" -m pip download --no-deps --no-binary libggml-python --disable-pip-version-check
                 --quiet -d "${sdist_dir}" "${DYNGRAPH_GGML_SDIST}"
         RESULT_VARIABLE rc)
-      file(GLOB archive "${sdist_dir}/libggml_python-*.tar.gz")
+      file(GLOB archive "${sdist_dir}/libggml_python-${ggml_pin}.tar.gz")
       if(NOT rc EQUAL 0 OR NOT archive)
         message(FATAL_ERROR "dyngraph: could not download the ${DYNGRAPH_GGML_SDIST} sdist with pip. Without network, "
                             "pass a ggml source tree (-Ccmake.define.DYNGRAPH_GGML_SOURCE=/path/to/ggml) or take the "
                             "prebuilt wheel (-Ccmake.define.DYNGRAPH_GGML=wheel).")
       endif()
       execute_process(COMMAND "${CMAKE_COMMAND}" -E tar xzf "${archive}" WORKING_DIRECTORY "${sdist_dir}" RESULT_VARIABLE rc)
-      file(GLOB sdist_tree "${sdist_dir}/libggml_python-*/ggml/CMakeLists.txt")
+      file(GLOB sdist_tree "${sdist_dir}/libggml_python-${ggml_pin}/ggml/CMakeLists.txt")
       if(NOT rc EQUAL 0 OR NOT sdist_tree)
         message(FATAL_ERROR "dyngraph: ${archive} holds no ggml/CMakeLists.txt")
       endif()
@@ -80,7 +81,7 @@ if(DYNGRAPH_GGML STREQUAL "source")
 elseif(DYNGRAPH_GGML STREQUAL "wheel")
   # the wheel fetched with pip into the build tree (not a build requirement: where pip finds no wheel
   # for the platform it would build the sdist, for a build environment only)
-  set(wheel_dir "${CMAKE_BINARY_DIR}/ggml-wheel")
+  set(wheel_dir "${CMAKE_BINARY_DIR}/ggml-wheel-${ggml_pin}")
   file(GLOB ggml_config "${wheel_dir}/libggml/lib64/cmake/ggml/ggmlConfig.cmake")
   if(NOT ggml_config)
     message(STATUS "dyngraph: fetching the prebuilt ggml (${DYNGRAPH_GGML_SDIST} wheel) with pip")

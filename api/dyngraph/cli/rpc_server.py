@@ -13,9 +13,6 @@ a connection to the port can allocate memory, read and write it, and run
 computations on this machine. The server listens on 127.0.0.1 (this machine
 only) unless --host says otherwise; give another address only on a network
 where you trust every machine (or reach the port through an SSH tunnel).
-
-(The entry point of the command until the ``dyngraph`` CLI hooks it in as a
-subcommand: ``main(argv)`` takes the arguments after ``rpc-server``.)
 """
 
 from __future__ import annotations
@@ -78,7 +75,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         probe.close()
 
-    from . import _backend
+    from .. import _backend
 
     if not _backend.has_rpc():
         print("dyngraph rpc-server: this build of ggml has no RPC backend (install dyngraph with its default ggml "
@@ -94,7 +91,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # the server never returns to Python: let the signals end the process as they would any server
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    from .errors import DeviceError
+    from ..errors import DeviceError
 
     try:
         _backend.rpc_serve(host, args.port, threads, args.device or [])
@@ -102,18 +99,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"dyngraph rpc-server: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-def console(argv: Optional[List[str]] = None) -> int:
-    """The ``dyngraph`` console script while it has this one command."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: dyngraph rpc-server [--host H] [--port N] [--threads T] [--device NAME]\n\n" + __doc__.strip())
-        return 0 if argv else 2
-    if argv[0] != "rpc-server":
-        print(f"dyngraph: unknown command {argv[0]!r} (this build has: rpc-server)", file=sys.stderr)
-        return 2
-    return main(argv[1:])
 
 
 if __name__ == "__main__":  # pragma: no cover
