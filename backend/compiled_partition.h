@@ -107,6 +107,8 @@ public:
     std::mutex& mutex() { return mu_; }
 
 private:
+    AlignedBuffer ir_copy_;  // the IR, when the caller's buffer was not 8-byte aligned (first: prog_ may point into it)
+
     ResidentTensors& resident_of(int32_t index);
     // Device mode: `fn` with the devices locked and ggml's aborts guarded; a lost device or a ggml abort
     // leaves the partition refused from then on (what ran is half-done).

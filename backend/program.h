@@ -101,6 +101,7 @@ struct Program {
 
     // Verify the FlatBuffer and check that every index is in range, ops come
     // in a valid order, and constant data has the right size. Throws IRError.
+    // `buf` must be 8-byte aligned (see aligned_ir).
     static Program parse(const uint8_t* buf, size_t size);
 
     // Nodes whose value depends on no symbol, evaluated once at parse.
@@ -115,6 +116,11 @@ struct Program {
     // Human-readable expression, for error messages ("seq + 1"); long ones are cut.
     std::string expr_string(int32_t node) const;
 };
+
+// `buf`, or a copy of it in `copy` when `buf` is not 8-byte aligned (FlatBuffers
+// reads its 8-byte scalars in place: the verifier checks their alignment
+// relative to the buffer's start).
+const uint8_t* aligned_ir(const uint8_t* buf, size_t size, class AlignedBuffer& copy);
 
 // Bytes a tensor of this shape takes in ggml type `t` (rows of ne0 elements).
 // Throws ShapeError when it is not representable or above limits::kMaxTensorBytes.

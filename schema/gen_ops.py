@@ -184,6 +184,8 @@ class Gen:
             "    uint32_t shape_inputs;     // bit i: input i's values are read on the host",
             "    const char* const* input_names;",
             "    uint8_t n_input_names;",
+            "    uint32_t same_dtype_inputs;  // bit i: input i shares one dtype with the others set (all bits: every input)",
+            "    int8_t out_dtype_of;         // the outputs have this input's dtype, or -1",
             "};",
             "",
             "extern const OpFacts kOpFacts[kNumOpKinds];",
@@ -233,7 +235,7 @@ class Gen:
             kind = reg.OpKind(k)
             s = self.schemas.get(kind)
             if s is None:
-                facts.append(f'    {{"{kind.name}", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0}},')
+                facts.append(f'    {{"{kind.name}", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0, 0, -1}},')
                 continue
             ic = ", ".join(f"DTypeClass::{CLASS_ENUM[c]}" for c in s.dtypes)
             oc = ", ".join(f"DTypeClass::{CLASS_ENUM[c]}" for c in s.out_dtypes)
@@ -246,10 +248,12 @@ class Gen:
             wi = sum(1 << i for i in s.weight_inputs)
             si = sum(1 << i for i in s.shape_inputs)
             w = -1 if s.writes_input is None else s.writes_input
+            same = 0xFFFFFFFF if s.same_dtypes == reg.ALL_INPUTS else sum(1 << i for i in s.same_dtypes)
+            od = -1 if s.out_dtype_of is None else s.out_dtype_of
             facts.append(
                 f'    {{"{kind.name}", true, {s.inputs[0]}, {s.inputs[1]}, {s.outputs[0]}, {s.outputs[1]}, '
                 f"k{kind.name}In, {len(s.dtypes)}, k{kind.name}Out, {len(s.out_dtypes)}, {w}, {wi}u, {si}u, "
-                f"{names}, {len(s.input_names)}}},"
+                f"{names}, {len(s.input_names)}, {same:#x}u, {od}}},"
             )
         out += ["", "}  // namespace", "", "const OpFacts kOpFacts[kNumOpKinds] = {"] + facts + ["};", ""]
         # readers

@@ -10,13 +10,13 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def relu():
+def relu(engine):
     x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 4])
     g = dg.Graph()
     g.add_op(dg.Op(0, dg.OpKind.ReLU, [x], [dg.LogicalTensor(1, dg.f32, None)]))
     g.finalize()
     (p,) = g.get_partitions()
-    return p.compile([x], p.get_output_ports(), dg.Engine(num_threads=1))
+    return p.compile([x], p.get_output_ports(), engine)
 
 
 class _Producer:

@@ -108,6 +108,12 @@ def infer_op(op: Op, in_types: Sequence[TensorType]) -> Tuple[List[TensorType], 
     if len(outs) != len(op.outputs):
         raise GraphError(f"{op.label}: produces {len(outs)} outputs, {len(op.outputs)} declared")
     check_dtypes(schema, [t.dtype for t in outs], op.label, "output")
+    if schema.out_dtype_of is not None and schema.out_dtype_of < len(in_types):
+        want = in_types[schema.out_dtype_of].dtype
+        for k, t in enumerate(outs):
+            if t.dtype is not want:
+                raise DTypeError(f"{op.label}: output {k} is {t.dtype}, the op's outputs have the dtype of "
+                                 f"{schema.input_label(schema.out_dtype_of)} ({want})")
     outs = [reconcile(lt, t, ctx) for lt, t in zip(op.outputs, outs)]
     return outs, ctx, {**attrs, **ctx.backend_attrs}
 

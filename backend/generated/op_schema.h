@@ -161,6 +161,8 @@ struct OpFacts {
     uint32_t shape_inputs;     // bit i: input i's values are read on the host
     const char* const* input_names;
     uint8_t n_input_names;
+    uint32_t same_dtype_inputs;  // bit i: input i shares one dtype with the others set (all bits: every input)
+    int8_t out_dtype_of;         // the outputs have this input's dtype, or -1
 };
 
 extern const OpFacts kOpFacts[kNumOpKinds];

@@ -48,7 +48,7 @@ def _all_equal(dims, ctx, what):
     return d
 
 
-@register(COMPARE, inputs=(2, 2), attrs=_BROADCAST, out_dtypes=("bool",))
+@register(COMPARE, inputs=(2, 2), attrs=_BROADCAST, out_dtypes=("bool",), same_dtypes=(0, 1))
 def compare(attrs, ins, ctx):
     """a (==, !=, >, >=, <, <=) b elementwise, with numpy broadcasting; a and b
     share one dtype; the output is bool."""
@@ -74,7 +74,7 @@ def logical_not(attrs, ins, ctx):
 
 
 @register(K.Select, inputs=(3, 3), attrs=_BROADCAST, dtypes=("bool", "any", "any"),
-          input_names=("condition", "then", "else"))
+          input_names=("condition", "then", "else"), same_dtypes=(1, 2), out_dtype_of=1)
 def select(attrs, ins, ctx):
     """cond ? then : else elementwise (numpy ``where``), numpy broadcasting over
     all three; cond is bool, then and else share the output's dtype."""

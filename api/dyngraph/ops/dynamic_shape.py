@@ -18,7 +18,7 @@ def _static_length(t: TensorType, ctx, what: str) -> int:
 
 
 @register(K.DynamicReshape, inputs=(2, 2), attrs={"special_zero": AttrSpec("bool", False)}, dtypes=("any", "int"),
-          shape_inputs=(1,), input_names=("src", "shape"))
+          shape_inputs=(1,), input_names=("src", "shape"), out_dtype_of=0)
 def dynamic_reshape(attrs, ins, ctx):
     """Reshape src to the shape held by the second input (i32/i64, 1-D, static
     length = the output rank): at most one -1 (inferred), 0 copies src's
@@ -36,7 +36,7 @@ def dynamic_reshape(attrs, ins, ctx):
 
 
 @register(K.DynamicTranspose, inputs=(2, 2), dtypes=("any", "int"), shape_inputs=(1,), input_names=("src", "order"),
-          resolved={"perm": AttrSpec("exprs", rank_of=0)})
+          resolved={"perm": AttrSpec("exprs", rank_of=0)}, out_dtype_of=0)
 def dynamic_transpose(attrs, ins, ctx):
     """Transpose src by the order held by the second input (i32/i64, 1-D of
     length rank, or empty to reverse the axes); negative axes count from the

@@ -24,14 +24,14 @@ def _broadcast(attrs, ins, ctx):
     return [TensorType(dt, shape)]
 
 
-@register((K.Add, K.Multiply, K.Maximum, K.Minimum), inputs=(2, 2), attrs=_BROADCAST)
+@register((K.Add, K.Multiply, K.Maximum, K.Minimum), inputs=(2, 2), attrs=_BROADCAST, same_dtypes=(0, 1), out_dtype_of=0)
 def binary(attrs, ins, ctx):
     """Elementwise a (op) b with numpy broadcasting: any dtype (on bool, Add is
     logical or and Multiply logical and, as in numpy; i32 wraps around on overflow)."""
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.Subtract, inputs=(2, 2), attrs=_BROADCAST, dtypes=("nonbool",))
+@register(K.Subtract, inputs=(2, 2), attrs=_BROADCAST, dtypes=("nonbool",), same_dtypes=(0, 1), out_dtype_of=0)
 def subtract(attrs, ins, ctx):
     """a - b with numpy broadcasting; not on bool (as in numpy)."""
     if same_dtype(ins, ctx) is DataType.boolean:
@@ -39,7 +39,7 @@ def subtract(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(K.Divide, inputs=(2, 2), attrs=_BROADCAST, dtypes=("float",))
+@register(K.Divide, inputs=(2, 2), attrs=_BROADCAST, dtypes=("float",), same_dtypes=(0, 1), out_dtype_of=0)
 def divide(attrs, ins, ctx):
     """a / b with numpy broadcasting; floating point only (no integer division)."""
     same_dtype(ins, ctx)
@@ -47,14 +47,14 @@ def divide(attrs, ins, ctx):
     return _broadcast(attrs, ins, ctx)
 
 
-@register(UNARY_FLOAT, dtypes=("float",))
+@register(UNARY_FLOAT, dtypes=("float",), out_dtype_of=0)
 def unary(attrs, ins, ctx):
     """y = f(x), same shape and dtype; x is floating point."""
     require_float(ins[0], ctx)
     return [ins[0]]
 
 
-@register(K.GELU, attrs={"mode": AttrSpec("str", "erf", ("erf", "tanh"))}, dtypes=("float",))
+@register(K.GELU, attrs={"mode": AttrSpec("str", "erf", ("erf", "tanh"))}, dtypes=("float",), out_dtype_of=0)
 def gelu(attrs, ins, ctx):
     """GELU, exact (erf) or tanh-approximated."""
     require_float(ins[0], ctx)
@@ -62,7 +62,7 @@ def gelu(attrs, ins, ctx):
 
 
 @register(K.BiasAdd, inputs=(2, 2), attrs={"data_format": AttrSpec("str", "NXC", ("NXC", "NCX"))}, dtypes=("float",),
-          input_names=("x", "bias"))
+          input_names=("x", "bias"), same_dtypes=(0, 1), out_dtype_of=0)
 def bias_add(attrs, ins, ctx):
     """x + bias along the channel axis (last for NXC, 1 for NCX); bias is 1-D."""
     x, b = ins

@@ -9,7 +9,7 @@ from .registry import AttrSpec, TensorType, register
 ATTRS = {"axes": AttrSpec("ints", axes_of=0), "keep_dims": AttrSpec("bool", False)}
 
 
-@register((K.ReduceSum, K.ReduceMax, K.ReduceMin), attrs=ATTRS, dtypes=("nonbool",))
+@register((K.ReduceSum, K.ReduceMax, K.ReduceMin), attrs=ATTRS, dtypes=("nonbool",), out_dtype_of=0)
 def reduce(attrs, ins, ctx):
     """Reduce over `axes` (negative axes count from the end)."""
     x = ins[0]
@@ -27,7 +27,7 @@ def reduce(attrs, ins, ctx):
     return [TensorType(x.dtype, shape)]
 
 
-@register(K.ReduceMean, attrs=ATTRS, dtypes=("float",))
+@register(K.ReduceMean, attrs=ATTRS, dtypes=("float",), out_dtype_of=0)
 def reduce_mean(attrs, ins, ctx):
     """Mean over `axes`; the input is floating point (the mean of integers is not an integer)."""
     require_float(ins[0], ctx)
