@@ -33,6 +33,8 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
     : prog_(Program::parse(aligned_ir(ir, ir_size, ir_copy_), ir_size)), binder_(prog_), engine_(std::move(engine)),
       capacity_(cache_capacity) {
     if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
+    if (!engine_ || !engine_->is_cpu())
+        fail<CompileError>("the host CPU path needs a CPU engine (an engine of devices takes the device path)");
     for (size_t i = 0; i < prog_.ops.size(); ++i)
         if (!lowerings().find(prog_.ops[i].kind))
             fail<CompileError>("op '", prog_.ops[i].name, "': the backend has no lowering for op kind ", prog_.ops[i].kind);

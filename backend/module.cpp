@@ -326,10 +326,17 @@ PYBIND11_MODULE(_backend, m) {
                      ext[k] = HostData{a.data(), size_t(a.nbytes())};
                  }
                  if (rule != 0 && rule != 1) fail<CompileError>("unknown split rule ", rule);
-                 py::gil_scoped_release release;
-                 return std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
-                                                            size_t(info.size * info.itemsize), ext, engines, shares,
-                                                            SplitRule(rule), capacity);
+                 const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
+                 std::shared_ptr<CompiledPartition> cp;
+                 {
+                     py::gil_scoped_release release;
+                     cp = std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
+                                                              size_t(info.size * info.itemsize), ext, engines, shares,
+                                                              SplitRule(rule), capacity);
+                 }
+                 if (verbose::on())
+                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                 return cp;
              }),
              py::arg("ir"), py::arg("data"), py::arg("engines"), py::arg("shares"), py::arg("rule"), py::arg("cache_capacity"))
         .def("placement",

@@ -145,6 +145,24 @@ def test_split_state_is_readable_writable_and_resets(weights, reference, servers
     assert all(not split.cp.read_state(t).any() for t in state_ids)
 
 
+def test_saved_partition_loads_onto_the_servers(weights, reference, servers, tmp_path):
+    split = split_runner(weights, servers)
+    split.forward(PROMPT)  # state on the devices: the file holds the initial state, not this
+    path = tmp_path / "decoder.dg"
+    split.cp.save(path)
+    rpc = dg.Engine("rpc", endpoints=[s.endpoint for s in servers], num_threads=1, timeout=20)
+    for engine, kw in ((rpc, {}), ([dg.Engine("cpu", num_threads=1), rpc], {"split": "memory", "shares": [1, 2, 1]})):
+        cp = dg.load(path, engine=engine, **kw)
+        placement = cp.placement()
+        assert sum(1 for dev, ops, _ in placement if dev.startswith("RPC") and ops > 0) == 2, placement
+        reference.reset()
+        cp.reset_state()
+        (got,) = cp(np.array(PROMPT, np.int64), np.arange(len(PROMPT), dtype=np.int64))
+        np.testing.assert_allclose(got, reference.forward(PROMPT), rtol=1e-4, atol=1e-4)
+    with pytest.raises(dg.CompileError, match="shares must be 2 positive numbers"):
+        dg.load(path, engine=rpc, shares=[1])
+
+
 def test_split_by_memory_matches_one_cpu(weights, reference, servers):
     split = split_runner(weights, servers, split="memory", shares=[1, 2, 1])
     assert all(ops > 0 for _, ops, _ in split.cp.placement())
@@ -159,6 +177,23 @@ def test_one_server_runs_everything_with_portable_ops(weights, reference, server
     assert dev.startswith("RPC") and ops == len(remote.cp.program.ops) and cpu_ops == 0
     reference.reset()
     assert remote.generate(PROMPT, 8) == reference.generate(PROMPT, 8)
+
+
+@pytest.mark.parametrize("weight_type", ["f16", "q8_0", "q4_0"])
+def test_stored_weight_types_on_a_server(weights, servers, weight_type):
+    """f16 and quantized weights go to the server in their type; its ggml computes with them. The
+    logits differ from the CPU's (our integer kernels there) by less than the quantization's own
+    error (the CPU's against f32), and greedy decoding gives the same tokens."""
+    cpu = LlamaRunner(CFG, weights, engine=dg.Engine("cpu", num_threads=1), weight_type=weight_type)
+    remote = LlamaRunner(CFG, weights, engine=dg.Engine("rpc", endpoints=[servers[0].endpoint]), weight_type=weight_type)
+    f32 = LlamaRunner(CFG, weights, engine=dg.Engine("cpu", num_threads=1)).forward(PROMPT)
+    want = cpu.forward(PROMPT)
+    quant_error = np.abs(want - f32).max()
+    assert 0 < quant_error < 5
+    assert np.abs(remote.forward(PROMPT) - want).max() <= quant_error
+    cpu.reset()
+    remote.reset()
+    assert remote.generate(PROMPT, 8) == cpu.generate(PROMPT, 8)
 
 
 @pytest.mark.parametrize("rows", [1, 3, 17])
