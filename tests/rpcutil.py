@@ -27,6 +27,22 @@ def server_command() -> List[str]:
     return [sys.executable, "-m", "dyngraph.cli", "rpc-server"]
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the server gets SIGKILL when the test process ends, however it ends (no server left behind)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def popen_options() -> dict:
+    """subprocess options for a server started by a test."""
+    return {"env": server_env(), "stdin": subprocess.DEVNULL,
+            "preexec_fn": _die_with_parent if sys.platform.startswith("linux") else None}
+
+
 def server_env() -> dict:
     env = dict(os.environ)
     if os.environ.get("DYNGRAPH_DEV") == "1":
@@ -48,8 +64,7 @@ class RpcServer:
 
     def start(self, wait: float = 30.0) -> None:
         cmd = server_command() + ["--host", "127.0.0.1", "--port", str(self.port), "--threads", "1"]
-        self.proc = subprocess.Popen(cmd, env=server_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen_options())
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:  # until it listens (a connection it accepts, then sees closed)
             if self.proc.poll() is not None:

@@ -6,6 +6,7 @@ naming its endpoint in bounded time, and the rest of the process goes on."""
 from __future__ import annotations
 
 import gc
+import select
 import subprocess
 import time
 
@@ -14,7 +15,7 @@ import pytest
 
 import dyngraph as dg
 from dyngraph.models.llama import LlamaConfig, LlamaRunner, random_weights
-from rpcutil import RpcServer, free_port, server_command, server_env
+from rpcutil import RpcServer, free_port, popen_options, server_command, server_env
 
 pytestmark = pytest.mark.skipif(
     not dg._backend.has_rpc(),
@@ -44,8 +45,14 @@ def servers():
         x.stop()
 
 
+def rpc_engine(*servers, timeout=20, **kw):
+    """An engine on the servers whose every call is bounded (20 s: a hung server fails the test, not CI)."""
+    return dg.Engine("rpc", endpoints=[s.endpoint for s in servers], num_threads=1, timeout=timeout,
+                     connect_timeout=5, **kw)
+
+
 def split_runner(weights, servers, **options):
-    rpc = dg.Engine("rpc", endpoints=[s.endpoint for s in servers], num_threads=1, timeout=20)
+    rpc = rpc_engine(*servers)
     return LlamaRunner(CFG, weights, engine=[dg.Engine("cpu", num_threads=1), rpc], **options)
 
 
@@ -66,20 +73,22 @@ def test_rpc_server_refuses_a_bad_port_and_a_busy_one():
 
 def test_rpc_server_says_it_has_no_authentication():
     port = free_port()
-    p = subprocess.Popen(server_command() + ["--port", str(port)], env=server_env(), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(server_command() + ["--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, **popen_options())
     try:
+        ready, _, _ = select.select([p.stderr], [], [], 30)  # (a server that says nothing fails, never hangs)
+        assert ready, "rpc-server printed nothing within 30 s"
         line = p.stderr.readline()
         assert "no authentication" in line and f"127.0.0.1:{port}" in line
     finally:
         p.kill()
-        p.wait()
+        p.wait(timeout=30)
 
 
 # -- devices ---------------------------------------------------------------------
 
 def test_devices_list_the_cpu_and_connected_servers(servers):
-    rpc = dg.Engine("rpc", endpoints=[servers[0].endpoint])
+    rpc = rpc_engine(servers[0])
     devs = dg.Engine.devices()
     assert devs[0].kind == "cpu" and devs[0].memory_total > 0
     mine = [d for d in devs if d.kind == "rpc" and d.endpoint == servers[0].endpoint]
@@ -150,7 +159,7 @@ def test_saved_partition_loads_onto_the_servers(weights, reference, servers, tmp
     split.forward(PROMPT)  # state on the devices: the file holds the initial state, not this
     path = tmp_path / "decoder.dg"
     split.cp.save(path)
-    rpc = dg.Engine("rpc", endpoints=[s.endpoint for s in servers], num_threads=1, timeout=20)
+    rpc = rpc_engine(*servers)
     for engine, kw in ((rpc, {}), ([dg.Engine("cpu", num_threads=1), rpc], {"split": "memory", "shares": [1, 2, 1]})):
         cp = dg.load(path, engine=engine, **kw)
         placement = cp.placement()
@@ -171,7 +180,7 @@ def test_split_by_memory_matches_one_cpu(weights, reference, servers):
 
 
 def test_one_server_runs_everything_with_portable_ops(weights, reference, servers):
-    rpc = dg.Engine("rpc", endpoints=[servers[0].endpoint], num_threads=1)
+    rpc = rpc_engine(servers[0])
     remote = LlamaRunner(CFG, weights, engine=rpc)
     (dev, ops, _), (cpu, cpu_ops, _) = remote.cp.placement()
     assert dev.startswith("RPC") and ops == len(remote.cp.program.ops) and cpu_ops == 0
@@ -185,7 +194,7 @@ def test_stored_weight_types_on_a_server(weights, servers, weight_type):
     logits differ from the CPU's (our integer kernels there) by less than the quantization's own
     error (the CPU's against f32), and greedy decoding gives the same tokens."""
     cpu = LlamaRunner(CFG, weights, engine=dg.Engine("cpu", num_threads=1), weight_type=weight_type)
-    remote = LlamaRunner(CFG, weights, engine=dg.Engine("rpc", endpoints=[servers[0].endpoint]), weight_type=weight_type)
+    remote = LlamaRunner(CFG, weights, engine=rpc_engine(servers[0]), weight_type=weight_type)
     f32 = LlamaRunner(CFG, weights, engine=dg.Engine("cpu", num_threads=1)).forward(PROMPT)
     want = cpu.forward(PROMPT)
     quant_error = np.abs(want - f32).max()
@@ -206,7 +215,7 @@ def test_matmul_on_a_server_matches_numpy(servers, rows, rng):
     g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y]))
     g.finalize()
     wv = rng.standard_normal((32, 24)).astype(np.float32)
-    cp = g.get_partitions()[0].compile([x, w], [y], dg.Engine("rpc", endpoints=[servers[1].endpoint]), constants={1: wv})
+    cp = g.get_partitions()[0].compile([x, w], [y], rpc_engine(servers[1]), constants={1: wv})
     xv = rng.standard_normal((rows, 32)).astype(np.float32)
     (out,) = cp(xv)
     np.testing.assert_allclose(out, xv.astype(np.float64) @ wv, rtol=1e-5, atol=1e-5)
@@ -218,14 +227,14 @@ def test_an_op_without_a_portable_lowering_is_a_compile_error_naming_op_and_devi
     g = dg.Graph()
     g.add_op(dg.Op(0, dg.OpKind.GELU, [x], [y], name="act"))
     g.finalize()
-    cp = g.get_partitions()[0].compile([x], [y], dg.Engine("rpc", endpoints=[servers[0].endpoint]))
+    cp = g.get_partitions()[0].compile([x], [y], rpc_engine(servers[0]))
     with pytest.raises(dg.CompileError, match=r"op 'act' \(GELU\) cannot run on device RPC\d+ \(127\.0\.0\.1"):
         cp(np.ones((2, 4), np.float32))
 
 
 def test_too_many_devices_for_the_layers_is_a_compile_error(weights, servers):
     one_layer = LlamaConfig(layers=1, max_seq=16)
-    rpc = dg.Engine("rpc", endpoints=[s.endpoint for s in servers])
+    rpc = rpc_engine(*servers)
     with pytest.raises(dg.CompileError, match="fewer than the 3 devices"):
         LlamaRunner(one_layer, random_weights(one_layer), engine=[dg.Engine("cpu"), rpc])
     with pytest.raises(dg.CompileError, match="shares must be 3 positive numbers"):
@@ -259,11 +268,11 @@ def test_server_killed_mid_run_is_a_device_error_and_the_rest_goes_on(weights, r
         cpu = LlamaRunner(CFG, weights, engine=dg.Engine("cpu", num_threads=1))
         assert cpu.generate(PROMPT, 4) == reference.generate(PROMPT, 4)
         reference.reset()
-        only_a = LlamaRunner(CFG, weights, engine=dg.Engine("rpc", endpoints=[a.endpoint]))
+        only_a = LlamaRunner(CFG, weights, engine=rpc_engine(a))
         assert only_a.generate(PROMPT, 4) == reference.generate(PROMPT, 4)
         # the lost server, started again on its port, is a new connection
         b.start()
-        again = LlamaRunner(CFG, weights, engine=dg.Engine("rpc", endpoints=[b.endpoint]))
+        again = LlamaRunner(CFG, weights, engine=rpc_engine(b))
         reference.reset()
         assert again.generate(PROMPT, 4) == reference.generate(PROMPT, 4)
         state = [t.id for t in split.cp.program.tensors if t.property is dg.Property.STATE][-1]
@@ -278,7 +287,7 @@ def test_server_killed_mid_run_is_a_device_error_and_the_rest_goes_on(weights, r
 def test_server_that_stops_answering_times_out(weights):
     a = RpcServer()
     try:
-        rpc = dg.Engine("rpc", endpoints=[a.endpoint], timeout=2)
+        rpc = rpc_engine(a, timeout=2)
         remote = LlamaRunner(CFG, weights, engine=rpc)
         remote.forward(PROMPT)
         a.pause()
