@@ -8,11 +8,30 @@
 
 namespace dg {
 
+namespace {
+
+// A scheduler holds compute buffers on its devices: freed while they live, leaked when one was lost.
+void free_sched(BuiltGraph& g) {
+    if (!g.sched) return;
+    ggml_backend_sched_t s = g.sched;
+    g.sched = nullptr;
+    for (const remote::Connection* c : g.conns)
+        if (c->dead()) return;
+    try {
+        remote::guarded(g.conns, "freeing a graph's buffers", [&] { ggml_backend_sched_free(s); });
+    } catch (...) {
+    }
+}
+
+}  // namespace
+
 BuiltGraph::~BuiltGraph() {
+    free_sched(*this);
     if (ctx) ggml_free(ctx);
 }
 
 AlignedBuffer BuiltGraph::release_metadata() {
+    free_sched(*this);
     if (ctx) ggml_free(ctx);  // the context does not own the buffer it was given
     ctx = nullptr;
     graph = nullptr;
@@ -39,6 +58,27 @@ void check_lowered(const LowerCtx& lc, size_t k, const ggml_tensor* t) {
 }  // namespace
 
 namespace {
+
+// Device mode: a scheduler of the graph's own over the placement's backends, every node of an op on
+// the op's device, then split and allocated (compute buffers on each device, copies between them).
+void schedule(BuiltGraph& g, const Placement& pl, PtrMap<int>& node_slot) {
+    std::vector<ggml_backend_t> backends;
+    for (const DeviceSlot& s : pl.slots) backends.push_back(s.backend);
+    const size_t n = size_t(ggml_graph_size(g.graph));
+    g.conns = pl.conns;
+    g.sched = ggml_backend_sched_new(backends.data(), nullptr, int(backends.size()),
+                                     std::max<size_t>(GGML_DEFAULT_GRAPH_SIZE, 2 * n + 64), false, false);
+    if (!g.sched) fail<ExecutionError>("cannot create a scheduler over the partition's devices");
+    for (int i = 0; i < ggml_graph_n_nodes(g.graph); ++i) {
+        ggml_tensor* t = ggml_graph_node(g.graph, i);
+        // a view stays where its source's memory is (the scheduler places it there and copies what the
+        // device reads): pinned elsewhere it would point into another device's memory
+        if (t->view_src) continue;
+        if (const int* s = node_slot.find(t)) ggml_backend_sched_set_tensor_backend(g.sched, t, backends[size_t(*s)]);
+    }
+    if (!ggml_backend_sched_alloc_graph(g.sched, g.graph))
+        fail<ExecutionError>("cannot allocate the compute buffers of this graph on the partition's devices");
+}
 
 // Thrown when a graph writes state in place and checks computed indices only
 // while computing: it is built again with its state writes journaled.
@@ -70,9 +110,17 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     if (!g->ctx) fail<ExecutionError>("ggml_init failed (", ip.mem_size, " bytes of graph metadata)");
     ggml_context* ctx = g->ctx;
 
+    const Placement* pl = opts.placement;
     std::vector<ggml_tensor*> vals(prog.tensors.size(), nullptr);
-    for (size_t i = 0; i < prog.tensors.size(); ++i)
-        if (prog.tensors[i].property != Property::Variable) vals[i] = resident.tensor(int32_t(i));
+    for (size_t i = 0; i < prog.tensors.size(); ++i) {
+        if (prog.tensors[i].property == Property::Variable) continue;
+        if (!pl) {
+            vals[i] = resident.tensor(int32_t(i));
+            continue;
+        }
+        for (const ResidentTensors* r : pl->resident)  // (where no op reads it: the device that holds it)
+            if (r && r->holds(int32_t(i)) && !vals[i]) vals[i] = r->tensor(int32_t(i));
+    }
 
     BuildEnv env;
     if (journal) {
@@ -80,7 +128,12 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         env.journal = g->journal.get();
     }
     for (size_t i = 0; i < prog.tensors.size(); ++i)
-        if (prog.tensors[i].property == Property::State) env.state[vals[i]] = 1;
+        if (prog.tensors[i].property == Property::State) {
+            if (!pl) env.state[vals[i]] = 1;
+            else
+                for (const ResidentTensors* r : pl->resident)
+                    if (r && r->holds(int32_t(i))) env.state[r->tensor(int32_t(i))] = 1;
+        }
     // tensors in the caller's buffers: input k -> k, output j -> -(j + 1)
     PtrMap<int> external(prog.inputs.size() + prog.outputs.size());
     for (size_t k = 0; k < prog.inputs.size(); ++k) {
@@ -97,11 +150,27 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     }
 
     std::vector<ggml_tensor*> in, out;
+    PtrMap<int> node_slot(pl ? 4 * prog.ops.size() + 64 : 1);  // device mode: each new tensor's device
+    ggml_tensor* mark = nullptr;  // the last tensor of ctx before the op being lowered
+    for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) mark = t;
     for (size_t k = 0; k < prog.ops.size(); ++k) {
         const OpDef& op = prog.ops[k];
         in.clear();
         out.clear();
-        for (int32_t i : op.inputs) in.push_back(vals[size_t(i)]);
+        const int slot = pl ? pl->op_slot[k] : -1;
+        for (int32_t i : op.inputs) {
+            ggml_tensor* v = vals[size_t(i)];
+            if (pl && prog.tensors[size_t(i)].property != Property::Variable) {
+                const ResidentTensors* r = pl->resident[size_t(slot)];
+                if (!r || !r->holds(i)) fail<CompileError>("internal error: ", op.label(), " reads a tensor its device does not hold");
+                v = r->tensor(i);
+            }
+            in.push_back(v);
+        }
+        if (pl) {
+            env.host = pl->slots[size_t(slot)].host;
+            env.device = pl->slots[size_t(slot)].name;
+        }
         LowerCtx lc{ctx, prog, op, b.values, in, out, env};
         try {
             lower_any_rank(lc, fns[k]->fn);
@@ -114,6 +183,22 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         for (size_t j = 0; j < op.outputs.size(); ++j) {
             check_lowered(lc, j, out[j]);
             vals[size_t(op.outputs[j])] = out[j];
+        }
+        if (pl) {
+            // the op's ggml tensors run on its device; on any but the host CPU, ggml's own ops only, and
+            // only those the device's backend implements for these types (a GPU's says which; an RPC
+            // device says yes to all without asking its server, whose CPU backend has them all)
+            ggml_backend_t be = pl->slots[size_t(slot)].backend;
+            for (ggml_tensor* t = mark ? ggml_get_next_tensor(ctx, mark) : ggml_get_first_tensor(ctx); t;
+                 t = ggml_get_next_tensor(ctx, t)) {
+                mark = t;
+                if (!env.host && (t->op == GGML_OP_CUSTOM || t->op == GGML_OP_MAP_CUSTOM1 || t->op == GGML_OP_MAP_CUSTOM2 ||
+                                  t->op == GGML_OP_MAP_CUSTOM3))
+                    lc.not_portable("its lowering");
+                if (!env.host && t->op != GGML_OP_NONE && !t->view_src && !ggml_backend_supports_op(be, t))
+                    lc.not_on_device(cat(ggml_op_desc(t), " for ", gg::describe(t)));
+                node_slot[t] = slot;
+            }
         }
     }
 
@@ -182,6 +267,10 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         size_t off = 0;
         ggml_tensor* r = view_root(t, &off);
         if (const int* code = external.find(r)) add_external(t, *code, off);
+    }
+    if (pl) {
+        schedule(*g, *pl, node_slot);
+        return g;
     }
     g->plan = plan_memory(g->graph, external, opts.align);
     g->cplan = ggml_graph_plan(g->graph, opts.n_threads, opts.threadpool);

@@ -15,6 +15,7 @@
 #include "planner.h"
 #include "program.h"
 #include "kernels/journal.h"
+#include "placement.h"
 #include "resident.h"
 
 namespace dg {
@@ -45,6 +46,10 @@ struct BuiltGraph {
     std::unique_ptr<kernels::Journal> journal;  // what this compute overwrote in state, when a kernel check may refuse it
     double build_seconds = 0;
     size_t n_tensors = 0;  // ggml tensors its lowerings created (the next build's first guess)
+    // Device mode (a Placement): the graph's own scheduler, which split it over the devices and holds its
+    // compute buffers there; the remote connections it uses (to free it only while they live).
+    ggml_backend_sched_t sched = nullptr;
+    std::vector<remote::Connection*> conns;
 
     size_t metadata_bytes() const { return ctx ? ggml_used_mem(ctx) : 0; }
     int n_nodes() const { return graph ? ggml_graph_n_nodes(graph) : 0; }
@@ -63,6 +68,7 @@ struct BuildOptions {
     size_t align = 64;
     AlignedBuffer* recycled = nullptr;  // a metadata buffer to reuse, if large enough (taken)
     size_t tensor_hint = 0;             // tensors the previous graph of this program needed (0: unknown)
+    const Placement* placement = nullptr;  // device mode: ops on devices, run by a ggml_backend_sched
 };
 
 // Graphs of more ggml tensors than this are refused (CompileError).
@@ -70,6 +76,9 @@ constexpr size_t kMaxGraphTensors = size_t(1) << 22;
 
 // Build the graph of `prog` for binding `b`. Every lowered tensor is checked
 // against the shape the IR evaluates to. Throws (nothing is left half-built).
+// In device mode (opts.placement) `resident` is unused: each op reads the
+// weights and state of its device, and the graph is split and allocated by a
+// scheduler of its own (the caller guards the call: it allocates on remote devices).
 std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTensors& resident, const Binding& b,
                                         const BuildOptions& opts);
 

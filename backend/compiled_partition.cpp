@@ -1,10 +1,12 @@
 #include "compiled_partition.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 
 #include "errors.h"
+#include "ggml-cpu.h"
 #include "verbose.h"
 
 namespace dg {
@@ -31,6 +33,8 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
     : prog_(Program::parse(aligned_ir(ir, ir_size, ir_copy_), ir_size)), binder_(prog_), engine_(std::move(engine)),
       capacity_(cache_capacity) {
     if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
+    if (!engine_ || !engine_->is_cpu())
+        fail<CompileError>("the host CPU path needs a CPU engine (an engine of devices takes the device path)");
     for (size_t i = 0; i < prog_.ops.size(); ++i)
         if (!lowerings().find(prog_.ops[i].kind))
             fail<CompileError>("op '", prog_.ops[i].name, "': the backend has no lowering for op kind ", prog_.ops[i].kind);
@@ -49,6 +53,190 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
     out_staged_.resize(n_out);
 }
 
+CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
+                                     const std::vector<std::shared_ptr<Engine>>& engines, const std::vector<double>& shares,
+                                     SplitRule rule, size_t cache_capacity)
+    : prog_(Program::parse(aligned_ir(ir, ir_size, ir_copy_), ir_size)), binder_(prog_), capacity_(cache_capacity) {
+    if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
+    if (engines.empty()) fail<CompileError>("compile needs at least one engine");
+    for (const OpDef& op : prog_.ops)
+        if (!lowerings().find(op.kind)) fail<CompileError>(op.label(), ": the backend has no lowering for it");
+    for (const auto& [idx, d] : external)
+        if (idx < 0 || size_t(idx) >= prog_.tensors.size() || prog_.tensors[size_t(idx)].property == Property::Variable)
+            fail<CompileError>("data given for tensor index ", idx, ", which is not a constant or state tensor");
+    engine_ = engines[0];
+    engines_ = engines;
+    placement_ = std::make_unique<Placement>();
+    Placement& pl = *placement_;
+    // the devices, in the engines' order; the scheduler wants a CPU backend last (inputs start there)
+    std::vector<DeviceSlot> slots;
+    std::vector<const Device*> seen;
+    int cpu_slot = -1;
+    for (const auto& e : engines) {
+        if (!e) fail<CompileError>("compile got a null engine");
+        for (auto* m : {&e->mutex()}) locks_.push_back(m);
+        if (e->is_cpu()) {
+            if (cpu_slot >= 0) fail<CompileError>("the host CPU is listed twice among the engines");
+            ggml_backend_t cpu = ggml_backend_cpu_init();
+            if (!cpu) fail<ExecutionError>("cannot create ggml's CPU backend");
+            own_backends_.push_back(cpu);
+            ggml_backend_cpu_set_n_threads(cpu, e->n_threads());
+            ggml_backend_cpu_set_threadpool(cpu, e->threadpool());
+            cpu_slot = int(slots.size());
+            slots.push_back(DeviceSlot{"CPU (host)", true, cpu, {}});
+            continue;
+        }
+        for (const auto& d : e->devices()) {
+            if (std::find(seen.begin(), seen.end(), d.get()) != seen.end())
+                fail<CompileError>("device ", d->name(), " is listed twice among the engines");
+            seen.push_back(d.get());
+            locks_.push_back(&d->mutex());
+            slots.push_back(DeviceSlot{d->name(), false, d->backend(), d->connections()});
+            for (auto* c : d->connections()) pl.conns.push_back(c);
+        }
+    }
+    if (shares.size() != slots.size())
+        fail<CompileError>("the split has ", shares.size(), " shares for ", slots.size(), " devices");
+    for (double s : shares)
+        if (!(s > 0) || !std::isfinite(s)) fail<CompileError>("split shares must be positive and finite, got ", s);
+    std::vector<int> op_dev = split_ops(prog_, shares, rule);
+    // scheduler order: the devices, then the CPU backend (the host CPU's slot, or one for the inputs)
+    std::vector<int> order;
+    for (int i = 0; i < int(slots.size()); ++i)
+        if (i != cpu_slot) order.push_back(i);
+    if (cpu_slot >= 0) {
+        order.push_back(cpu_slot);
+    } else {
+        ggml_backend_t cpu = ggml_backend_cpu_init();
+        if (!cpu) fail<ExecutionError>("cannot create ggml's CPU backend");
+        own_backends_.push_back(cpu);
+        ggml_backend_cpu_set_n_threads(cpu, engine_->n_threads());
+        ggml_backend_cpu_set_threadpool(cpu, engine_->threadpool());
+        slots.push_back(DeviceSlot{"CPU (inputs)", true, cpu, {}});
+        order.push_back(int(slots.size()) - 1);
+    }
+    std::vector<int> slot_of(slots.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+        slot_of[size_t(order[k])] = int(k);
+        pl.slots.push_back(slots[size_t(order[k])]);
+    }
+    pl.op_slot.resize(op_dev.size());
+    for (size_t k = 0; k < op_dev.size(); ++k) pl.op_slot[k] = slot_of[size_t(op_dev[k])];
+    std::sort(locks_.begin(), locks_.end());
+    locks_.erase(std::unique(locks_.begin(), locks_.end()), locks_.end());
+    // weights and state: on each device, what its ops read (uploaded once)
+    auto subsets = resident_subsets(prog_, pl.op_slot, pl.slots.size());
+    dev_resident_.resize(pl.slots.size());
+    for (size_t s = 0; s < pl.slots.size(); ++s) {
+        bool any = false;
+        for (char c : subsets[s]) any = any || c;
+        if (!any) continue;
+        ResidentPlace place;
+        place.subset = subsets[s];
+        place.buft = pl.slots[s].host ? ggml_backend_cpu_buffer_type() : ggml_backend_get_default_buffer_type(pl.slots[s].backend);
+        place.device = pl.slots[s].name;
+        place.conns = pl.slots[s].conns;
+        on_devices("uploading weights and state", [&] {
+            dev_resident_[s] = std::make_unique<ResidentTensors>(prog_, external, false, false, &place);
+        });
+    }
+    for (const auto& r : dev_resident_) pl.resident.push_back(r.get());
+    ResidentPlace none;  // the host path's holder, empty here (build_graph reads the devices' own)
+    none.subset.assign(prog_.tensors.size(), 0);
+    none.buft = ggml_backend_cpu_buffer_type();
+    resident_ = std::make_unique<ResidentTensors>(prog_, external, false, false, &none);
+    prog_.data.clear();
+    const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
+    in_stage_.resize(n_in);
+    out_stage_.resize(n_out);
+    in_ptr_.resize(n_in);
+    out_ptr_.resize(n_out);
+    out_staged_.resize(n_out);
+}
+
+CompiledPartition::~CompiledPartition() {
+    index_.clear();
+    lru_.clear();  // graphs first: their schedulers use the backends and buffers below
+    dev_resident_.clear();
+    for (ggml_backend_t b : own_backends_) ggml_backend_free(b);
+}
+
+template <class Fn>
+auto CompiledPartition::on_devices(const char* doing, Fn&& fn) -> decltype(fn()) {
+    if (!failed_.empty())
+        fail<DeviceError>("this compiled partition cannot run any more: ", failed_);
+    std::vector<std::unique_lock<std::mutex>> held;
+    held.reserve(locks_.size());
+    for (std::mutex* m : locks_) held.emplace_back(*m);
+    try {
+        return remote::guarded(placement_->conns, doing, std::forward<Fn>(fn), true);
+    } catch (const DeviceError& e) {
+        failed_ = e.what();
+        throw;
+    } catch (const GgmlAbort& e) {
+        failed_ = e.what();
+        throw;
+    }
+}
+
+std::vector<CompiledPartition::SlotSummary> CompiledPartition::placement_summary() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<SlotSummary> r;
+    if (!placement_) return r;
+    for (size_t s = 0; s < placement_->slots.size(); ++s) {
+        SlotSummary x;
+        x.device = placement_->slots[s].name;
+        for (int o : placement_->op_slot) x.ops += o == int(s);
+        if (dev_resident_[s]) x.resident_bytes = dev_resident_[s]->constant_bytes() + dev_resident_[s]->state_bytes();
+        r.push_back(x);
+    }
+    return r;
+}
+
+std::pair<uint64_t, uint64_t> CompiledPartition::remote_traffic() const {
+    uint64_t sent = 0, received = 0;
+    if (placement_)
+        for (const remote::Connection* c : placement_->conns) {
+            sent += c->bytes_sent();
+            received += c->bytes_received();
+        }
+    return {sent, received};
+}
+
+ResidentTensors& CompiledPartition::resident_of(int32_t index) {
+    if (!placement_) return *resident_;
+    for (auto& r : dev_resident_)
+        if (r && r->holds(index)) return *r;
+    fail<ShapeError>("tensor index ", index, " holds no data");
+}
+
+std::vector<uint8_t> CompiledPartition::export_data(int32_t index) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!placement_) return resident_->export_data(index);
+    return on_devices("reading weights", [&] { return resident_of(index).export_data(index); });
+}
+
+void CompiledPartition::read_state(int32_t index, void* dst, size_t nbytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!placement_) return resident_->read_state(index, dst, nbytes);
+    on_devices("reading state", [&] { resident_of(index).read_state(index, dst, nbytes); });
+}
+
+void CompiledPartition::write_state(int32_t index, const void* src, size_t nbytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!placement_) return resident_->write_state(index, src, nbytes);
+    on_devices("writing state", [&] { resident_of(index).write_state(index, src, nbytes); });
+}
+
+void CompiledPartition::reset_state() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!placement_) return resident_->reset_state();
+    on_devices("resetting state", [&] {
+        for (auto& r : dev_resident_)
+            if (r) r->reset_state();
+    });
+}
+
 BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     auto it = index_.find(b.symbols);
     if (it != index_.end()) {
@@ -63,7 +251,13 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     while (lru_.size() >= capacity_) evict_last();  // first: its metadata buffer can serve the new graph
     opts.recycled = &spare_meta_;
     opts.tensor_hint = tensor_hint_;
-    std::unique_ptr<BuiltGraph> g = build_graph(prog_, *resident_, b, opts);
+    std::unique_ptr<BuiltGraph> g;
+    if (placement_) {
+        opts.placement = placement_.get();
+        g = on_devices("allocating a graph's buffers", [&] { return build_graph(prog_, *resident_, b, opts); });
+    } else {
+        g = build_graph(prog_, *resident_, b, opts);
+    }
     tensor_hint_ = std::max(tensor_hint_, g->n_tensors);
     ++stats_.misses;
     stats_.build_seconds += g->build_seconds;
@@ -148,8 +342,8 @@ void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in,
         e.tensor->data = static_cast<char*>(e.output ? out_ptr_[size_t(e.port)] : in_ptr_[size_t(e.port)]) + e.offset;
 }
 
-BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in, const HostTensor* const* out,
-                                       size_t n_out) {
+BuiltGraph& CompiledPartition::validate(const HostTensor* const* in, size_t n_in, const HostTensor* const* out,
+                                        size_t n_out) {
     binder_.bind(in, n_in, binding_);
     if (n_out != prog_.outputs.size()) fail<ShapeError>("expected ", prog_.outputs.size(), " outputs, got ", n_out);
     for (size_t i = 0; i < n_in; ++i) {
@@ -181,6 +375,12 @@ BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in,
         }
         if (h.data == nullptr || !h.writable) fail<ExecutionError>("output ", j, " ", t.label(), " is not a writable buffer");
     }
+    return g;
+}
+
+BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in, const HostTensor* const* out,
+                                       size_t n_out) {
+    BuiltGraph& g = validate(in, n_in, out, n_out);
     if (g.plan.size > arena_.size()) {
         reserve_or_refuse(arena_, g.plan.size, "working memory for these shapes");
         ++arena_generation_;
@@ -194,10 +394,83 @@ BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in,
     return g;
 }
 
+void CompiledPartition::execute_devices(const HostTensor* const* in, size_t n_in, const HostTensor* const* out,
+                                        size_t n_out) {
+    if (!failed_.empty()) fail<DeviceError>("this compiled partition cannot run any more: ", failed_);
+    BuiltGraph& g = validate(in, n_in, out, n_out);
+    for (const HostIndexCheck& c : g.host_checks) check_indices(*in[c.port], c);
+    // inputs (converted where the host layout differs) into the graph's input tensors, which the scheduler
+    // placed in host memory; it copies them on to the devices that read them
+    const size_t n_inputs = prog_.inputs.size();
+    for (size_t i = 0; i < n_inputs; ++i) {
+        const HostTensor& h = *in[i];
+        ggml_tensor* leaf = g.inputs[i];
+        if (!leaf->buffer) {
+            in_ptr_[i] = nullptr;  // read by no node (a shape input): nothing to copy
+            continue;
+        }
+        bool aligned = reinterpret_cast<uintptr_t>(h.data) % dtype_size(h.dtype) == 0;
+        if (host_matches_ggml(h.dtype) && aligned) {
+            in_ptr_[i] = h.data;
+        } else {
+            reserve_or_refuse(in_stage_[i], ggml_nbytes(leaf), "a converted copy of an input");
+            convert_to_ggml(h.dtype, h.data, leaf->type, in_stage_[i].data(), h.numel(), h.shape[h.ndim ? h.ndim - 1 : 0],
+                            binder_.input_label(i));
+            in_ptr_[i] = in_stage_[i].data();
+            ++stats_.staged_inputs;
+        }
+    }
+    for (size_t j = 0; j < n_out; ++j) {
+        const HostTensor& h = *out[j];
+        out_staged_[j] = !host_matches_ggml(h.dtype) || reinterpret_cast<uintptr_t>(h.data) % dtype_size(h.dtype) != 0;
+        if (out_staged_[j]) {
+            reserve_or_refuse(out_stage_[j], ggml_nbytes(g.outputs[j]), "a converted copy of an output");
+            out_ptr_[j] = out_stage_[j].data();
+            ++stats_.staged_outputs;
+        } else {
+            out_ptr_[j] = h.data;
+        }
+    }
+    on_devices("computing", [&] {
+        for (size_t i = 0; i < n_inputs; ++i)
+            if (in_ptr_[i]) {
+                ggml_backend_tensor_set(g.inputs[i], in_ptr_[i], 0, ggml_nbytes(g.inputs[i]));
+                ++stats_.device_copies;
+                stats_.device_copy_bytes += ggml_nbytes(g.inputs[i]);
+            }
+        for (auto& c : g.kernel_checks) c->bad = false;
+        ggml_status st = ggml_backend_sched_graph_compute(g.sched, g.graph);
+        if (st != GGML_STATUS_SUCCESS) {
+            if (g.journal) g.journal->roll_back();
+            fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
+        }
+        for (auto& c : g.kernel_checks)
+            if (c->bad) {
+                if (g.journal) g.journal->roll_back();
+                fail<ExecutionError>(c->what, ": computed index ", c->value.load(), " is outside [0, ", c->limit,
+                                     "): the execution is refused (state unchanged; its outputs are not valid)");
+            }
+        if (g.journal) g.journal->clear();
+        for (size_t j = 0; j < n_out; ++j) {
+            ggml_backend_tensor_get(g.outputs[j], out_ptr_[j], 0, ggml_nbytes(g.outputs[j]));
+            ++stats_.device_copies;
+            stats_.device_copy_bytes += ggml_nbytes(g.outputs[j]);
+        }
+    });
+    for (size_t j = 0; j < n_out; ++j)
+        if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
+    ++stats_.executions;
+}
+
 void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out) {
     const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t misses = stats_.misses;
+    if (placement_) {
+        execute_devices(in, n_in, out, n_out);
+        if (verbose::on()) verbose::exec(this, prog_, binding_, stats_.misses != misses, in, n_in, verbose::now_ms() - t0);
+        return;
+    }
     BuiltGraph& g = prepare(in, n_in, out, n_out);
     for (auto& c : g.kernel_checks) c->bad = false;
     ggml_status st = engine_->compute(g.graph, g.cplan);
@@ -221,6 +494,7 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
 double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out,
                                        int iters) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (placement_) fail<ExecutionError>("time_compute measures the host CPU path; this partition runs on devices");
     // what execute() does before computing, and nothing else: the first timed
     // compute meets the caches as the previous call left them, as execute() does
     BuiltGraph& g = prepare(in, n_in, out, n_out);
@@ -247,6 +521,11 @@ CacheStats CompiledPartition::stats() const {
     s.borrowed_bytes = resident_->borrowed_bytes();
     s.repacked_bytes = resident_->repacked_bytes();
     s.state_bytes = resident_->state_bytes();
+    for (const auto& r : dev_resident_)
+        if (r) {
+            s.constant_bytes += r->constant_bytes();
+            s.state_bytes += r->state_bytes();
+        }
     return s;
 }
 

@@ -13,7 +13,9 @@
 #include "aligned_buffer.h"
 #include "binder.h"
 #include "builder.h"
+#include "device.h"
 #include "engine.h"
+#include "placement.h"
 #include "host_tensor.h"
 #include "program.h"
 #include "resident.h"
@@ -27,6 +29,8 @@ struct CacheStats {
     uint64_t executions = 0;
     uint64_t staged_inputs = 0;   // inputs copied/converted instead of used in place
     uint64_t staged_outputs = 0;  // outputs computed aside and copied/converted into the caller's buffer
+    uint64_t device_copies = 0;   // device mode: inputs copied into the graph, outputs copied out of a device
+    uint64_t device_copy_bytes = 0;
     size_t entries = 0;
     size_t capacity = 0;
     double build_seconds = 0;
@@ -56,8 +60,31 @@ public:
     CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
                       std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir = false, bool repack = true);
 
+    // Device mode: the partition's ops on the devices of `engines` (a CPU engine is the host CPU, others
+    // their devices), split by `rule` in proportion to `shares` (one per device), run through ggml-backend.
+    CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
+                      const std::vector<std::shared_ptr<Engine>>& engines, const std::vector<double>& shares, SplitRule rule,
+                      size_t cache_capacity);
+    ~CompiledPartition();
+
     const Program& program() const { return prog_; }
     const Engine& engine() const { return *engine_; }
+    bool device_mode() const { return placement_ != nullptr; }
+    // Device mode: per device, its name, the ops it runs and the bytes of weights and state it holds.
+    struct SlotSummary {
+        std::string device;
+        size_t ops = 0;
+        size_t resident_bytes = 0;
+    };
+    std::vector<SlotSummary> placement_summary() const;
+    // Bytes sent to / received from the partition's RPC servers so far (all users of those connections).
+    std::pair<uint64_t, uint64_t> remote_traffic() const;
+
+    // Constants and state, wherever they live (under the partition's lock).
+    std::vector<uint8_t> export_data(int32_t index);
+    void read_state(int32_t index, void* dst, size_t nbytes);
+    void write_state(int32_t index, const void* src, size_t nbytes);
+    void reset_state();
 
     // Run with the caller's buffers. Inputs are validated (nothing is written,
     // state included, when they are not valid); the graph for this binding is
@@ -77,12 +104,18 @@ public:
     void clear_cache();
     void set_capacity(size_t capacity);
 
-    ResidentTensors& resident() { return *resident_; }
     std::mutex& mutex() { return mu_; }
 
 private:
     AlignedBuffer ir_copy_;  // the IR, when the caller's buffer was not 8-byte aligned (first: prog_ may point into it)
 
+    ResidentTensors& resident_of(int32_t index);
+    // Device mode: `fn` with the devices locked and ggml's aborts guarded; a lost device or a ggml abort
+    // leaves the partition refused from then on (what ran is half-done).
+    template <class Fn>
+    auto on_devices(const char* doing, Fn&& fn) -> decltype(fn());
+    void execute_devices(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
+    BuiltGraph& validate(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
     // execute() up to the compute: validate, look up (build), place, bind. Under mu_.
     BuiltGraph& prepare(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
     BuiltGraph& lookup(const Binding& b);
@@ -92,8 +125,15 @@ private:
 
     Program prog_;
     Binder binder_;
-    std::unique_ptr<ResidentTensors> resident_;
-    std::shared_ptr<Engine> engine_;
+    std::unique_ptr<ResidentTensors> resident_;  // the host CPU path
+    std::shared_ptr<Engine> engine_;             // the engine tensors are made for (device mode: the first)
+    // device mode
+    std::vector<std::shared_ptr<Engine>> engines_;
+    std::unique_ptr<Placement> placement_;
+    std::vector<std::unique_ptr<ResidentTensors>> dev_resident_;  // per slot
+    std::vector<ggml_backend_t> own_backends_;                    // CPU backends made for CPU engines
+    std::vector<std::mutex*> locks_;                              // engines' and devices', in address order
+    std::string failed_;                                          // why the partition is refused
     mutable std::mutex mu_;
 
     // graph cache: most recently used at the front

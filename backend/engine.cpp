@@ -1,10 +1,12 @@
 #include "engine.h"
 
+#include "device.h"
 #include "errors.h"
 
 namespace dg {
 
-Engine::Engine(int n_threads) : n_threads_(n_threads) {
+Engine::Engine(int n_threads, std::vector<std::shared_ptr<Device>> devices)
+    : n_threads_(n_threads), devices_(std::move(devices)) {
     if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS) fail<ExecutionError>("invalid thread count ", n_threads);
     ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
     threadpool_ = ggml_threadpool_new(&p);

@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "aligned_buffer.h"
 #include "ggml-cpu.h"
@@ -13,15 +15,24 @@
 
 namespace dg {
 
+class Device;
+
 class Engine {
 public:
-    explicit Engine(int n_threads);
+    // `devices` empty: the host CPU (dyngraph's CPU path). Otherwise the
+    // engine's partitions run on these devices through ggml-backend; the
+    // thread pool serves the CPU parts of their graphs.
+    explicit Engine(int n_threads, std::vector<std::shared_ptr<Device>> devices = {});
     ~Engine();
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
     int n_threads() const { return n_threads_; }
     ggml_threadpool* threadpool() const { return threadpool_; }
+    const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
+    bool is_cpu() const { return devices_.empty(); }
+    // Held while the thread pool computes (compute() takes it itself).
+    std::mutex& mutex() { return mu_; }
 
     // Compute `graph` with a plan made by ggml_graph_plan for this engine.
     ggml_status compute(ggml_cgraph* graph, ggml_cplan& plan);
@@ -31,6 +42,7 @@ private:
     ggml_threadpool* threadpool_ = nullptr;
     std::mutex mu_;
     AlignedBuffer work_;
+    std::vector<std::shared_ptr<Device>> devices_;
 };
 
 }  // namespace dg

@@ -395,6 +395,7 @@ ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a) {
         case Unary::Sin: return ggml_sin(ctx, a);
         case Unary::Cos: return ggml_cos(ctx, a);
         case Unary::Relu: return ggml_relu(ctx, a);
+        case Unary::Step: return ggml_step(ctx, a);
     }
     violated("ggml_unary", "unknown op");
 }

@@ -131,7 +131,7 @@ ggml_tensor* sum_rows(ggml_context* ctx, ggml_tensor* a);
 ggml_tensor* mean(ggml_context* ctx, ggml_tensor* a);
 
 // Unary ops: a F32 or F16 with contiguous rows.
-enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos, Relu };
+enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos, Relu, Step };
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a);
 
 // Our own kernels as custom ops: n_args < GGML_MAX_SRC (in place: one less);

@@ -30,6 +30,15 @@ void LowerCtx::unsupported(const std::string& why) const {
     fail<CompileError>("op '", op.name, "' cannot be lowered to ggml: ", why);
 }
 
+void LowerCtx::not_portable(const std::string& what) const {
+    fail<CompileError>(op.label(), " cannot run on device ", env.device, ": ", what,
+                       " needs one of dyngraph's CPU kernels, which run on the host CPU only");
+}
+
+void LowerCtx::not_on_device(const std::string& what) const {
+    fail<CompileError>(op.label(), " cannot run on device ", env.device, ": its ggml backend has no ", what);
+}
+
 void LowerCtx::internal_error(const std::string& why) const {
     fail<CompileError>("internal error in the lowering of ", op.label(), ": ", why);
 }

@@ -77,6 +77,10 @@ struct BuildEnv {
     std::vector<std::shared_ptr<const void>> kept;  // parameters our kernels point to (live as long as the graph)
     int state_writes = 0;              // in-place writes into state
     kernels::Journal* journal = nullptr;  // when set, state writes save what they overwrite (see kernels/journal.h)
+    // Where the op being lowered runs: the host CPU (dyngraph's kernels as ggml custom ops may be used,
+    // tensors' data is host memory) or another device (portable ggml ops only; its name for messages).
+    bool host = true;
+    std::string device;
 };
 
 struct LowerCtx {
@@ -98,6 +102,13 @@ struct LowerCtx {
     DType in_dtype(size_t k) const { return prog.tensors[size_t(op.inputs[k])].dtype; }
     DType out_dtype(size_t k) const { return prog.tensors[size_t(op.outputs[k])].dtype; }
     size_t n_in() const { return op.inputs.size(); }
+    // Whether the op runs on the host CPU: our kernels (custom ops) only there, portable ggml ops elsewhere.
+    bool host() const { return env.host; }
+    // CompileError naming the op and the device: this lowering has no portable form for `what`.
+    [[noreturn]] void not_portable(const std::string& what) const;
+    // CompileError naming the op and the device: the device's ggml backend has no `what` (a GPU backend
+    // implements a subset of ggml's ops and types; ggml_backend_supports_op says which).
+    [[noreturn]] void not_on_device(const std::string& what) const;
 
     // The op's attributes (its kind's struct in generated/op_schema.h, read and checked at parse).
     template <class T>

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "compiled_partition.h"
+#include "device.h"
 #include "engine.h"
 #include "errors.h"
 #include "ggml.h"
@@ -69,12 +70,17 @@ PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, p
     return t;
 }
 
-PyObject* g_errors[6] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+#ifdef DYNGRAPH_HAVE_RPC
+#include "ggml-rpc.h"
+#endif
+
+PyObject* g_errors[7] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 void register_errors(py::module_& m) {
     py::module_ errors = py::module_::import("dyngraph.errors");
-    const char* names[6] = {"DyngraphError", "ShapeError", "DTypeError", "IRError", "CompileError", "ExecutionError"};
-    for (int i = 0; i < 6; ++i) {
+    const char* names[7] = {"DyngraphError", "ShapeError", "DTypeError", "IRError", "CompileError", "ExecutionError",
+                            "DeviceError"};
+    for (int i = 0; i < 7; ++i) {
         py::object cls = errors.attr(names[i]);
         g_errors[i] = cls.release().ptr();  // held for the life of the module
     }
@@ -95,6 +101,8 @@ void register_errors(py::module_& m) {
             set(g_errors[3], e.what());
         } catch (const CompileError& e) {
             set(g_errors[4], e.what());
+        } catch (const DeviceError& e) {
+            set(g_errors[6], e.what());
         } catch (const ExecutionError& e) {
             set(g_errors[5], e.what());
         } catch (const Error& e) {
@@ -157,6 +165,8 @@ py::dict stats_dict(const CacheStats& s) {
     d["executions"] = s.executions;
     d["staged_inputs"] = s.staged_inputs;
     d["staged_outputs"] = s.staged_outputs;
+    d["device_copies"] = s.device_copies;
+    d["device_copy_bytes"] = s.device_copy_bytes;
     d["entries"] = s.entries;
     d["capacity"] = s.capacity;
     d["build_seconds"] = s.build_seconds;
@@ -168,6 +178,17 @@ py::dict stats_dict(const CacheStats& s) {
     d["borrowed_bytes"] = s.borrowed_bytes;
     d["repacked_bytes"] = s.repacked_bytes;
     d["state_bytes"] = s.state_bytes;
+    return d;
+}
+
+py::dict device_info_dict(const DeviceInfo& i) {
+    py::dict d;
+    d["kind"] = i.kind;
+    d["name"] = i.name;
+    d["description"] = i.description;
+    d["endpoint"] = i.endpoint;
+    d["memory_free"] = i.memory_free;
+    d["memory_total"] = i.memory_total;
     return d;
 }
 
@@ -202,9 +223,66 @@ PYBIND11_MODULE(_backend, m) {
         },
         "Verify an IR buffer (FlatBuffers verification and index checks); raises IRError.");
 
+    py::class_<Device, std::shared_ptr<Device>>(m, "Device")
+        .def_property_readonly("kind", &Device::kind)
+        .def_property_readonly("name", &Device::name)
+        .def_property_readonly("endpoint",
+                               [](const Device& d) { return d.connection() ? d.connection()->endpoint() : std::string(); })
+        .def("info", [](Device& d) { return device_info_dict(d.info()); })
+        .def("traffic", [](const Device& d) {
+            remote::Connection* c = d.connection();
+            return py::make_tuple(c ? c->bytes_sent() : 0, c ? c->bytes_received() : 0);
+        })
+        .def_property_readonly("lost", [](const Device& d) { return d.connection() && d.connection()->dead(); });
+    m.def("open_rpc_devices", &Device::open_rpc, py::arg("endpoint"), py::arg("connect_timeout"), py::arg("timeout"),
+          py::call_guard<py::gil_scoped_release>(), "The devices of a ggml RPC server (DeviceError when unreachable).");
+    m.def("open_local_device", &Device::open_local, py::arg("name"), "A device ggml registered (a GPU), by name.");
+    m.def("list_devices", [] {
+        std::vector<DeviceInfo> infos;
+        {
+            py::gil_scoped_release release;
+            infos = list_devices();
+        }
+        py::list l;
+        for (const DeviceInfo& i : infos) l.append(device_info_dict(i));
+        return l;
+    });
+    m.def("has_rpc", [] {
+#ifdef DYNGRAPH_HAVE_RPC
+        return true;
+#else
+        return false;
+#endif
+    });
+    m.def(
+        "rpc_serve",
+        [](const std::string& host, int port, int n_threads, const std::vector<std::string>& device_names) {
+#ifdef DYNGRAPH_HAVE_RPC
+            std::vector<ggml_backend_dev_t> devs;
+            for (const std::string& n : device_names) {
+                ggml_backend_dev_t d = ggml_backend_dev_by_name(n.c_str());
+                if (!d) fail<DeviceError>("no device named '", n, "' in this ggml");
+                devs.push_back(d);
+            }
+            if (devs.empty()) devs.push_back(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
+            const std::string endpoint = cat(host, ":", port);
+            {
+                py::gil_scoped_release release;
+                // serves clients one after the other until the process ends; returns when it cannot listen
+                ggml_backend_rpc_start_server(endpoint.c_str(), nullptr, size_t(n_threads), devs.size(), devs.data());
+            }
+            fail<DeviceError>("cannot serve on ", endpoint, " (is the address this machine's and the port free?)");
+#else
+            fail<DeviceError>("this build of ggml has no RPC backend (build ggml with GGML_RPC=ON)");
+#endif
+        },
+        py::arg("host"), py::arg("port"), py::arg("n_threads"), py::arg("devices"));
+
     py::class_<Engine, std::shared_ptr<Engine>>(m, "Engine")
-        .def(py::init<int>(), py::arg("n_threads"))
-        .def_property_readonly("n_threads", &Engine::n_threads);
+        .def(py::init<int, std::vector<std::shared_ptr<Device>>>(), py::arg("n_threads"),
+             py::arg("devices") = std::vector<std::shared_ptr<Device>>{})
+        .def_property_readonly("n_threads", &Engine::n_threads)
+        .def_property_readonly("devices", &Engine::devices);
 
     py::class_<PyTensor>(m, "Tensor", py::dynamic_attr())
         .def(py::init([](int64_t id, int dtype, const std::vector<int64_t>& shape, py::array data,
@@ -238,6 +316,39 @@ PYBIND11_MODULE(_backend, m) {
              }),
              py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false,
              py::arg("repack") = true)
+        .def(py::init([](py::buffer ir, const std::map<int32_t, py::array>& data,
+                         const std::vector<std::shared_ptr<Engine>>& engines, const std::vector<double>& shares, int rule,
+                         size_t capacity) {
+                 py::buffer_info info = ir.request();
+                 std::map<int32_t, HostData> ext;
+                 for (const auto& [k, a] : data) {
+                     if (!(a.flags() & py::array::c_style)) fail<CompileError>("constant data must be C-contiguous");
+                     ext[k] = HostData{a.data(), size_t(a.nbytes())};
+                 }
+                 if (rule != 0 && rule != 1) fail<CompileError>("unknown split rule ", rule);
+                 const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
+                 std::shared_ptr<CompiledPartition> cp;
+                 {
+                     py::gil_scoped_release release;
+                     cp = std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
+                                                              size_t(info.size * info.itemsize), ext, engines, shares,
+                                                              SplitRule(rule), capacity);
+                 }
+                 if (verbose::on())
+                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                 return cp;
+             }),
+             py::arg("ir"), py::arg("data"), py::arg("engines"), py::arg("shares"), py::arg("rule"), py::arg("cache_capacity"))
+        .def("placement",
+             [](const CompiledPartition& cp) {
+                 py::list l;
+                 for (const auto& s : cp.placement_summary()) l.append(py::make_tuple(s.device, s.ops, s.resident_bytes));
+                 return l;
+             })
+        .def("remote_traffic", [](const CompiledPartition& cp) {
+            auto [s, r] = cp.remote_traffic();
+            return py::make_tuple(s, r);
+        })
         .def("execute",
              [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out) {
                  HostList<8> hi(in, "input");
@@ -333,8 +444,8 @@ PYBIND11_MODULE(_backend, m) {
                      fail<ShapeError>("tensor index ", idx, " holds no data");
                  std::vector<uint8_t> bytes;
                  {
-                     std::lock_guard<std::mutex> lock(cp.mutex());
-                     bytes = cp.resident().export_data(int32_t(idx));
+                     py::gil_scoped_release release;
+                     bytes = cp.export_data(int32_t(idx));
                  }
                  py::array_t<uint8_t> a(py::ssize_t(bytes.size()));
                  if (!bytes.empty()) std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
@@ -345,18 +456,20 @@ PYBIND11_MODULE(_backend, m) {
                  int32_t i = checked_index(cp, idx, Property::State, "state");
                  if (!(out.flags() & py::array::c_style) || !out.writeable())
                      fail<ExecutionError>("read_state needs a writable C-contiguous array");
-                 std::lock_guard<std::mutex> lock(cp.mutex());
-                 cp.resident().read_state(i, out.mutable_data(), size_t(out.nbytes()));
+                 void* dst = out.mutable_data();
+                 py::gil_scoped_release release;
+                 cp.read_state(i, dst, size_t(out.nbytes()));
              })
         .def("write_state",
              [](CompiledPartition& cp, int64_t idx, py::array data) {
                  int32_t i = checked_index(cp, idx, Property::State, "state");
                  if (!(data.flags() & py::array::c_style)) fail<ExecutionError>("write_state needs a C-contiguous array");
-                 std::lock_guard<std::mutex> lock(cp.mutex());
-                 cp.resident().write_state(i, data.data(), size_t(data.nbytes()));
+                 const void* src = data.data();
+                 py::gil_scoped_release release;
+                 cp.write_state(i, src, size_t(data.nbytes()));
              })
         .def("reset_state", [](CompiledPartition& cp) {
-            std::lock_guard<std::mutex> lock(cp.mutex());
-            cp.resident().reset_state();
+            py::gil_scoped_release release;
+            cp.reset_state();
         });
 }

@@ -142,8 +142,16 @@ void convert_from_ggml(ggml_type from, const void* src, DType to, void* dst, int
 }
 
 ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded,
-                                 bool repack)
+                                 bool repack, const ResidentPlace* place)
     : prog_(prog) {
+    if (place) {
+        device_ = true;
+        conns_ = place->conns;
+        borrow_embedded = false;  // device memory: every constant is uploaded
+        repack = false;           // (CPU_REPACK is the host CPU's layout)
+    }
+    auto held = [&](size_t i) { return !place || place->subset[i]; };
+    try {
     std::map<int32_t, const DataRef*> embedded;
     for (const auto& d : prog.data) embedded[d.tensor] = &d;
     std::vector<char> repacked(prog.tensors.size(), 0);
@@ -168,7 +176,7 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     };
     by_index_.assign(prog.tensors.size(), nullptr);
     size_t n_resident = 0;
-    for (const auto& t : prog.tensors) n_resident += t.property != Property::Variable;
+    for (size_t i = 0; i < prog.tensors.size(); ++i) n_resident += prog.tensors[i].property != Property::Variable && held(i);
     ggml_init_params ip{(n_resident + 1) * ggml_tensor_overhead(), nullptr, true};
     ctx_ = ggml_init(ip);
     if (!ctx_) fail<ExecutionError>("ggml_init failed for the partition's resident tensors");
@@ -176,7 +184,7 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     std::vector<ggml_tensor*> consts, packed, states;
     for (size_t i = 0; i < prog.tensors.size(); ++i) {
         const TensorDef& t = prog.tensors[i];
-        if (t.property == Property::Variable) continue;
+        if (t.property == Property::Variable || !held(i)) continue;
         auto shape = static_shape(prog, t);
         const std::array<int64_t, 4> ne = folded_ne(shape.data(), int(shape.size()));
         ggml_type type = ggml_type_of(t.storage, t.dtype);
@@ -196,9 +204,18 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     auto alloc = [&](std::vector<ggml_tensor*>& ts, ggml_backend_buffer_t& buf, const char* what,
                      AlignedBuffer* mem, ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type()) {
         if (ts.empty()) return;
+        if (place) {  // the device's own allocation
+            buft = place->buft;
+            mem = nullptr;
+        }
         size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
         for (auto* g : ts) total += (ggml_nbytes(g) + align - 1) / align * align;
-        if (physical_memory() > 0 && total > physical_memory())
+        if (place) {
+            size_t max = ggml_backend_buft_get_max_size(buft);
+            if (total > max)
+                fail<ExecutionError>("the partition's ", what, " on device ", place->device, " need ", total,
+                                     " bytes in one buffer, more than its ", max);
+        } else if (physical_memory() > 0 && total > physical_memory())
             fail<ExecutionError>("the partition's ", what, " need ", total, " bytes, more than this machine's ",
                                  physical_memory(), " bytes of memory");
         if (mem) {
@@ -210,9 +227,11 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             buf = ggml_backend_cpu_buffer_from_ptr(mem->data(), total);
         } else {
             buf = ggml_backend_buft_alloc_buffer(buft, total);
-            if (buf) advise_huge_pages(ggml_backend_buffer_get_base(buf), total);  // not written yet
+            if (buf && ggml_backend_buffer_is_host(buf)) advise_huge_pages(ggml_backend_buffer_get_base(buf), total);  // not written yet
         }
-        if (!buf) fail<ExecutionError>("cannot allocate ", total, " bytes for the partition's ", what);
+        if (!buf)
+            fail<ExecutionError>("cannot allocate ", total, " bytes for the partition's ", what,
+                                 place ? cat(" on device ", place->device) : std::string());
         ggml_tallocr ta = ggml_tallocr_new(buf);
         for (auto* g : ts)
             if (ggml_tallocr_alloc(&ta, g) != GGML_STATUS_SUCCESS)
@@ -225,7 +244,7 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
 
     for (size_t i = 0; i < prog.tensors.size(); ++i) {
         const TensorDef& t = prog.tensors[i];
-        if (t.property == Property::Variable || borrowable(int32_t(i))) continue;
+        if (t.property == Property::Variable || !held(i) || borrowable(int32_t(i))) continue;
         auto shape = static_shape(prog, t);
         int64_t n = numel(shape), row = shape.empty() ? 1 : shape.back();
         ggml_tensor* g = by_index_[i];
@@ -259,28 +278,72 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             size_t want = size_t(n) * dtype_size(t.dtype);
             if (ext->second.nbytes != want)
                 fail<CompileError>(what, ": data has ", ext->second.nbytes, " bytes, expected ", want);
-            convert_to_ggml(t.dtype, ext->second.data, g->type, g->data, n, row, what);
+            if (device_) {
+                std::vector<uint8_t> tmp(ggml_nbytes(g));
+                convert_to_ggml(t.dtype, ext->second.data, g->type, tmp.data(), n, row, what);
+                put(g, tmp.data(), tmp.size());
+            } else {
+                convert_to_ggml(t.dtype, ext->second.data, g->type, g->data, n, row, what);
+            }
             if (t.property == Property::State) {
                 const uint8_t* p = static_cast<const uint8_t*>(ext->second.data);
                 initial_state_[int32_t(i)].assign(p, p + want);
             }
         } else if (emb != embedded.end()) {
             // embedded data is already in the storage type (or the host layout for Default storage)
-            if (t.storage == Storage::Default) convert_to_ggml(t.dtype, emb->second->data, g->type, g->data, n, row, what);
-            else std::memcpy(g->data, emb->second->data, emb->second->size);
+            if (device_) {
+                std::vector<uint8_t> tmp(ggml_nbytes(g));
+                if (t.storage == Storage::Default) convert_to_ggml(t.dtype, emb->second->data, g->type, tmp.data(), n, row, what);
+                else std::memcpy(tmp.data(), emb->second->data, std::min(tmp.size(), emb->second->size));
+                put(g, tmp.data(), tmp.size());
+            } else if (t.storage == Storage::Default) {
+                convert_to_ggml(t.dtype, emb->second->data, g->type, g->data, n, row, what);
+            } else {
+                std::memcpy(g->data, emb->second->data, emb->second->size);
+            }
             if (t.property == Property::State)
                 initial_state_[int32_t(i)].assign(emb->second->data, emb->second->data + emb->second->size);
         } else if (t.property == Property::Constant) {
             fail<CompileError>("constant ", t.label(), " has no data");
         }
     }
+    } catch (...) {
+        free_buffers();
+        throw;
+    }
 }
 
-ResidentTensors::~ResidentTensors() {
-    if (const_buf_) ggml_backend_buffer_free(const_buf_);
-    if (packed_buf_) ggml_backend_buffer_free(packed_buf_);
-    if (state_buf_) ggml_backend_buffer_free(state_buf_);
+void ResidentTensors::free_buffers() {
+    bool leak = false;  // a lost remote device: freeing its buffers would send messages on a dead connection
+    for (const remote::Connection* c : conns_) leak = leak || c->dead();
+    if (!leak) {
+        try {
+            remote::guarded(conns_, "freeing a partition's weights and state", [&] {
+                for (ggml_backend_buffer_t* b : {&const_buf_, &packed_buf_, &state_buf_})
+                    if (*b) {
+                        ggml_backend_buffer_t buf = *b;
+                        *b = nullptr;
+                        ggml_backend_buffer_free(buf);
+                    }
+            });
+        } catch (...) {  // lost while freeing: what is left is leaked
+        }
+    }
+    const_buf_ = packed_buf_ = state_buf_ = nullptr;
     if (ctx_) ggml_free(ctx_);
+    ctx_ = nullptr;
+}
+
+ResidentTensors::~ResidentTensors() { free_buffers(); }
+
+void ResidentTensors::put(ggml_tensor* g, const void* src, size_t n) const {
+    if (device_) ggml_backend_tensor_set(g, src, 0, n);
+    else std::memcpy(g->data, src, n);
+}
+
+void ResidentTensors::take(const ggml_tensor* g, void* dst, size_t n) const {
+    if (device_) ggml_backend_tensor_get(g, dst, 0, n);
+    else std::memcpy(dst, g->data, n);
 }
 
 size_t ResidentTensors::constant_bytes() const {
@@ -306,8 +369,15 @@ std::vector<uint8_t> ResidentTensors::export_data(int32_t index) const {
     auto packed = packed_source_.find(index);
     if (packed != packed_source_.end()) return {packed->second.ptr, packed->second.ptr + packed->second.size};
     std::vector<uint8_t> out(host_nbytes(index));
-    if (t.storage != Storage::Default) std::memcpy(out.data(), g->data, out.size());
-    else convert_from_ggml(g->type, g->data, t.dtype, out.data(), ggml_nelements(g));
+    if (t.storage != Storage::Default) {
+        take(g, out.data(), out.size());
+    } else if (device_) {
+        std::vector<uint8_t> tmp(ggml_nbytes(g));
+        take(g, tmp.data(), tmp.size());
+        convert_from_ggml(g->type, tmp.data(), t.dtype, out.data(), ggml_nelements(g));
+    } else {
+        convert_from_ggml(g->type, g->data, t.dtype, out.data(), ggml_nelements(g));
+    }
     return out;
 }
 
@@ -315,6 +385,12 @@ void ResidentTensors::read_state(int32_t index, void* dst, size_t nbytes) const 
     const TensorDef& t = prog_.tensors[size_t(index)];
     if (nbytes != host_nbytes(index)) fail<ShapeError>("state ", t.label(), ": buffer has ", nbytes, " bytes, need ", host_nbytes(index));
     ggml_tensor* g = by_index_[size_t(index)];
+    if (device_) {
+        std::vector<uint8_t> tmp(ggml_nbytes(g));
+        take(g, tmp.data(), tmp.size());
+        convert_from_ggml(g->type, tmp.data(), t.dtype, dst, ggml_nelements(g));
+        return;
+    }
     convert_from_ggml(g->type, g->data, t.dtype, dst, ggml_nelements(g));
 }
 
@@ -326,15 +402,16 @@ void ResidentTensors::write_state(int32_t index, const void* src, size_t nbytes)
     // convert into a scratch copy first: a value that does not fit leaves the state untouched
     std::vector<uint8_t> tmp(ggml_nbytes(g));
     convert_to_ggml(t.dtype, src, g->type, tmp.data(), n, g->ne[0], cat("state ", t.label()));
-    std::memcpy(g->data, tmp.data(), tmp.size());
+    put(g, tmp.data(), tmp.size());
 }
 
 void ResidentTensors::reset_state() {
     for (size_t i = 0; i < prog_.tensors.size(); ++i) {
-        if (prog_.tensors[i].property != Property::State) continue;
+        if (prog_.tensors[i].property != Property::State || !by_index_[i]) continue;
         ggml_tensor* g = by_index_[i];
         auto it = initial_state_.find(int32_t(i));
-        if (it == initial_state_.end()) std::memset(g->data, 0, ggml_nbytes(g));
+        if (it == initial_state_.end() && device_) ggml_backend_tensor_memset(g, 0, 0, ggml_nbytes(g));
+        else if (it == initial_state_.end()) std::memset(g->data, 0, ggml_nbytes(g));
         else write_state(int32_t(i), it->second.data(), it->second.size());
     }
 }

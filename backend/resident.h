@@ -11,8 +11,18 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "program.h"
+#include "remote.h"
 
 namespace dg {
+
+// Where a ResidentTensors lives when it is not the host CPU path: the
+// tensors it holds (those the device's ops read) and the device's memory.
+struct ResidentPlace {
+    std::vector<char> subset;                   // per tensor index: held here
+    ggml_backend_buffer_type_t buft = nullptr;  // the device's memory
+    std::string device;                         // its name, for messages
+    std::vector<remote::Connection*> conns;     // remote: freed only while these live
+};
 
 // Host data given at compile for a tensor, in its logical dtype.
 struct HostData {
@@ -27,13 +37,16 @@ public:
     // used in place (the caller keeps the IR buffer alive and unchanged).
     // With `repack`, quantized weights read only by MatMul go to ggml's
     // CPU_REPACK buffer type (a layout its faster kernels read).
+    // With `place`, only its subset is held, in its device's memory (no borrowing, no repacking; the
+    // caller guards the calls: a remote device's uploads go over the network).
     ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded = false,
-                    bool repack = true);
+                    bool repack = true, const ResidentPlace* place = nullptr);
     ~ResidentTensors();
     ResidentTensors(const ResidentTensors&) = delete;
     ResidentTensors& operator=(const ResidentTensors&) = delete;
 
     ggml_tensor* tensor(int32_t index) const { return by_index_[size_t(index)]; }
+    bool holds(int32_t index) const { return by_index_[size_t(index)] != nullptr; }
     size_t constant_bytes() const;  // including the borrowed ones
     size_t borrowed_bytes() const { return borrowed_bytes_; }
     size_t repacked_bytes() const;
@@ -49,7 +62,14 @@ public:
     size_t host_nbytes(int32_t index) const;
 
 private:
+    void free_buffers();
+    // Bytes into / out of a held tensor, wherever its memory is.
+    void put(ggml_tensor* g, const void* src, size_t n) const;
+    void take(const ggml_tensor* g, void* dst, size_t n) const;
+
     const Program& prog_;
+    bool device_ = false;                      // in a device's memory (not host memory)
+    std::vector<remote::Connection*> conns_;
     ggml_context* ctx_ = nullptr;
     AlignedBuffer const_mem_{true}, state_mem_{true};  // the memory of const_buf_, state_buf_ (huge pages)
     ggml_backend_buffer_t const_buf_ = nullptr;

@@ -19,9 +19,10 @@ _load_ggml()
 from . import _backend  # noqa: E402,F401  (loads the extension after the ggml libraries)
 from .compiled_partition import CacheInfo, CompiledPartition  # noqa: E402
 from .dtypes import DataType, bf16, boolean, f16, f32, i32, i64  # noqa: E402
-from .engine import Engine, EngineKind, Stream  # noqa: E402
+from .engine import DeviceInfo, Engine, EngineKind, Stream  # noqa: E402
 from .errors import (  # noqa: E402
     CompileError,
+    DeviceError,
     DTypeError,
     DyngraphError,
     ExecutionError,
@@ -52,8 +53,8 @@ def set_verbose(level: int) -> None:
 __all__ = [
     "StoredWeight",
     "CONSTANT", "DYNAMIC_DIM", "STATE", "UNKNOWN_DIM", "VARIABLE",
-    "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "Dim", "DyngraphError", "Engine",
-    "EngineKind", "ExecutionError", "Expr", "Graph", "GraphBuilder", "GraphError", "IRError", "LogicalTensor", "Op",
-    "OpKind", "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
+    "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "DeviceError", "DeviceInfo", "Dim",
+    "DyngraphError", "Engine", "EngineKind", "ExecutionError", "Expr", "Graph", "GraphBuilder", "GraphError", "IRError",
+    "LogicalTensor", "Op", "OpKind", "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
     "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "set_verbose", "sym_max", "sym_min",
 ]

@@ -36,6 +36,8 @@ class CacheInfo(NamedTuple):
     executions: int
     staged_inputs: int  # inputs converted or copied instead of used in place
     staged_outputs: int  # outputs computed aside, then copied into the caller's buffer
+    device_copies: int  # on devices: inputs copied into the graph and outputs copied out of it
+    device_copy_bytes: int
     entries: int
     capacity: int
     build_seconds: float
@@ -87,10 +89,11 @@ class CompiledPartition:
     buffers.
     """
 
-    def __init__(self, program: Program, impl, engine, keepalive=None):
+    def __init__(self, program: Program, impl, engine, keepalive=None, engines=None):
         self._program = program
         self._impl = impl
-        self._engine = engine
+        self._engine = engine  # the engine tensors and streams are made for (the first of several)
+        self._engines = list(engines) if engines else [engine]
         self._keepalive = keepalive  # a loaded file's mapping, when constants are used in place
         self._inputs = [program.tensors[i].logical_tensor() for i in program.inputs]
         self._outputs = [program.tensors[i].logical_tensor() for i in program.outputs]
@@ -99,14 +102,20 @@ class CompiledPartition:
         self._out_dtypes = [lt.dtype.numpy for lt in self._outputs]
 
     @classmethod
-    def create(cls, program: Program, data: Dict[int, np.ndarray], engine, cache_capacity: int,
-               repack_weights: bool = True) -> "CompiledPartition":
+    def create(cls, program: Program, data: Dict[int, np.ndarray], engines, cache_capacity: int,
+               repack_weights: bool = True, devices=None) -> "CompiledPartition":
+        """``devices``: None for the host CPU path (one CPU engine), else (split rule code, shares)."""
+        engines = list(engines) if isinstance(engines, (list, tuple)) else [engines]
         # stored weights travel in the IR, already in their storage type; the rest is converted on upload
         stored = {i: d.data for i, d in data.items() if isinstance(d, StoredWeight)}
         host = {i: d for i, d in data.items() if not isinstance(d, StoredWeight)}
-        impl = _backend.CompiledPartition(write_program(program, stored), host, engine.impl, cache_capacity, False,
-                                          repack_weights)
-        return cls(program, impl, engine)
+        ir = write_program(program, stored)
+        if devices is None:
+            impl = _backend.CompiledPartition(ir, host, engines[0].impl, cache_capacity, False, repack_weights)
+        else:
+            rule, shares = devices
+            impl = _backend.CompiledPartition(ir, host, [e.impl for e in engines], shares, rule, cache_capacity)
+        return cls(program, impl, engines[0], engines=engines)
 
     # -- ports -----------------------------------------------------------------
     def get_inputs(self) -> List[LogicalTensor]:
@@ -137,6 +146,20 @@ class CompiledPartition:
     @property
     def engine(self):
         return self._engine
+
+    @property
+    def engines(self) -> list:
+        return list(self._engines)
+
+    def placement(self) -> List[tuple]:
+        """Where the partition runs: (device, ops, bytes of weights and state held there) per device;
+        [] on the host CPU path."""
+        return [tuple(p) for p in self._impl.placement()]
+
+    def remote_traffic(self) -> tuple:
+        """(bytes sent, bytes received) so far over the connections to the RPC servers the partition
+        runs on (shared with everything else using the same connections)."""
+        return tuple(self._impl.remote_traffic())
 
     # -- execution ---------------------------------------------------------------
     def infer_outputs(self, inputs: Sequence, build: bool = True) -> List[LogicalTensor]:

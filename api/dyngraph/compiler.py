@@ -331,13 +331,15 @@ def finish_program(prog: Program, value_sources: List[SourceSpec] = (), symbols=
 
 def compile_partition(
     part, inputs, outputs, engine, constants, cache_capacity: int = 16, weight_type: Optional[str] = None,
-    repack_weights: bool = True, symbols=(),
+    repack_weights: bool = True, symbols=(), split: str = "layer", shares=None,
 ):
     from .compiled_partition import CompiledPartition
     from .engine import Engine
 
-    if not isinstance(engine, Engine):
-        raise CompileError(f"compile needs an Engine, got {engine!r}")
+    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
+    if not engines or not all(isinstance(e, Engine) for e in engines):
+        raise CompileError(f"compile needs an Engine or a list of Engines, got {engine!r}")
+    devices = _split_devices(engines, split, shares)
     if isinstance(cache_capacity, bool) or not isinstance(cache_capacity, int) or cache_capacity < 1:
         raise CompileError(f"cache_capacity must be a positive int, got {cache_capacity!r}")
     t0 = time.perf_counter()
@@ -345,9 +347,36 @@ def compile_partition(
     run_passes(prog, data, weight_type=weight_type)
     finish_program(prog, value_sources, symbols)
     t1 = time.perf_counter()
-    cp = CompiledPartition.create(prog, data, engine, cache_capacity, repack_weights)
+    cp = CompiledPartition.create(prog, data, engines, cache_capacity, repack_weights, devices)
     log.info("compiled partition %d: %d ops, %d inputs, %d outputs, symbols [%s]: %.1f ms in Python, %.1f ms in the backend",
              part.get_id(), len(prog.ops), len(prog.inputs), len(prog.outputs),
              ", ".join(s.name for s in prog.symbols), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
     return cp
+
+
+SPLIT_RULES = {"layer": 0, "memory": 1}
+
+
+def _split_devices(engines, split, shares):
+    """(rule code, shares per device) for a partition on devices, or None for the host CPU path."""
+    from .engine import EngineKind
+
+    if split not in SPLIT_RULES:
+        raise CompileError(f"split must be one of {sorted(SPLIT_RULES)}, got {split!r}")
+    n = sum(e.num_devices for e in engines)
+    if len(engines) == 1 and engines[0].kind is EngineKind.CPU:
+        if shares is not None:
+            raise CompileError("shares split a partition over several devices; a CPU engine is one")
+        return None
+    if len(set(map(id, engines))) != len(engines):
+        raise CompileError("an engine is listed twice")
+    if shares is None:
+        shares = [1.0] * n
+    shares = list(shares)
+    if len(shares) != n or not all(
+        isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 and s < float("inf") for s in shares
+    ):
+        raise CompileError(f"shares must be {n} positive numbers (one per device: "
+                           f"{[d for e in engines for d in e.device_names]}), got {shares!r}")
+    return SPLIT_RULES[split], [float(s) for s in shares]
 

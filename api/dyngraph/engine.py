@@ -1,14 +1,45 @@
-"""Engines (where partitions run) and streams (how executions are ordered)."""
+"""Engines (where partitions run) and streams (how executions are ordered).
+
+An engine is a ggml backend device, or several:
+
+- ``Engine("cpu")`` (``Engine(Engine.CPU, num_threads=...)``): the host CPU
+  with dyngraph's own CPU path (its kernels, its memory planner, inputs and
+  outputs used in place);
+- ``Engine("rpc", endpoints=["host:port", ...])``: the devices of ggml RPC
+  servers (``dyngraph rpc-server`` on each machine), one or more per server;
+- ``Engine("gpu")`` / ``Engine("gpu", device="CUDA0")``: a GPU ggml was built
+  with (CUDA, Vulkan, ...).
+
+``Engine.devices()`` lists what this process can use. A partition compiled for
+a list of engines (``part.compile(..., [Engine("cpu"), Engine("rpc", ...)],
+split="layer")``) is split over their devices; see ``compile``.
+"""
 
 from __future__ import annotations
 
 import enum
+import math
 import os
-from typing import Optional
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+from .errors import DeviceError
 
 
 class EngineKind(enum.Enum):
     CPU = "cpu"
+    GPU = "gpu"
+    RPC = "rpc"
+
+
+class DeviceInfo(NamedTuple):
+    """A device this process can run partitions on."""
+
+    kind: str  # "cpu", "gpu", "igpu", "accel" or "rpc"
+    name: str  # ggml's name: "CPU", "CUDA0", "RPC0", ...
+    description: str
+    endpoint: str  # rpc: the server ("" otherwise)
+    memory_free: int  # bytes
+    memory_total: int
 
 
 def default_num_threads() -> int:
@@ -23,13 +54,35 @@ def default_num_threads() -> int:
     return max(1, min(n, 8))
 
 
+def _seconds(name: str, value, upper: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= upper:
+        raise ValueError(f"{name} must be a number of seconds in (0, {upper:g}], got {value!r}")
+    return float(value)
+
+
 class Engine:
-    """``Engine(Engine.CPU, num_threads=None)``: the CPU backend and its thread pool."""
+    """``Engine(kind="cpu", num_threads=None, *, endpoints=None, device=None, timeout=60, connect_timeout=5)``.
+
+    ``num_threads`` sizes the host CPU's thread pool (the CPU engine's, or the
+    one that runs the host parts of a device engine's graphs). RPC engines
+    connect at creation (``DeviceError`` naming the endpoint when a server
+    cannot be reached within ``connect_timeout`` seconds); every later call to
+    a server is bounded by ``timeout`` seconds.
+    """
 
     Kind = EngineKind
     CPU = EngineKind.CPU
+    GPU = EngineKind.GPU
+    RPC = EngineKind.RPC
 
-    def __init__(self, kind: EngineKind = EngineKind.CPU, num_threads: Optional[int] = None):
+    def __init__(self, kind=EngineKind.CPU, num_threads: Optional[int] = None, *,
+                 endpoints: Optional[Sequence[str]] = None, device: Optional[str] = None,
+                 timeout: float = 60.0, connect_timeout: float = 5.0):
+        if isinstance(kind, str):
+            try:
+                kind = EngineKind(kind.lower())
+            except ValueError:
+                raise ValueError(f"unknown engine kind {kind!r} (one of 'cpu', 'gpu', 'rpc')") from None
         if not isinstance(kind, EngineKind):
             raise ValueError(f"unknown engine kind {kind!r}")
         if num_threads is None:
@@ -38,26 +91,96 @@ class Engine:
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
         self.kind = kind
         self.num_threads = num_threads
+        self.endpoints: Tuple[str, ...] = ()
         self._impl = None
+        self._devices: list = []
+        if kind is EngineKind.CPU:
+            if endpoints is not None or device is not None:
+                raise ValueError("a CPU engine takes neither endpoints nor device")
+            return
+        from . import _backend
+
+        if kind is EngineKind.RPC:
+            if device is not None:
+                raise ValueError("an RPC engine takes endpoints, not device")
+            if isinstance(endpoints, str) or not endpoints or not all(isinstance(e, str) for e in endpoints):
+                raise ValueError(f"an RPC engine needs endpoints=['host:port', ...], got {endpoints!r}")
+            if len(set(endpoints)) != len(endpoints):
+                raise ValueError(f"endpoints {list(endpoints)} name a server twice")
+            timeout = _seconds("timeout", timeout, 86400)
+            connect_timeout = _seconds("connect_timeout", connect_timeout, 3600)
+            self.endpoints = tuple(endpoints)
+            for e in endpoints:
+                self._devices += _backend.open_rpc_devices(e, connect_timeout, timeout)
+        else:
+            if endpoints is not None:
+                raise ValueError("a GPU engine takes device, not endpoints")
+            if device is None:
+                gpus = [d for d in Engine.devices() if d.kind in ("gpu", "igpu")]
+                if not gpus:
+                    raise DeviceError(
+                        "this ggml has no GPU device (build it with GGML_CUDA=ON or GGML_VULKAN=ON: "
+                        "third_party/ggml/README.md)"
+                    )
+                device = gpus[0].name
+            if not isinstance(device, str):
+                raise ValueError(f"device must be a device name such as 'CUDA0', got {device!r}")
+            self._devices = [_backend.open_local_device(device)]
+        self._impl = _backend.Engine(self.num_threads, self._devices)
+
+    @staticmethod
+    def devices() -> List[DeviceInfo]:
+        """The devices this process can use: ggml's (the CPU, GPUs it was built
+        with) and those of the RPC servers it is connected to."""
+        from . import _backend
+
+        return [DeviceInfo(**d) for d in _backend.list_devices()]
 
     @property
     def impl(self):
-        """The backend's engine (created on first use)."""
+        """The backend's engine (a CPU engine's is created on first use)."""
         if self._impl is None:
             from . import _backend
 
             self._impl = _backend.Engine(self.num_threads)
         return self._impl
 
+    @property
+    def device_names(self) -> List[str]:
+        """The engine's devices ("CPU (host)" for a CPU engine)."""
+        return [d.name for d in self._devices] if self._devices else ["CPU (host)"]
+
+    @property
+    def num_devices(self) -> int:
+        return max(1, len(self._devices))
+
+    def traffic(self) -> Tuple[int, int]:
+        """(bytes sent, bytes received) over this engine's RPC connections so far
+        (shared with every engine connected to the same servers)."""
+        seen, sent, received = set(), 0, 0
+        for d in self._devices:
+            e = d.endpoint
+            if e in seen:
+                continue
+            seen.add(e)
+            s, r = d.traffic()
+            sent += s
+            received += r
+        return sent, received
+
     def get_kind(self) -> EngineKind:
         return self.kind
 
     def __repr__(self) -> str:
+        if self.kind is EngineKind.RPC:
+            return f"Engine(RPC, endpoints={list(self.endpoints)}, num_threads={self.num_threads})"
+        if self.kind is EngineKind.GPU:
+            return f"Engine(GPU, device={self.device_names[0]!r})"
         return f"Engine({self.kind.name}, num_threads={self.num_threads})"
 
 
 class Stream:
-    """Executions on a CPU engine are synchronous: a stream only records the engine."""
+    """Executions are synchronous: a stream only records the engine."""
 
     def __init__(self, engine: Engine):
         if not isinstance(engine, Engine):

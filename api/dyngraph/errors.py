@@ -33,6 +33,14 @@ class ExecutionError(DyngraphError):
     """Execution failed: bad buffers, or the backend refused to compute."""
 
 
+class DeviceError(ExecutionError):
+    """A device failed: an RPC server that cannot be reached, stopped, or did
+    not answer in time (the message names its endpoint), or a device that
+    does not exist. Raised at Engine creation, compile or execute; the compiled
+    partition that was using the device is refused from then on, everything
+    else keeps working."""
+
+
 class IRError(DyngraphError, ValueError):
     """A serialized IR (a saved compiled partition) is malformed."""
 
@@ -57,6 +65,7 @@ __all__ = [
     "DTypeError",
     "CompileError",
     "ExecutionError",
+    "DeviceError",
     "IRError",
     "UnsupportedError",
 ]

@@ -182,6 +182,14 @@ class Partition:
         length in a partition that does not see it - is then read from one more
         runtime input, last: an i64 vector holding the values of
         ``cp.symbol_inputs`` in that order).
+
+        ``engine`` is an Engine or a list of them. One CPU engine runs the host
+        CPU path. Otherwise the partition runs on the engines' devices through
+        ggml-backend, its ops split over them in program order (``split="layer"``:
+        whole layers, or ``"memory"``: by the bytes of weights and state; see
+        backend/placement.h), in proportion to ``shares`` (one positive number
+        per device, default equal); inputs and outputs are Tensors of the
+        first engine.
         """
         if not self._supported:
             kinds = sorted({op.kind.name for op in self._ops})

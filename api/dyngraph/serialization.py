@@ -148,7 +148,8 @@ def read_body(path: "os.PathLike | str", mapped: bool):
     return body, keep
 
 
-def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capacity: int = 16, mmap_weights: bool = True):
+def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_weights: bool = True,
+         split: str = "layer", shares=None):
     """Load a compiled partition saved with ``CompiledPartition.save``.
 
     The file is untrusted input: its header and checksum are checked, the IR
@@ -164,6 +165,11 @@ def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capac
     file must then stay unchanged while the partition is alive (truncating a
     mapped file makes reads of it fault). ``mmap_weights=False`` reads the
     file into memory and keeps no tie to it.
+
+    ``engine`` (default: a CPU engine), ``split`` and ``shares`` are those of
+    ``Partition.compile``: an RPC or GPU engine, or a list of engines, runs
+    the loaded partition on those devices (its weights are uploaded there;
+    ``mmap_weights`` then only says how the file is read).
     """
     from .compiled_partition import CompiledPartition
     from .ir_reader import read_program, validate_program
@@ -171,22 +177,34 @@ def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capac
 
     from .compiled_partition import check_capacity
 
-    if engine is not None and not isinstance(engine, Engine):
-        raise TypeError(f"engine must be a dyngraph.Engine, got {type(engine).__name__}")
+    from .compiler import _split_devices
+
+    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine or Engine()]
+    if not engines:
+        raise TypeError("engine must be a dyngraph.Engine or a non-empty list of them")
+    for e in engines:
+        if not isinstance(e, Engine):
+            raise TypeError(f"engine must be a dyngraph.Engine or a list of them, got {type(e).__name__}")
     check_capacity(cache_capacity)
-    engine = engine or Engine()
+    devices = _split_devices(engines, split, shares)  # None: the host CPU path
     t0 = time.perf_counter()
     body, keep = read_body(path, bool(mmap_weights))
     try:
         program = read_program(body)
         validate_program(program)
-        impl = _backend.CompiledPartition(body, {}, engine.impl, cache_capacity, mmap_weights)
+        if devices is None:
+            impl = _backend.CompiledPartition(body, {}, engines[0].impl, cache_capacity, mmap_weights)
+        else:
+            impl = _backend.CompiledPartition(body, {}, [e.impl for e in engines], devices[1], devices[0], cache_capacity)
     except BaseException:
         body.release()
         if mmap_weights:
             keep.close()
         raise
     body.release()
+    borrowed = mmap_weights and devices is None  # on devices, the weights were uploaded: the mapping can go
+    if mmap_weights and not borrowed:
+        keep.close()
     log.info("loaded %s: %d ops, %d bytes of constants: %.1f ms", os.fspath(path), len(program.ops),
              impl.stats()["constant_bytes"], (time.perf_counter() - t0) * 1e3)
-    return CompiledPartition(program, impl, engine, keepalive=keep if mmap_weights else None)
+    return CompiledPartition(program, impl, engines[0], keepalive=keep if borrowed else None, engines=engines)

@@ -26,6 +26,33 @@ bool kernel_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_I32;
 
 ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return kernel_type(t->type) ? t : gg::cast(c.ctx, t, GGML_TYPE_F32); }
 
+// Off the host CPU, with ggml's ops: in f32, step(a - b) is a > b. Integers compare exactly up to
+// 2^24 in magnitude; a NaN operand counts as equal to anything (numpy: unordered).
+ggml_tensor* portable_compare(LowerCtx& c, kernels::Compare op, ggml_tensor* a, ggml_tensor* b,
+                              const std::array<int64_t, 4>& ne) {
+    auto full = [&](ggml_tensor* t) {
+        t = c.cast(c.cont(t), GGML_TYPE_F32);
+        if (t->ne[0] != ne[0] || t->ne[1] != ne[1] || t->ne[2] != ne[2] || t->ne[3] != ne[3])
+            t = gg::repeat_4d(c.ctx, t, ne[0], ne[1], ne[2], ne[3]);
+        return t;
+    };
+    a = full(a);
+    b = full(b);
+    ggml_tensor* one = gg::fill(c.ctx, gg::arange(c.ctx, 0.0f, 1.0f, 1.0f), 1.0f);
+    auto greater = [&](ggml_tensor* x, ggml_tensor* y) { return gg::unary(c.ctx, gg::Unary::Step, gg::sub(c.ctx, x, y)); };
+    auto negate = [&](ggml_tensor* x) { return gg::unary(c.ctx, gg::Unary::Neg, gg::sub(c.ctx, x, one)); };  // 1 - x
+    ggml_tensor* r = nullptr;
+    switch (op) {
+        case kernels::Compare::Gt: r = greater(a, b); break;
+        case kernels::Compare::Lt: r = greater(b, a); break;
+        case kernels::Compare::Ge: r = negate(greater(b, a)); break;
+        case kernels::Compare::Le: r = negate(greater(a, b)); break;
+        case kernels::Compare::Eq: r = gg::mul(c.ctx, negate(greater(a, b)), negate(greater(b, a))); break;
+        case kernels::Compare::Ne: r = gg::add(c.ctx, greater(a, b), greater(b, a)); break;
+    }
+    return gg::cast(c.ctx, r, GGML_TYPE_I32);
+}
+
 template <kernels::Compare OP>
 void lower_compare(LowerCtx& c) {
     const auto ne = c.out_shape(0).ne();
@@ -34,6 +61,10 @@ void lower_compare(LowerCtx& c) {
     if (a->type != b->type) c.unsupported("operands of different types");
     check_broadcast(c, a, ne);
     check_broadcast(c, b, ne);
+    if (!c.host()) {
+        c.out = {portable_compare(c, OP, a, b, ne)};
+        return;
+    }
     c.out = {kernels::compare(c.ctx, OP, to_f32(c, a), to_f32(c, b), ne.data())};
 }
 

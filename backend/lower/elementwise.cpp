@@ -23,6 +23,15 @@ void lower_arith(LowerCtx& c) {
     auto ne = c.out_shape(0).ne();
     ggml_tensor* a = c.in[0];
     ggml_tensor* b = c.in[1];
+    if (a->type == GGML_TYPE_I32 && !c.host()) {
+        // off the host CPU: in f32 with ggml's ops (exact for integers up to 2^24 in magnitude)
+        if (c.out_dtype(0) == DType::Bool) c.not_portable("a bool sum (logical or)");
+        a = c.cast(c.cont(a), GGML_TYPE_F32);
+        b = c.cast(c.cont(b), GGML_TYPE_F32);
+        if (!same_ne(a, ne)) a = gg::repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
+        c.out = {gg::cast(c.ctx, OP(c.ctx, a, b), GGML_TYPE_I32)};
+        return;
+    }
     if (a->type == GGML_TYPE_I32) {
         // bool is held as i32 0/1: bool + bool is logical or, which must stay 0/1
         kernels::Binary op = INT_OP == kernels::Binary::Add && c.out_dtype(0) == DType::Bool ? kernels::Binary::Max : INT_OP;

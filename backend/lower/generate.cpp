@@ -1,11 +1,14 @@
 // Ops that create tensors from their attributes: Arange, GenIndex, Full.
 // Sizes come from the IR's output shape (evaluated for this binding), never
 // from a trace-time number.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "../errors.h"
 #include "../generated/dyngraph_ir_generated.h"
+#include "../gg.h"
 #include "../kernels/index_kernels.h"
 #include "families.h"
 
@@ -42,7 +45,15 @@ void lower_arange(LowerCtx& c) {
     if (type == GGML_TYPE_I32 && !fits_i32(int64_t(__int128(start) + __int128(n - 1) * step)))
         fail<ExecutionError>("op '", c.op.name, "': arange(", start, ", ", end, ", ", step,
                              ") has values that do not fit the backend's 32-bit integers");
-    c.out = {index_kernels::arange(c.ctx, type, n, int32_t(start), int32_t(step))};
+    if (c.host()) {
+        c.out = {index_kernels::arange(c.ctx, type, n, int32_t(start), int32_t(step))};
+        return;
+    }
+    // other devices: ggml's arange (f32, exact for integers of magnitude up to 2^24), cast to the dtype
+    const int64_t stop = start + n * step;
+    if (step < 0 || std::max(std::llabs(start), std::llabs(stop)) > (int64_t(1) << 24))
+        c.not_portable(cat("arange(", start, ", ", end, ", ", step, ") (ggml's arange counts up, exact to 2^24)"));
+    c.out = {c.cast(gg::arange(c.ctx, float(start), float(stop), float(step)), type)};
 }
 
 void lower_gen_index(LowerCtx& c) {

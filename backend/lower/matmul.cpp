@@ -60,7 +60,8 @@ void lower_matmul(LowerCtx& c) {
     const int64_t ne_y[4] = {y->ne[0], y->ne[1], y->ne[2], y->ne[3]};
     const bool fold = x->ne[2] == 1 && x->ne[3] == 1 && (y->ne[2] > 1 || y->ne[3] > 1) && ggml_is_contiguous(y);
     if (fold) y = gg::reshape_2d(c.ctx, y, ne_y[0], ne_y[1] * ne_y[2] * ne_y[3]);
-    ggml_tensor* r = kernels::mul_mat(c.ctx, x, y);  // f32 from two rows: our kernels (f32_matmul.h)
+    // f32 from two rows: our kernels on the host CPU (f32_matmul.h); ggml's product on other devices
+    ggml_tensor* r = c.host() ? kernels::mul_mat(c.ctx, x, y) : gg::mul_mat(c.ctx, x, y);
     if (fold) r = gg::reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
     if (c.n_in() == 3) {
         ggml_tensor* bias = c.cont(c.in[2]);

@@ -24,7 +24,11 @@ every round calls each once, in a random order. Sections:
   says how to build it); the CPU features each side's ggml was compiled with
   are printed above the table;
 - compile time, memory (bytes per cached graph, peak RSS of a generation
-  from a saved artifact in a fresh process), zero copy, 1 vs 2 threads.
+  from a saved artifact in a fresh process), zero copy, 1 vs 2 threads;
+- rpc: a 4-layer decoder split over the local CPU and two `dyngraph
+  rpc-server` processes on 127.0.0.1 (one thread each) against one CPU:
+  prefill and decode tokens/s, bytes sent and received per token
+  (informative: the servers share this machine's cores).
 
 --quick leaves out the real models and llama.cpp (about 30 s instead of a
 few minutes).
@@ -67,7 +71,7 @@ PADDED_SPEEDUP = 12.0
 LLAMA_CPP_FRACTION = 1.0
 COMPILE_SECONDS = 10.0
 RSS_FACTOR = 1.1
-SECTIONS = ("hit", "rebuild", "stack", "eager", "llamacpp", "model", "threads")
+SECTIONS = ("hit", "rebuild", "stack", "eager", "llamacpp", "model", "threads", "rpc")
 
 
 @dataclass
@@ -340,6 +344,59 @@ def model_rows(sm) -> List[Row]:
     ]
 
 
+# -- across machines (RPC) ---------------------------------------------------------------------
+
+
+def rpc_rows(rounds: int) -> List[Row]:
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from rpcutil import RpcServer
+
+    from dyngraph.models.llama import LlamaConfig, LlamaRunner, random_weights
+
+    cfg = LlamaConfig(vocab=2048, hidden=256, layers=4, heads=8, kv_heads=4, ffn=704, max_seq=256)
+    w = random_weights(cfg)
+    servers = [RpcServer(), RpcServer()]
+    rpc = runners = split = None
+    try:
+        rpc = dg.Engine("rpc", endpoints=[s.endpoint for s in servers], num_threads=1)
+        runners = {"one CPU": LlamaRunner(cfg, w, engine=dg.Engine("cpu", num_threads=1)),
+                   "CPU + 2 servers": LlamaRunner(cfg, w, engine=[dg.Engine("cpu", num_threads=1), rpc])}
+        prompt = np.arange(32, dtype=np.int64) % cfg.vocab
+        pos = np.arange(32, dtype=np.int64)
+        tok, at = np.array([7], np.int64), np.array([32], np.int64)
+        for r in runners.values():
+            r.cp(prompt, pos)  # build both graphs, fill the cache
+            r.cp(tok, at)
+        fns = {}
+        for name, r in runners.items():
+            fns[f"{name} prefill"] = lambda cp=r.cp: cp(prompt, pos)
+            fns[f"{name} decode"] = lambda cp=r.cp: cp(tok, at)
+        samples = interleaved(fns, rounds)
+        split = runners["CPU + 2 servers"].cp
+        s0, r0 = split.remote_traffic()
+        n = 20
+        for _ in range(n):
+            split(tok, at)
+        s1, r1 = split.remote_traffic()
+        rows = []
+        for key, count in (("prefill", 32), ("decode", 1)):
+            one = count / (median(samples[f"one CPU {key}"]) * 1e-9)
+            sp = count / (median(samples[f"CPU + 2 servers {key}"]) * 1e-9)
+            rows.append(Row(f"rpc: 4-layer decoder (hidden 256) on CPU + 2 servers, {key} "
+                            f"{'32 tokens' if count > 1 else '1 token'} (tokens/s)",
+                            f"{sp:.0f}", f"{one:.0f} one CPU", f"{sp / one:.2f}", "-", None))
+        rows.append(Row("rpc: bytes per decoded token to / from the 2 servers (127.0.0.1)",
+                        f"{(s1 - s0) / n:.0f} / {(r1 - r0) / n:.0f}", "-", "-", "-", None))
+        return rows
+    finally:
+        import gc
+
+        rpc = runners = split = None  # the connections close before their servers stop
+        gc.collect()
+        for s in servers:
+            s.stop()
+
+
 # -- the table -----------------------------------------------------------------------------------
 
 
@@ -411,6 +468,8 @@ def main() -> None:
         rows += model_rows(sm)
     if "threads" in only:
         rows += thread_rows(args.rounds)
+    if "rpc" in only and dg._backend.has_rpc():
+        rows += rpc_rows(max(10, args.rounds // 2))
 
     print(f"dyngraph {dg.__version__}, ggml {dg._backend.ggml_version()}, numpy {np.__version__}"
           + (f", torch {__import__('torch').__version__}" if have_torch else "") + f"; {machine()}")

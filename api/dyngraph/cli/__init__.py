@@ -4,6 +4,7 @@
     dyngraph bench CASE.json|MODEL.dg --shapes  compile, build, cached-call and rebuild times
     dyngraph inspect MODEL.dg|CASE.json         what a saved partition (or a graph file) holds
     dyngraph dot CASE.json|MODEL.dg             Graphviz text, partitions as clusters
+    dyngraph rpc-server [--host H] [--port N]   serve this machine to other processes (ggml RPC)
 
 ``dyngraph COMMAND --help`` says more.
 """
@@ -14,7 +15,7 @@ import os
 import sys
 from typing import List, Optional
 
-COMMANDS = ("run", "bench", "inspect", "dot")
+COMMANDS = ("run", "bench", "inspect", "dot", "rpc-server")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -42,6 +43,8 @@ def _main(argv: List[str]) -> int:
         from .bench import main as run
     elif cmd == "inspect":
         from .inspect import main as run
+    elif cmd == "rpc-server":
+        from .rpc_server import main as run
     else:
         from .dot import main as run
     return run(rest)
