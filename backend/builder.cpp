@@ -146,6 +146,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     for (ggml_tensor* s : env.side_effects) ggml_build_forward_expand(g->graph, s);
     g->host_checks = std::move(env.host_checks);
     g->kernel_checks = std::move(env.kernel_checks);
+    g->kernel_params = std::move(env.kernel_params);
 
     const int n_nodes = ggml_graph_n_nodes(g->graph);
     g->external.reserve(prog.inputs.size() + prog.outputs.size() + 8);

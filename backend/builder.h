@@ -40,6 +40,7 @@ struct BuiltGraph {
     ggml_cplan cplan{};
     std::vector<HostIndexCheck> host_checks;                      // run before each compute
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;  // read after each compute
+    std::vector<std::shared_ptr<const void>> kernel_params;        // custom ops' parameters (LowerCtx::keep)
     double build_seconds = 0;
     size_t n_tensors = 0;  // ggml tensors its lowerings created (the next build's first guess)
 

@@ -66,6 +66,7 @@ struct BuildEnv {
     std::vector<ggml_tensor*> side_effects;                  // computed even when nothing reads them
     std::vector<HostIndexCheck> host_checks;
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;
+    std::vector<std::shared_ptr<const void>> kernel_params;  // what custom ops read while the graph lives
 };
 
 struct LowerCtx {
@@ -110,6 +111,13 @@ struct LowerCtx {
     ggml_tensor* safe_indices(ggml_tensor* idx, int64_t limit, const std::string& what) const;
     // Whether `t` is (a view of) one of the partition's state tensors.
     bool is_state(const ggml_tensor* t) const;
+    // A copy of `v` that lives as long as the built graph (a custom op's userdata).
+    template <class T>
+    const T* keep(T v) const {
+        auto p = std::make_shared<const T>(std::move(v));
+        env.kernel_params.push_back(p);
+        return p.get();
+    }
 };
 
 using LowerFn = void (*)(LowerCtx&);

@@ -359,12 +359,20 @@ enum class OpKind : uint16_t {
   Erf = 61,
   LeakyReLU = 62,
   HardSwish = 63,
-  End = 64,
+  Convolution = 64,
+  ConvTranspose = 65,
+  MaxPool = 66,
+  AvgPool = 67,
+  AdaptiveAvgPool = 68,
+  BatchNormInference = 69,
+  GroupNorm = 70,
+  Interpolate = 71,
+  End = 72,
   MIN = Wildcard,
   MAX = End
 };
 
-inline const OpKind (&EnumValuesOpKind())[65] {
+inline const OpKind (&EnumValuesOpKind())[73] {
   static const OpKind values[] = {
     OpKind::Wildcard,
     OpKind::MatMul,
@@ -430,13 +438,21 @@ inline const OpKind (&EnumValuesOpKind())[65] {
     OpKind::Erf,
     OpKind::LeakyReLU,
     OpKind::HardSwish,
+    OpKind::Convolution,
+    OpKind::ConvTranspose,
+    OpKind::MaxPool,
+    OpKind::AvgPool,
+    OpKind::AdaptiveAvgPool,
+    OpKind::BatchNormInference,
+    OpKind::GroupNorm,
+    OpKind::Interpolate,
     OpKind::End
   };
   return values;
 }
 
 inline const char * const *EnumNamesOpKind() {
-  static const char * const names[66] = {
+  static const char * const names[74] = {
     "Wildcard",
     "MatMul",
     "Add",
@@ -501,6 +517,14 @@ inline const char * const *EnumNamesOpKind() {
     "Erf",
     "LeakyReLU",
     "HardSwish",
+    "Convolution",
+    "ConvTranspose",
+    "MaxPool",
+    "AvgPool",
+    "AdaptiveAvgPool",
+    "BatchNormInference",
+    "GroupNorm",
+    "Interpolate",
     "End",
     nullptr
   };

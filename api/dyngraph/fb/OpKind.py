@@ -67,4 +67,12 @@ class OpKind(object):
     Erf = 61
     LeakyReLU = 62
     HardSwish = 63
-    End = 64
+    Convolution = 64
+    ConvTranspose = 65
+    MaxPool = 66
+    AvgPool = 67
+    AdaptiveAvgPool = 68
+    BatchNormInference = 69
+    GroupNorm = 70
+    Interpolate = 71
+    End = 72
