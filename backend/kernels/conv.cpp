@@ -96,6 +96,14 @@ void gather_nxc(const float* xn, const ConvShape& s, int64_t c0, int64_t Ig, int
     }
 }
 
+// y[o] += w * x[o * stride] for o in [lo, hi)
+void madd_row(float* __restrict y, const float* __restrict x, float w, int64_t lo, int64_t hi, int64_t stride) {
+    if (stride == 1)
+        for (int64_t o = lo; o < hi; ++o) y[o] += w * x[o];
+    else
+        for (int64_t o = lo; o < hi; ++o) y[o] += w * x[o * stride];
+}
+
 // One input and one output channel per group: a direct loop over the kernel taps.
 void depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int ith, int nth) {
     const int64_t C = s.C, P = s.OH * s.OW, taps = s.KH * s.KW;
@@ -103,28 +111,23 @@ void depthwise(const ConvShape& s, const float* x, const float* w, const float* 
         return s.channels_first_weights ? w[c * taps + kh * s.KW + kw] : w[(kh * s.KW + kw) * C + c];
     };
     int64_t t0, t1;
-    if (!s.nxc) {  // tasks: channel planes
+    if (!s.nxc) {  // tasks: channel planes; each output row accumulates its taps while it is in L1
         share(s.N * C, ith, nth, t0, t1);
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t c = t % C;
             const float* xp = x + t * s.H * s.W;
             float* yp = y + t * P;
             fill(yp, P, bias ? bias[c] : 0.0f);
-            for (int64_t kw = 0; kw < s.KW; ++kw) {
-                const int64_t offw = kw * s.dw - s.pw;
-                int64_t lo, hi;
-                inside(offw, s.sw, s.W, s.OW, lo, hi);
+            for (int64_t oh = 0; oh < s.OH; ++oh) {
+                float* yr = yp + oh * s.OW;
                 for (int64_t kh = 0; kh < s.KH; ++kh) {
-                    const float wv = tap(c, kh, kw);
-                    for (int64_t oh = 0; oh < s.OH; ++oh) {
-                        const int64_t ih = oh * s.sh + kh * s.dh - s.ph;
-                        if (ih < 0 || ih >= s.H) continue;
-                        const float* xr = xp + ih * s.W + offw;
-                        float* yr = yp + oh * s.OW;
-                        if (s.sw == 1)
-                            for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow];
-                        else
-                            for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow * s.sw];
+                    const int64_t ih = oh * s.sh + kh * s.dh - s.ph;
+                    if (ih < 0 || ih >= s.H) continue;
+                    for (int64_t kw = 0; kw < s.KW; ++kw) {
+                        const int64_t offw = kw * s.dw - s.pw;
+                        int64_t lo, hi;
+                        inside(offw, s.sw, s.W, s.OW, lo, hi);
+                        madd_row(yr, xp + ih * s.W + offw, tap(c, kh, kw), lo, hi, s.sw);
                     }
                 }
             }
