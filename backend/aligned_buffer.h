@@ -8,6 +8,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace dg {
@@ -27,6 +28,17 @@ inline void advise_huge_pages(void* p, size_t n) {
 #else
     (void)p;
     (void)n;
+#endif
+}
+
+// Physical memory of this machine (0 when unknown). An allocation above it
+// would succeed under overcommit and kill the process when it is touched.
+inline uint64_t physical_memory() {
+#if defined(__linux__)
+    static const uint64_t ram = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+    return ram;
+#else
+    return 0;
 #endif
 }
 

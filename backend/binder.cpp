@@ -139,17 +139,18 @@ void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool ch
                 ref_dims.push_back(b.values[size_t(e)]);
             }
             std::vector<int64_t> vals = read_values(h, where);
-            if (s.kind == SourceKind::Reshape) {
-                v = resolve_reshape(vals, ref_dims, s.flag != 0, where)[size_t(s.index)];
-            } else {
-                std::vector<int64_t> perm = resolve_order(vals, ref_dims.size(), where);
-                v = s.kind == SourceKind::Permute ? perm[size_t(s.index)] : ref_dims[size_t(perm[size_t(s.index)])];
-            }
+            std::vector<int64_t> r = s.kind == SourceKind::Reshape ? resolve_reshape(vals, ref_dims, s.flag != 0, where)
+                                                                   : resolve_order(vals, ref_dims.size(), where);
+            if (size_t(s.index) >= r.size())
+                fail<ShapeError>(where, ": ", r.size(), " values, the partition reads value ", s.index);
+            v = s.kind == SourceKind::PermutedDim ? ref_dims[size_t(r[size_t(s.index)])] : r[size_t(s.index)];
         }
         int64_t off = s.offset >= 0 ? b.values[size_t(s.offset)] : 0;
         const SymbolDef& sym = prog_.symbols[size_t(s.symbol)];
         std::string what = s.kind == SourceKind::Dim ? cat(where, " dimension ", s.index) : cat(where, " element ", s.index);
-        int64_t num = v - off;
+        int64_t num = 0;
+        if (__builtin_sub_overflow(v, off, &num) || (s.coeff == -1 && num == INT64_MIN))
+            fail<ShapeError>(what, " is ", v, ": ", sym.name, " overflows 64 bits");
         if (num % s.coeff != 0)
             fail<ShapeError>(what, " is ", v, ", which is not ", s.coeff, "*", sym.name,
                              off ? cat(" + ", off) : std::string(), " for any integer ", sym.name);

@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "gg.h"
+#include "ir_limits.h"
 
 namespace dg {
 
@@ -39,10 +40,14 @@ void check_lowered(const LowerCtx& lc, size_t k, const ggml_tensor* t) {
 
 namespace {
 
+// Thrown when a graph writes state in place and checks computed indices only
+// while computing: it is built again with its state writes journaled.
+struct NeedJournal {};
+
 // One attempt at building with room for `n_tensors` tensor objects; throws
 // gg::OutOfRoom when the lowerings need more.
 std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensors& resident, const Binding& b,
-                                       const BuildOptions& opts, size_t n_tensors) {
+                                       const BuildOptions& opts, size_t n_tensors, bool journal) {
     const LoweringTable& table = lowerings();
     std::vector<const Lowering*> fns;
     fns.reserve(prog.ops.size());
@@ -70,6 +75,10 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         if (prog.tensors[i].property != Property::Variable) vals[i] = resident.tensor(int32_t(i));
 
     BuildEnv env;
+    if (journal) {
+        g->journal = std::make_unique<kernels::Journal>();
+        env.journal = g->journal.get();
+    }
     for (size_t i = 0; i < prog.tensors.size(); ++i)
         if (prog.tensors[i].property == Property::State) env.state[vals[i]] = 1;
     // tensors in the caller's buffers: input k -> k, output j -> -(j + 1)
@@ -106,6 +115,18 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
             check_lowered(lc, j, out[j]);
             vals[size_t(op.outputs[j])] = out[j];
         }
+    }
+
+    if (!journal && env.state_writes > 0 && !env.kernel_checks.empty()) throw NeedJournal{};
+    // every tensor the lowerings made (intermediates too: an attention score matrix is the product of
+    // several IR dimensions) has a representable size within the limit
+    for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
+        uint64_t bytes = ggml_row_size(t->type, t->ne[0]);
+        bool overflow = false;
+        for (int d = 1; d < GGML_MAX_DIMS; ++d) overflow |= __builtin_mul_overflow(bytes, uint64_t(t->ne[d]), &bytes);
+        if (overflow || bytes > limits::kMaxTensorBytes)
+            fail<ShapeError>("a ", gg::describe(t), " tensor of this graph is above the limit of ", limits::kMaxTensorBytes,
+                             " bytes (", overflow ? "its size overflows" : cat(bytes, " bytes"), ")");
     }
 
     std::vector<ggml_tensor*> roots;
@@ -176,14 +197,17 @@ std::unique_ptr<BuiltGraph> build_graph(const Program& prog, const ResidentTenso
     // or a first guess; doubled until the lowerings fit
     size_t n = opts.tensor_hint ? opts.tensor_hint + opts.tensor_hint / 4 + 16
                                 : 8 * prog.ops.size() + prog.inputs.size() + 2 * prog.outputs.size() + 16;
+    bool journal = false;
     for (;;) {
         try {
-            std::unique_ptr<BuiltGraph> g = build_once(prog, resident, b, opts, n);
+            std::unique_ptr<BuiltGraph> g = build_once(prog, resident, b, opts, n, journal);
             g->build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             return g;
         } catch (const gg::OutOfRoom&) {
             if (n > kMaxGraphTensors) fail<CompileError>("the graph needs more than ", kMaxGraphTensors, " ggml tensors");
             n *= 2;
+        } catch (const NeedJournal&) {
+            journal = true;
         }
     }
 }

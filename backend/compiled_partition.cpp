@@ -5,8 +5,26 @@
 #include <cstring>
 
 #include "errors.h"
+#include "verbose.h"
 
 namespace dg {
+
+namespace {
+
+// Grow a host buffer, or refuse the execution: an allocation above the
+// machine's memory would succeed (overcommit) and kill the process when touched.
+void reserve_or_refuse(AlignedBuffer& buf, size_t n, const char* what) {
+    const uint64_t ram = physical_memory();
+    if (n > buf.size() && ram > 0 && n > ram)
+        fail<ExecutionError>("the execution needs ", n, " bytes for ", what, ", more than this machine's ", ram, " bytes of memory");
+    try {
+        buf.reserve(n);
+    } catch (const std::bad_alloc&) {
+        fail<ExecutionError>("cannot allocate ", n, " bytes for ", what);
+    }
+}
+
+}  // namespace
 
 CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
                                      std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir, bool repack)
@@ -49,6 +67,7 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;
     stats_.last_graph_nodes = g->n_nodes();
+    if (verbose::on()) verbose::build(this, prog_, b, g->n_nodes(), g->build_seconds * 1e3);
     lru_.push_front(std::move(g));
     index_.emplace(lru_.front()->key, lru_.begin());
     return *lru_.front();
@@ -102,7 +121,7 @@ void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in,
         if (host_matches_ggml(h.dtype) && aligned) {
             in_ptr_[i] = h.data;
         } else {
-            in_stage_[i].reserve(ggml_nbytes(leaf));
+            reserve_or_refuse(in_stage_[i], ggml_nbytes(leaf), "a converted copy of an input");
             convert_to_ggml(h.dtype, h.data, leaf->type, in_stage_[i].data(), h.numel(), h.shape[h.ndim ? h.ndim - 1 : 0],
                             binder_.input_label(i));
             in_ptr_[i] = in_stage_[i].data();
@@ -116,7 +135,7 @@ void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in,
         for (size_t k = 0; k < j && !staged; ++k) staged = overlaps(h, *out[k]);
         out_staged_[j] = staged;
         if (staged) {
-            out_stage_[j].reserve(ggml_nbytes(g.outputs[j]));
+            reserve_or_refuse(out_stage_[j], ggml_nbytes(g.outputs[j]), "a converted copy of an output");
             out_ptr_[j] = out_stage_[j].data();
             ++stats_.staged_outputs;
         } else {
@@ -131,8 +150,16 @@ BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in,
                                        size_t n_out) {
     binder_.bind(in, n_in, binding_);
     if (n_out != prog_.outputs.size()) fail<ShapeError>("expected ", prog_.outputs.size(), " outputs, got ", n_out);
-    for (size_t i = 0; i < n_in; ++i)
+    for (size_t i = 0; i < n_in; ++i) {
         if (in[i]->data == nullptr) fail<ExecutionError>(binder_.input_label(i), " has no data");
+        if (in[i]->engine != engine_.get())
+            fail<ExecutionError>(binder_.input_label(i), in[i]->engine ? " was made for another engine" : " was made without an engine",
+                                 " (tensors must be made for the engine the partition was compiled for)");
+    }
+    for (size_t j = 0; j < n_out; ++j)
+        if (out[j]->engine != engine_.get())
+            fail<ExecutionError>("output ", j, out[j]->engine ? " was made for another engine" : " was made without an engine",
+                                 " (tensors must be made for the engine the partition was compiled for)");
     BuiltGraph& g = lookup(binding_);
     for (size_t j = 0; j < n_out; ++j) {
         const TensorDef& t = prog_.tensors[size_t(prog_.outputs[j])];
@@ -153,7 +180,7 @@ BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in,
         if (h.data == nullptr || !h.writable) fail<ExecutionError>("output ", j, " ", t.label(), " is not a writable buffer");
     }
     if (g.plan.size > arena_.size()) {
-        arena_.reserve(g.plan.size);
+        reserve_or_refuse(arena_, g.plan.size, "working memory for these shapes");
         ++arena_generation_;
     }
     if (g.arena_generation != arena_generation_) {
@@ -166,18 +193,27 @@ BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in,
 }
 
 void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out) {
+    const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
     std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t misses = stats_.misses;
     BuiltGraph& g = prepare(in, n_in, out, n_out);
     for (auto& c : g.kernel_checks) c->bad = false;
     ggml_status st = engine_->compute(g.graph, g.cplan);
-    if (st != GGML_STATUS_SUCCESS) fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
+    if (st != GGML_STATUS_SUCCESS) {
+        if (g.journal) g.journal->roll_back();
+        fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
+    }
     for (auto& c : g.kernel_checks)
-        if (c->bad)
+        if (c->bad) {
+            if (g.journal) g.journal->roll_back();  // the state as it was before this call
             fail<ExecutionError>(c->what, ": computed index ", c->value.load(), " is outside [0, ", c->limit,
-                                 ") (it was clamped; the results of this execution are not valid)");
+                                 "): the execution is refused (state unchanged; its outputs are not valid)");
+        }
+    if (g.journal) g.journal->clear();
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;
+    if (verbose::on()) verbose::exec(this, prog_, binding_, stats_.misses != misses, in, n_in, verbose::now_ms() - t0);
 }
 
 double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out,
@@ -191,6 +227,7 @@ double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in,
         auto t0 = std::chrono::steady_clock::now();
         engine_->compute(g.graph, g.cplan);
         t = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+        if (g.journal) g.journal->clear();
     }
     std::nth_element(ns.begin(), ns.begin() + long(ns.size() / 2), ns.end());
     return ns[ns.size() / 2];
@@ -212,6 +249,7 @@ CacheStats CompiledPartition::stats() const {
 }
 
 void CompiledPartition::evict_last() {
+    if (verbose::on()) verbose::evict(this, prog_, lru_.back()->key, lru_.size() - 1);
     index_.erase(lru_.back()->key);
     AlignedBuffer meta = lru_.back()->release_metadata();
     if (meta.size() > spare_meta_.size()) spare_meta_ = std::move(meta);

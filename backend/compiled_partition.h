@@ -57,6 +57,7 @@ public:
                       std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir = false, bool repack = true);
 
     const Program& program() const { return prog_; }
+    const Engine& engine() const { return *engine_; }
 
     // Run with the caller's buffers. Inputs are validated (nothing is written,
     // state included, when they are not valid); the graph for this binding is

@@ -18,7 +18,11 @@ Engine::~Engine() {
 ggml_status Engine::compute(ggml_cgraph* graph, ggml_cplan& plan) {
     std::lock_guard<std::mutex> lock(mu_);
     if (plan.work_size > 0) {
-        work_.reserve(plan.work_size);
+        try {
+            work_.reserve(plan.work_size);
+        } catch (const std::bad_alloc&) {
+            fail<ExecutionError>("cannot allocate ", plan.work_size, " bytes of ggml work memory");
+        }
         plan.work_data = static_cast<uint8_t*>(work_.data());
     } else {
         plan.work_data = nullptr;

@@ -18,6 +18,7 @@ struct HostTensor {
     void* data = nullptr;  // null for a shape-only query
     size_t nbytes = 0;
     bool writable = false;
+    const void* engine = nullptr;  // the engine the tensor was made for (execute requires the partition's)
 
     // (fill_host checks every dimension and the product against limits, so this cannot overflow)
     int64_t numel() const {

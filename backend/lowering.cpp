@@ -3,6 +3,7 @@
 #include "errors.h"
 #include "gg.h"
 #include "kernels/index_check.h"
+#include "kernels/journal.h"
 #include "lower/families.h"
 #include "planner.h"
 
@@ -90,6 +91,18 @@ ggml_tensor* LowerCtx::safe_indices(ggml_tensor* idx, int64_t limit, const std::
 
 bool LowerCtx::is_state(const ggml_tensor* t) const {
     return env.state.contains(view_root(const_cast<ggml_tensor*>(t)));
+}
+
+ggml_tensor* LowerCtx::write_state_rows(ggml_tensor* dst, ggml_tensor* src, ggml_tensor* idx) const {
+    ++env.state_writes;
+    if (env.journal) return kernels::journaled_set_rows(ctx, dst, src, idx, env.journal);
+    return gg::set_rows(ctx, dst, src, idx);
+}
+
+ggml_tensor* LowerCtx::write_state_view(ggml_tensor* src, ggml_tensor* view) const {
+    ++env.state_writes;
+    if (env.journal) return kernels::journaled_copy(ctx, cast(cont(src), view->type), view, env.journal);
+    return gg::cpy(ctx, src, view);
 }
 
 void LoweringTable::add(uint16_t kind, LowerFn fn) {

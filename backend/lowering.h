@@ -59,6 +59,10 @@ struct KernelIndexCheck {
     std::atomic<int64_t> value{0};
 };
 
+namespace kernels {
+class Journal;
+}
+
 // What the lowerings of one graph share.
 struct BuildEnv {
     PtrMap<int> input_port;  // runtime input leaves -> input position
@@ -67,6 +71,8 @@ struct BuildEnv {
     std::vector<HostIndexCheck> host_checks;
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;
     std::vector<std::shared_ptr<const void>> kernel_params;  // what custom ops read while the graph lives
+    int state_writes = 0;              // in-place writes into state
+    kernels::Journal* journal = nullptr;  // when set, state writes save what they overwrite (see kernels/journal.h)
 };
 
 struct LowerCtx {
@@ -118,6 +124,11 @@ struct LowerCtx {
         env.kernel_params.push_back(p);
         return p.get();
     }
+    // In-place writes into state (dst is state or a view of it): rows of src at
+    // indices idx (ggml_set_rows), src into a view. Journaled when the graph
+    // needs them undoable.
+    ggml_tensor* write_state_rows(ggml_tensor* dst, ggml_tensor* src, ggml_tensor* idx) const;
+    ggml_tensor* write_state_view(ggml_tensor* src, ggml_tensor* view) const;
 };
 
 using LowerFn = void (*)(LowerCtx&);

@@ -13,6 +13,7 @@
 #include "ggml_log.h"
 #include "kernels/isa.h"
 #include "lowering.h"
+#include "verbose.h"
 
 namespace py = pybind11;
 using namespace dg;
@@ -50,9 +51,10 @@ void fill_host(HostTensor& h, int64_t id, int dtype, const std::vector<int64_t>&
     }
 }
 
-PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, py::array arr) {
+PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, py::array arr, const Engine* engine) {
     PyTensor t;
     fill_host(t.h, id, dtype, shape);
+    t.h.engine = engine;
     if (!(arr.flags() & py::array::c_style))
         fail<ExecutionError>("tensor ", id, ": data must be C-contiguous (use numpy.ascontiguousarray)");
     if (size_t(arr.itemsize()) != dtype_size(t.h.dtype))
@@ -103,7 +105,8 @@ struct HostList {
     const HostTensor** ptr = small;
     size_t n = 0;
 
-    HostList(const py::sequence& l, const char* what) {
+    // Outputs: their arrays' writability is read now (it may have changed since the Tensor was made).
+    HostList(const py::sequence& l, const char* what, bool outputs = false) {
         n = l.size();
         if (n > N) {
             big.resize(n);
@@ -112,7 +115,9 @@ struct HostList {
         for (size_t i = 0; i < n; ++i) {
             py::object item = l[i];
             if (!py::isinstance<PyTensor>(item)) fail<ExecutionError>(what, " ", i, " is not a dyngraph.Tensor");
-            ptr[i] = &item.cast<PyTensor&>().h;
+            PyTensor& t = item.cast<PyTensor&>();
+            if (outputs) t.h.writable = t.array.writeable();
+            ptr[i] = &t.h;
         }
     }
 };
@@ -173,9 +178,12 @@ PYBIND11_MODULE(_backend, m) {
     m.doc() = "dyngraph's C++ runtime: IR reader, shape binding, ggml graph builder and cache";
     register_errors(m);
     install_ggml_log();
+    verbose::init_from_env();
 
     m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
     m.def("ggml_version", [] { return std::string(ggml_version()); });
+    m.def("set_verbose", &verbose::set_level, py::arg("level"), "DYNGRAPH_VERBOSE's level, at run time (0: off).");
+    m.def("verbose_level", [] { return verbose::level; });
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
     m.def(
@@ -191,7 +199,9 @@ PYBIND11_MODULE(_backend, m) {
         .def_property_readonly("n_threads", &Engine::n_threads);
 
     py::class_<PyTensor>(m, "Tensor", py::dynamic_attr())
-        .def(py::init(&make_tensor), py::arg("id"), py::arg("dtype"), py::arg("shape"), py::arg("data"))
+        .def(py::init([](int64_t id, int dtype, const std::vector<int64_t>& shape, py::array data,
+                         std::shared_ptr<Engine> engine) { return make_tensor(id, dtype, shape, std::move(data), engine.get()); }),
+             py::arg("id"), py::arg("dtype"), py::arg("shape"), py::arg("data"), py::arg("engine") = nullptr)
         .def_property_readonly("id", [](const PyTensor& t) { return t.h.id; })
         .def_property_readonly("shape", [](const PyTensor& t) {
             py::tuple s(size_t(t.h.ndim));
@@ -210,16 +220,20 @@ PYBIND11_MODULE(_backend, m) {
                      if (!(a.flags() & py::array::c_style)) fail<CompileError>("constant data must be C-contiguous");
                      ext[k] = HostData{a.data(), size_t(a.nbytes())};
                  }
-                 return std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
-                                                            size_t(info.size * info.itemsize), ext, std::move(engine), capacity,
-                                                            borrow_ir, repack);
+                 const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
+                 auto cp = std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
+                                                               size_t(info.size * info.itemsize), ext, std::move(engine),
+                                                               capacity, borrow_ir, repack);
+                 if (verbose::on())
+                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                 return cp;
              }),
              py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false,
              py::arg("repack") = true)
         .def("execute",
              [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out) {
                  HostList<8> hi(in, "input");
-                 HostList<8> ho(out, "output");
+                 HostList<8> ho(out, "output", true);
                  py::gil_scoped_release release;
                  cp.execute(hi.ptr, hi.n, ho.ptr, ho.n);
              })
@@ -265,7 +279,7 @@ PYBIND11_MODULE(_backend, m) {
                         fail<DTypeError>("input ", i, " ", t.label(), ": expected ", dtype_name(t.dtype), " data, got numpy ",
                                          std::string(py::str(a.dtype())));
                     std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
-                    ins[i] = make_tensor(t.id, int(t.dtype), shape, std::move(a));
+                    ins[i] = make_tensor(t.id, int(t.dtype), shape, std::move(a), &cp.engine());
                     in_ptrs[i] = &ins[i].h;
                 }
                 std::vector<Dims> shapes;
@@ -281,7 +295,8 @@ PYBIND11_MODULE(_backend, m) {
                     std::vector<py::ssize_t> shape(shapes[j].d, shapes[j].d + shapes[j].rank);
                     py::array a(py::dtype::from_args(out_dtypes[j]), shape);
                     result.append(a);
-                    outs[j] = make_tensor(t.id, int(t.dtype), std::vector<int64_t>(shape.begin(), shape.end()), std::move(a));
+                    outs[j] = make_tensor(t.id, int(t.dtype), std::vector<int64_t>(shape.begin(), shape.end()), std::move(a),
+                                          &cp.engine());
                     out_ptrs[j] = &outs[j].h;
                 }
                 {
@@ -295,7 +310,7 @@ PYBIND11_MODULE(_backend, m) {
             "time_compute",
             [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out, int iters) {
                 HostList<8> hi(in, "input");
-                HostList<8> ho(out, "output");
+                HostList<8> ho(out, "output", true);
                 py::gil_scoped_release release;
                 return cp.time_compute(hi.ptr, hi.n, ho.ptr, ho.n, iters);
             },

@@ -333,7 +333,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
                 check_index(d.ref, n_tensors, "tensor", "symbol source");
                 if (d.index < 0 || d.index >= kMaxRank) fail<IRError>("symbol source has an invalid axis ", d.index);
             }
-            if (d.coeff == 0) fail<IRError>("symbol source has coefficient 0");
+            if (d.coeff == 0 || d.coeff == INT64_MIN) fail<IRError>("symbol source has coefficient ", d.coeff);
             if (d.offset != -1) check_index(d.offset, n_exprs, "expression", "symbol source");
             const TensorDef& in = prog.tensors[size_t(prog.inputs[size_t(d.input)])];
             if (d.kind == SourceKind::Dim) check_index(d.index, in.shape.size(), "dimension", "symbol source");

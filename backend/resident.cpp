@@ -199,6 +199,9 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         if (ts.empty()) return;
         size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
         for (auto* g : ts) total += (ggml_nbytes(g) + align - 1) / align * align;
+        if (physical_memory() > 0 && total > physical_memory())
+            fail<ExecutionError>("the partition's ", what, " need ", total, " bytes, more than this machine's ",
+                                 physical_memory(), " bytes of memory");
         if (mem) {
             try {
                 mem->reserve(total);

@@ -36,7 +36,7 @@ def flatc() -> str:
 
 
 def generate(out: Path) -> None:
-    subprocess.run([flatc(), "--python", "--cpp", "--scoped-enums", "-o", str(out), str(SCHEMA)], check=True)
+    subprocess.run([flatc(), "--python", "--gen-object-api", "--cpp", "--scoped-enums", "-o", str(out), str(SCHEMA)], check=True)
 
 
 def main() -> int:

@@ -126,9 +126,54 @@ def test_execute_refuses_a_read_only_output(concat_partition, engine):
         )
 
 
-def test_execute_refuses_things_that_are_not_tensors(concat_partition):
+def test_execute_refuses_things_that_are_not_tensors(concat_partition, engine):
     with pytest.raises(dg.ExecutionError, match="input 0 is not a dyngraph.Tensor"):
-        concat_partition.execute(None, [np.zeros((2, 4), np.float32)], [])
+        concat_partition.execute(dg.Stream(engine), [np.zeros((2, 4), np.float32)], [])
+
+
+def test_execute_needs_a_stream_of_the_partitions_engine(concat_partition, engine):
+    ins = [dg.Tensor(lt(0, [2, 4]), engine, np.zeros((2, 4), np.float32)),
+           dg.Tensor(lt(1, [3, 4]), engine, np.zeros((3, 4), np.float32))]
+    outs = [dg.Tensor(lt(4, [5, 4]), engine, np.zeros((5, 4), np.float32))]
+    for stream in (None, "stream", dg.Stream(dg.Engine(num_threads=1))):
+        with pytest.raises(dg.ExecutionError, match="needs a Stream of the partition's engine"):
+            concat_partition.execute(stream, ins, outs)
+
+
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_execute_refuses_tensors_of_another_engine(concat_partition, engine, which):
+    other = dg.Engine(num_threads=1)
+    ins = [dg.Tensor(lt(0, [2, 4]), other if which == "input" else engine, np.zeros((2, 4), np.float32)),
+           dg.Tensor(lt(1, [3, 4]), engine, np.zeros((3, 4), np.float32))]
+    out = np.full((5, 4), 3.0, np.float32)
+    outs = [dg.Tensor(lt(4, [5, 4]), other if which == "output" else engine, out)]
+    with pytest.raises(dg.ExecutionError, match="made for another engine"):
+        concat_partition.execute(dg.Stream(engine), ins, outs)
+    assert (out == 3.0).all()
+    ins[0] = dg.Tensor(lt(0, [2, 4]), None, np.zeros((2, 4), np.float32))
+    with pytest.raises(dg.ExecutionError, match="without an engine"):
+        concat_partition.execute(dg.Stream(engine), ins, [dg.Tensor(lt(4, [5, 4]), engine, out)])
+
+
+def test_an_output_made_read_only_after_its_tensor_is_refused(concat_partition, engine):
+    out = np.full((5, 4), 3.0, np.float32)
+    y = dg.Tensor(lt(4, [5, 4]), engine, out)
+    out.setflags(write=False)
+    with pytest.raises(dg.ExecutionError, match="not a writable buffer"):
+        concat_partition.execute(
+            dg.Stream(engine),
+            [dg.Tensor(lt(0, [2, 4]), engine, np.zeros((2, 4), np.float32)), dg.Tensor(lt(1, [3, 4]), engine, np.zeros((3, 4), np.float32))],
+            [y],
+        )
+    assert (out == 3.0).all()
+
+
+def test_a_shape_whose_size_overflows_is_refused(engine):
+    """3074457345618258603 * 6 wraps to 2 in 64 bits: it must not pass for 2 elements."""
+    with pytest.raises(dg.ShapeError, match="dimension 0 is 3074457345618258603"):
+        dg.Tensor(lt(0, [3074457345618258603, 6]), engine, np.zeros(2, np.float32))
+    with pytest.raises(dg.ShapeError, match="above the limit"):  # each dimension allowed, the product not
+        dg.Tensor(lt(0, [2**39, 2**39]), engine, np.zeros(2, np.float32))
 
 
 def test_tensor_refuses_non_contiguous_data(engine):

@@ -17,19 +17,30 @@ QUERIES = {
     "ggml_type_size", "ggml_row_size", "ggml_blck_size", "ggml_nelements", "ggml_nbytes", "ggml_is_contiguous",
     "ggml_can_repeat", "ggml_get_type_traits", "ggml_fp32_to_fp16", "ggml_fp32_to_bf16", "ggml_fp16_to_fp32",
     "ggml_bf16_to_fp32", "ggml_type_name", "ggml_is_quantized", "ggml_element_size", "ggml_nrows",
+    "ggml_fp32_to_fp16_row", "ggml_fp32_to_bf16_row", "ggml_fp16_to_fp32_row", "ggml_bf16_to_fp32_row",
 }
 # our own helpers named ggml_* (dtype.h, lowering.h)
 OURS = {"ggml_type_of", "ggml_dim"}
 
 
 def ggml_dirs():
-    import libggml
+    """(include dir, lib dir) of the ggml the package runs on: its headers come
+    from the ggml tree of the package's build (build/*/ggml-sdist-* or
+    ggml-wheel-*), its libraries sit next to the extension (or, for an in-tree
+    build, in the build tree its rpath names)."""
+    import glob
 
-    base = os.path.dirname(libggml.__file__)
-    for lib in ("lib64", "lib"):
-        if os.path.exists(os.path.join(base, lib, "libggml.so")):
-            return os.path.join(base, "include"), os.path.join(base, lib)
-    raise AssertionError(f"no libggml.so under {base}")
+    from dyngraph import _backend
+
+    ext_dir = os.path.dirname(os.path.realpath(_backend.__file__))
+    libs = [d for d in (ext_dir, os.path.dirname(os.path.abspath(_backend.__file__)))
+            if glob.glob(os.path.join(d, "libggml-base.so*"))]
+    headers = sorted(glob.glob(os.path.join(ROOT, "build", "*", "ggml-sdist-*", "*", "ggml", "include", "ggml.h")) +
+                     glob.glob(os.path.join(ROOT, "build", "*", "ggml-wheel-*", "libggml", "include", "ggml.h")),
+                     key=os.path.getmtime)
+    assert libs, f"no ggml libraries next to the extension ({ext_dir})"
+    assert headers, "no ggml headers in a build tree under build/ (install or build the project from this checkout)"
+    return os.path.dirname(headers[-1]), libs[0]
 
 
 def test_every_precondition_is_a_violation_not_an_abort(tmp_path):
@@ -39,7 +50,7 @@ def test_every_precondition_is_a_violation_not_an_abort(tmp_path):
     exe = tmp_path / "test_gg"
     cmd = [cxx, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "backend"), "-I", inc,
            os.path.join(ROOT, "backend", "gg.cpp"), os.path.join(ROOT, "tests", "cpp", "test_gg_preconditions.cpp"),
-           "-L", lib, "-lggml", "-lggml-base", f"-Wl,-rpath,{lib}", "-o", str(exe)]
+           os.path.join(lib, "libggml-base.so.0"), f"-Wl,-rpath,{lib}", "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)

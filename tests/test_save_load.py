@@ -2,12 +2,15 @@
 malformed files raise IRError and never crash."""
 
 
+import os
+
 import numpy as np
 import pytest
 
 import dyngraph as dg
 from dyngraph.ir_reader import read_program
 from dyngraph.ir_writer import write_program
+from dyngraph.serialization import CHECKSUM_CRC32C, FORMAT_VERSION, HEADER, HEADER_SIZE, MAGIC, checksum, write_file
 from subproc import run_python
 
 
@@ -73,13 +76,33 @@ def saved_bytes(mlp, tmp_path) -> bytes:
     return path.read_bytes()
 
 
+def body_of(blob: bytes) -> bytes:
+    return blob[HEADER_SIZE:]
+
+
+def resealed(body: bytes) -> bytes:
+    """A file whose header matches ``body``: what a mutated IR looks like when
+    its checksum was recomputed (so the IR checks are what refuses it)."""
+    return HEADER.pack(MAGIC, FORMAT_VERSION, CHECKSUM_CRC32C, len(body), checksum(body), bytes(36)) + body
+
+
 @pytest.mark.parametrize(
     "mutate, match",
     [
-        (lambda b: b"", "empty"),
-        (lambda b: b[: len(b) // 2], "malformed|truncated"),
-        (lambda b: b[:4] + b"XXXX" + b[8:], "not a dyngraph IR"),
-        (lambda b: bytes(np.random.default_rng(1).integers(0, 256, len(b), dtype=np.uint8)), "not a dyngraph IR|malformed"),
+        (lambda b: b"", "too short"),
+        (lambda b: b[:40], "too short"),
+        (lambda b: b[: len(b) // 2], "truncated or damaged"),
+        (lambda b: b + b"\0", "truncated or damaged"),
+        (lambda b: b"XXXX" + b[4:], "not a dyngraph file"),
+        (lambda b: b[:12] + b"\x07" + b[13:], "unknown checksum kind"),
+        (lambda b: b[:8] + b"\x02" + b[9:], "format version 2"),
+        (lambda b: b[:40] + b"\x01" + b[41:], "reserved bytes"),
+        (lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:], "checksum does not match"),
+        (lambda b: b[:-1] + bytes([b[-1] ^ 0x80]), "checksum does not match"),
+        (lambda b: body_of(b), "without a file header"),
+        (lambda b: bytes(np.random.default_rng(1).integers(0, 256, len(b), dtype=np.uint8)), "not a dyngraph file"),
+        (lambda b: resealed(body_of(b)[:4] + b"XXXX" + body_of(b)[8:]), "not a dyngraph IR"),
+        (lambda b: resealed(body_of(b)[: len(b) // 2]), "malformed|truncated"),
     ],
 )
 def test_malformed_files_raise_ir_error(mlp, tmp_path, mutate, match):
@@ -94,15 +117,57 @@ def test_a_missing_file_raises_ir_error(tmp_path):
         dg.load(tmp_path / "nope.dgir")
 
 
+def test_a_fifo_is_refused_at_once(tmp_path):
+    """Opening a FIFO for reading would wait for a writer forever."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code = f"""
+import dyngraph as dg
+try:
+    dg.load({str(fifo)!r})
+except dg.IRError as e:
+    print(e)
+"""
+    r = run_python(code, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "is a FIFO" in r.stdout
+
+
+@pytest.mark.parametrize("path, what", [("/dev/zero", "a device"), (".", "a directory")])
+def test_non_regular_files_are_refused(path, what):
+    with pytest.raises(dg.IRError, match=what):
+        dg.load(path)
+
+
+def test_a_copied_load_does_not_depend_on_the_file(mlp, tmp_path, rng):
+    """mmap_weights=False reads the file into memory: truncating or removing
+    it afterwards changes nothing (a mapped load needs the file unchanged)."""
+    path = tmp_path / "m.dgir"
+    mlp.save(path)
+    cp = dg.load(path, dg.Engine(num_threads=1), mmap_weights=False)
+    with open(path, "r+b") as f:
+        f.truncate(100)
+    os.remove(path)
+    x = rng.standard_normal((5, 8), dtype=np.float32)
+    np.testing.assert_array_equal(cp(x)[0], mlp(x)[0])
+
+
+def test_the_file_is_a_header_then_the_ir(mlp, tmp_path):
+    blob = saved_bytes(mlp, tmp_path)
+    magic, version, kind, size, crc, reserved = HEADER.unpack(blob[:HEADER_SIZE])
+    assert (magic, version, kind, size, reserved) == (MAGIC, 1, CHECKSUM_CRC32C, len(blob) - 64, bytes(36))
+    assert crc == checksum(blob[HEADER_SIZE:]) and blob[HEADER_SIZE + 4:HEADER_SIZE + 8] == b"DGIR"
+
+
 def rewrite(mlp, tmp_path, edit) -> str:
     """Save, read back as a Program, edit it, write it out again (a well-formed but wrong IR)."""
     blob = saved_bytes(mlp, tmp_path)
-    prog = read_program(blob)
+    prog = read_program(body_of(blob))
     edit(prog)
     from dyngraph.ir_codes import DATA_ALIGN  # noqa: F401
     path = tmp_path / "edited.dgir"
     data = {i: mlp._impl.export_data(i) for i, t in enumerate(prog.tensors) if t.property is dg.CONSTANT}
-    path.write_bytes(write_program(prog, data))
+    write_file(path, write_program(prog, data))
     return str(path)
 
 
@@ -124,22 +189,25 @@ def test_an_ir_with_data_of_the_wrong_size_is_refused(mlp, tmp_path):
 
 
 def test_fuzzed_files_never_crash_the_process(mlp, tmp_path):
-    """Flip bytes of a saved IR many times: every load raises IRError or loads
-    (and then runs) cleanly. Run in a child process so a crash fails the test."""
+    """Flip bytes of a saved IR many times, the checksum recomputed (so the IR
+    checks see the damage): every load raises IRError or loads (and then runs)
+    cleanly. Run in a child process so a crash fails the test."""
     path = tmp_path / "m.dgir"
     mlp.save(path)
     code = f"""
 import numpy as np, dyngraph as dg
-blob = open({str(path)!r}, 'rb').read()
+from dyngraph.serialization import HEADER, HEADER_SIZE, MAGIC, checksum
+body = open({str(path)!r}, 'rb').read()[HEADER_SIZE:]
 rng = np.random.default_rng(7)
-meta_end = len(blob) - 900  # the weights sit at the end; fuzz the metadata part harder
+meta_end = len(body) - 900  # the weights sit at the end; fuzz the metadata part harder
 loaded = refused = 0
 for trial in range(300):
-    b = bytearray(blob)
+    b = bytearray(body)
     for _ in range(int(rng.integers(1, 4))):
         pos = int(rng.integers(0, meta_end if trial % 3 else len(b)))
         b[pos] = int(rng.integers(0, 256))
-    open({str(tmp_path / 'f.dgir')!r}, 'wb').write(bytes(b))
+    b = bytes(b)
+    open({str(tmp_path / 'f.dgir')!r}, 'wb').write(HEADER.pack(MAGIC, 1, 1, len(b), checksum(b), bytes(36)) + b)
     try:
         cp = dg.load({str(tmp_path / 'f.dgir')!r}, dg.Engine(num_threads=1))
         cp(np.ones((3, 8), np.float32))

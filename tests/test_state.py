@@ -158,3 +158,58 @@ def test_copy_to_slice_writes_state_in_place(engine, rng):
         np.testing.assert_allclose(o, m @ ref[: pst + n], rtol=1e-5, atol=1e-5)
     with pytest.raises(dg.ShapeError, match="fits in dst"):
         run(cp, np.zeros((8, 16), np.float32), np.zeros((8, 3), np.float32))  # 8 + 8 > 12
+
+
+def two_writes_partition(engine, state_dtype=dg.f32):
+    """k[:, :, pos, :] = a (pos from the input: checked before computing), then
+    v[:, :, pos + shift, :] = b with pos + shift computed inside the graph
+    (checked while computing); out = k.sum + v.sum."""
+    s = dg.Dim("s", max=SMAX)
+    k = lt(0, [B, H, SMAX, D], dtype=state_dtype, property=dg.STATE, name="k")
+    v = lt(1, [B, H, SMAX, D], dtype=state_dtype, property=dg.STATE, name="v")
+    a, b = lt(2, [B, H, s, D], dtype=state_dtype, name="a"), lt(3, [B, H, s, D], dtype=state_dtype, name="b")
+    pos, shift = lt(4, [s], dtype=dg.i32, name="pos"), lt(5, [1], dtype=dg.i32, name="shift")
+    pos2 = lt(6, dtype=dg.i32)
+    k2, v2, sk, sv, out = lt(7, dtype=state_dtype), lt(8, dtype=state_dtype), lt(9, dtype=state_dtype), \
+        lt(10, dtype=state_dtype), lt(11, dtype=state_dtype)
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.ScatterRows, [k, pos, a], [k2]))
+    g.add_op(dg.Op(1, dg.OpKind.Add, [pos, shift], [pos2]))
+    g.add_op(dg.Op(2, dg.OpKind.ScatterRows, [v, pos2, b], [v2]))
+    g.add_op(dg.Op(3, dg.OpKind.ReduceSum, [k2], [sk], {"axes": [2]}))
+    g.add_op(dg.Op(4, dg.OpKind.ReduceSum, [v2], [sv], {"axes": [2]}))
+    g.add_op(dg.Op(5, dg.OpKind.Add, [sk, sv], [out]))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p.compile([a, b, pos, shift, k, v], [out], engine)
+
+
+@pytest.mark.parametrize("state_dtype", [dg.f32, dg.f16])
+def test_a_refused_computed_index_writes_nothing(engine, rng, state_dtype):
+    """The second write's index is computed in the graph: found out of range
+    only while computing, after the first write ran. Both are undone."""
+    cp = two_writes_partition(engine, state_dtype)
+    npdt = state_dtype.numpy
+    k_ref = np.zeros((B, H, SMAX, D), npdt)
+    v_ref = np.zeros((B, H, SMAX, D), npdt)
+    for positions, shift in (([0, 1, 2], 1), ([3], 2), ([4, 5], 0)):
+        a = rng.standard_normal((B, H, len(positions), D)).astype(npdt)
+        b = rng.standard_normal((B, H, len(positions), D)).astype(npdt)
+        run(cp, a, b, np.array(positions, np.int32), np.array([shift], np.int32))
+        k_ref[:, :, positions] = a
+        v_ref[:, :, [p + shift for p in positions]] = b
+        np.testing.assert_array_equal(cp.read_state(0), k_ref)
+        np.testing.assert_array_equal(cp.read_state(1), v_ref)
+    for positions, shift in (([6, 7], 1), ([2], 100), ([0], -1)):
+        a = np.full((B, H, len(positions), D), 7, npdt)
+        b = np.full((B, H, len(positions), D), 9, npdt)
+        with pytest.raises(dg.ExecutionError, match="outside \\[0, 8\\).*state unchanged"):
+            run(cp, a, b, np.array(positions, np.int32), np.array([shift], np.int32))
+        np.testing.assert_array_equal(cp.read_state(0), k_ref)
+        np.testing.assert_array_equal(cp.read_state(1), v_ref)
+    # and it goes on working after a refusal
+    run(cp, np.ones((B, H, 1, D), npdt), np.ones((B, H, 1, D), npdt), np.array([6], np.int32), np.array([1], np.int32))
+    k_ref[:, :, 6] = 1
+    v_ref[:, :, 7] = 1
+    np.testing.assert_array_equal(cp.read_state(0), k_ref)
+    np.testing.assert_array_equal(cp.read_state(1), v_ref)

@@ -6,7 +6,13 @@ compiled once; each new binding of the dynamic dimensions builds a ggml graph
 once and keeps it in a cache.
 """
 
+import logging as _logging
+
 from ._loader import load_ggml as _load_ggml
+
+# the Python layer logs under "dyngraph" (dyngraph.compiler, dyngraph.onednn, ...);
+# nothing is printed unless the application configures logging
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _load_ggml()
 
@@ -22,6 +28,7 @@ from .errors import (  # noqa: E402
     GraphError,
     IRError,
     ShapeError,
+    UnsupportedError,
 )
 from .graph import Graph  # noqa: E402
 from .logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor, Property  # noqa: E402
@@ -34,11 +41,18 @@ from .tensor import Tensor  # noqa: E402
 
 __version__ = "0.1.0"
 
+
+def set_verbose(level: int) -> None:
+    """DYNGRAPH_VERBOSE at run time: 1 prints a line per compile, graph build,
+    eviction and execute on stderr (README, "Verbose mode"); 0 turns it off."""
+    _backend.set_verbose(int(level))
+
+
 __all__ = [
     "StoredWeight",
     "CONSTANT", "DYNAMIC_DIM", "STATE", "UNKNOWN_DIM", "VARIABLE",
     "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "Dim", "DyngraphError", "Engine",
     "EngineKind", "ExecutionError", "Expr", "Graph", "GraphError", "IRError", "LogicalTensor", "Op", "OpKind",
-    "Partition", "Property", "ShapeError", "Stream", "Tensor",
-    "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "sym_max", "sym_min",
+    "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
+    "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "set_verbose", "sym_max", "sym_min",
 ]

@@ -9,14 +9,22 @@ from typing import Dict, List, NamedTuple, Sequence
 import numpy as np
 
 from . import _backend
-from .errors import ShapeError
+from .engine import Stream
+from .errors import CompileError, ExecutionError, ShapeError
 from .ir_codes import DTYPE_CODE
 from .ir_writer import write_program
 from .logical_tensor import LogicalTensor, Property
 from .program import Program
 from .symbolic import format_shape
 from .stored_weight import StoredWeight
-from .tensor import Tensor
+from .tensor import Tensor, from_dlpack
+
+
+def check_capacity(capacity) -> int:
+    """A graph cache capacity: a positive int."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise CompileError(f"the graph cache capacity must be a positive int, got {capacity!r}")
+    return capacity
 
 
 class CacheInfo(NamedTuple):
@@ -129,12 +137,22 @@ class CompiledPartition:
         return [lt.with_shape(s) for lt, s in zip(self._outputs, shapes)]
 
     def execute(self, stream, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        """Compute: ``inputs`` in get_inputs() order, ``outputs`` shaped as infer_outputs() says."""
+        """Compute: ``inputs`` in get_inputs() order, ``outputs`` shaped as infer_outputs() says.
+        ``stream`` and every tensor belong to the engine the partition was compiled for."""
+        if type(stream) is not Stream or stream.engine is not self._engine:
+            raise ExecutionError(f"execute needs a Stream of the partition's engine, got {stream!r}")
         self._impl.execute(inputs, outputs)
 
     def __call__(self, *arrays) -> List[np.ndarray]:
-        """Run on arrays (numpy, or anything numpy can view), in get_inputs()
-        order; returns new output arrays. Contiguous inputs are used in place."""
+        """Run on arrays (numpy, objects with ``__dlpack__`` such as CPU torch
+        tensors, or anything numpy can view), in get_inputs() order; returns
+        new numpy output arrays (``torch.from_dlpack`` takes them without a
+        copy). Contiguous inputs are used in place."""
+        for a in arrays:
+            if type(a) is not np.ndarray:
+                arrays = tuple(from_dlpack(x) if type(x) is not np.ndarray and hasattr(x, "__dlpack__") else x
+                               for x in arrays)
+                break
         return self._impl.run(arrays, self._out_dtypes)
 
     # -- cache -------------------------------------------------------------------
@@ -145,7 +163,7 @@ class CompiledPartition:
         self._impl.clear_cache()
 
     def set_cache_capacity(self, capacity: int) -> None:
-        self._impl.set_capacity(capacity)
+        self._impl.set_capacity(check_capacity(capacity))
 
     # -- state -------------------------------------------------------------------
     def _state_index(self, tid: int) -> int:
@@ -187,18 +205,18 @@ class CompiledPartition:
 
     # -- persistence -------------------------------------------------------------
     def save(self, path: "os.PathLike | str") -> None:
-        """Write this compiled partition (IR and data) to one FlatBuffers file."""
+        """Write this compiled partition (IR and data) to one file (a checksummed
+        header and the FlatBuffers IR, see dyngraph.serialization) that
+        ``dyngraph.load`` reads back."""
+        from .serialization import write_file
+
         data = {}
         for i, t in enumerate(self._program.tensors):
             if t.property is Property.CONSTANT or t.property is Property.STATE:
                 d = self._impl.export_data(i)  # a state's initial value, if it has one
                 if d.size:
                     data[i] = d
-        blob = write_program(self._program, data)
-        tmp = f"{os.fspath(path)}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
+        write_file(path, write_program(self._program, data))
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{lt.label}{format_shape(lt.shape)}" for lt in self._inputs)

@@ -4,6 +4,8 @@ backend's compiled partition."""
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -19,6 +21,8 @@ from .program import OpSpec, Program, SourceSpec, TensorSpec
 from .state import check_state_writes
 from .stored_weight import StoredWeight
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Expr, Symbol, as_expr, format_shape
+
+log = logging.getLogger(__name__)
 
 
 def _compile_input_type(lt: LogicalTensor, port: LogicalTensor, symbols: dict) -> TensorType:
@@ -313,8 +317,14 @@ def compile_partition(
         raise CompileError(f"compile needs an Engine, got {engine!r}")
     if isinstance(cache_capacity, bool) or not isinstance(cache_capacity, int) or cache_capacity < 1:
         raise CompileError(f"cache_capacity must be a positive int, got {cache_capacity!r}")
+    t0 = time.perf_counter()
     prog, data, value_sources = build_program(part, list(inputs), list(outputs), constants)
     run_passes(prog, data, weight_type=weight_type)
     finish_program(prog, value_sources)
-    return CompiledPartition.create(prog, data, engine, cache_capacity, repack_weights)
+    t1 = time.perf_counter()
+    cp = CompiledPartition.create(prog, data, engine, cache_capacity, repack_weights)
+    log.info("compiled partition %d: %d ops, %d inputs, %d outputs, symbols [%s]: %.1f ms in Python, %.1f ms in the backend",
+             part.get_id(), len(prog.ops), len(prog.inputs), len(prog.outputs),
+             ", ".join(s.name for s in prog.symbols), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+    return cp
 

@@ -37,6 +37,19 @@ class IRError(DyngraphError, ValueError):
     """A serialized IR (a saved compiled partition) is malformed."""
 
 
+class UnsupportedError(DyngraphError, NotImplementedError):
+    """A well-formed request for something dyngraph does not have: an op kind,
+    an attribute value, a data type, an op form (e.g. a second output).
+
+    ``features`` lists what is missing, each a short name such as
+    ``"op kind Convolution"`` or ``"dtype s8"``: the same name for the same
+    gap in every graph, so refusals can be counted by what they lack."""
+
+    def __init__(self, message: str, features=()):
+        super().__init__(message)
+        self.features = tuple(features) or (message,)
+
+
 __all__ = [
     "DyngraphError",
     "GraphError",
@@ -45,4 +58,5 @@ __all__ = [
     "CompileError",
     "ExecutionError",
     "IRError",
+    "UnsupportedError",
 ]

@@ -23,12 +23,54 @@ from .program import STORAGE_TYPES, OpSpec, Program, SourceSpec, TensorSpec
 from .symbolic import Expr, Symbol, as_expr, format_shape, sym_max, sym_min
 
 
+# What reading or re-inferring a hostile IR can raise besides dyngraph's own
+# errors; all of it becomes IRError (a file never escapes as an untyped error).
+UNTRUSTED_ERRORS = (ArithmeticError, AttributeError, IndexError, KeyError, RecursionError, TypeError, ValueError)
+
+
 def _s(b) -> str:
     return b.decode("utf-8", errors="replace") if b is not None else ""
 
 
+# Bounds on the polynomials the expression table may build (the C++ reader has
+# already bounded the node count, depth and nesting): a shared DAG such as
+# x1 = x0*x0, x2 = x1*x1, ... would otherwise build x^(2^k).
+MAX_TERMS = 128
+MAX_DEGREE = 12
+MAX_WORK = 2_000_000  # term products over the whole table
+INT64 = 2**63
+
+
+def _degree(e: Expr) -> int:
+    return max((len(m) for m, _ in e._terms), default=0)
+
+
+class _Budget:
+    def __init__(self):
+        self.work = 0
+
+    def charge(self, i: int, a: Expr, b: Expr, op: int) -> None:
+        if op == ExprOp.MUL:
+            if _degree(a) + _degree(b) > MAX_DEGREE:
+                raise IRError(f"malformed IR: expression node {i} has a degree above {MAX_DEGREE}")
+            self.work += len(a._terms) * len(b._terms)
+        else:
+            self.work += len(a._terms) + len(b._terms)
+        if self.work > MAX_WORK:
+            raise IRError("malformed IR: the expression table is too complex to read")
+
+    @staticmethod
+    def check(i: int, e: Expr) -> Expr:
+        if len(e._terms) > MAX_TERMS:
+            raise IRError(f"malformed IR: expression node {i} has more than {MAX_TERMS} terms")
+        if any(not -INT64 <= c < INT64 for _, c in e._terms):
+            raise IRError(f"malformed IR: expression node {i} has a coefficient outside 64 bits")
+        return e
+
+
 def _expr_nodes(fb: FbProgram, symbols: List[Symbol]) -> List[Expr]:
     nodes: List[Expr] = []
+    budget = _Budget()
     for i in range(fb.ExprsLength()):
         n = fb.Exprs(i)
         op, a, b = n.Op(), n.A(), n.B()
@@ -36,21 +78,23 @@ def _expr_nodes(fb: FbProgram, symbols: List[Symbol]) -> List[Expr]:
             e = Expr.const(a)
         elif op == ExprOp.SYMBOL:
             e = Expr.symbol(symbols[a])
-        elif op == ExprOp.ADD:
-            e = nodes[a] + nodes[b]
-        elif op == ExprOp.SUB:
-            e = nodes[a] - nodes[b]
-        elif op == ExprOp.MUL:
-            e = nodes[a] * nodes[b]
-        elif op == ExprOp.MINIMUM:
-            e = sym_min(nodes[a], nodes[b])
-        elif op == ExprOp.MAXIMUM:
-            e = sym_max(nodes[a], nodes[b])
-        elif CODE_ATOM.get(op) == "floordiv":
-            e = nodes[a] // nodes[b]
         else:
-            e = nodes[a] % nodes[b]
-        nodes.append(e)
+            budget.charge(i, nodes[a], nodes[b], op)
+            if op == ExprOp.ADD:
+                e = nodes[a] + nodes[b]
+            elif op == ExprOp.SUB:
+                e = nodes[a] - nodes[b]
+            elif op == ExprOp.MUL:
+                e = nodes[a] * nodes[b]
+            elif op == ExprOp.MINIMUM:
+                e = sym_min(nodes[a], nodes[b])
+            elif op == ExprOp.MAXIMUM:
+                e = sym_max(nodes[a], nodes[b])
+            elif CODE_ATOM.get(op) == "floordiv":
+                e = nodes[a] // nodes[b]
+            else:
+                e = nodes[a] % nodes[b]
+        nodes.append(_Budget.check(i, e))
     return nodes
 
 
@@ -113,10 +157,12 @@ def read_program(buf) -> Program:
         for i in range(fb.GuardsLength()):
             g = fb.Guards(i)
             prog.guards.append((exprs[g.Lhs()], exprs[g.Rhs()], _s(g.Message())))
+    except IRError:
+        raise
     except DyngraphError as e:
         raise IRError(f"malformed IR: {e}") from e
-    except (ValueError, KeyError, IndexError) as e:
-        raise IRError(f"malformed IR: {e}") from e
+    except UNTRUSTED_ERRORS as e:
+        raise IRError(f"malformed IR: {type(e).__name__}: {e}") from e
     return prog
 
 
@@ -163,7 +209,19 @@ def _adopt_value_symbols(prog: Program, spec: OpSpec, ctx, outs, attrs, where: s
 
 
 def validate_program(prog: Program) -> None:
-    """Infer the program's shapes again and compare with what it records."""
+    """Infer the program's shapes again and compare with what it records.
+    Raises IRError (only) when they disagree or the program is malformed."""
+    try:
+        _validate(prog)
+    except IRError:
+        raise
+    except DyngraphError as e:
+        raise IRError(f"malformed IR: {e}") from e
+    except UNTRUSTED_ERRORS as e:
+        raise IRError(f"malformed IR: {type(e).__name__}: {e}") from e
+
+
+def _validate(prog: Program) -> None:
     types: Dict[int, TensorType] = {}
     produced = {i for op in prog.ops for i in op.outputs}
     for i, t in enumerate(prog.tensors):
@@ -189,6 +247,8 @@ def validate_program(prog: Program) -> None:
             outs, ctx, attrs = infer_op(op, [types[i] for i in spec.inputs])
         except DyngraphError as e:
             raise IRError(f"malformed IR: {where}: {e}") from e
+        except UNTRUSTED_ERRORS as e:
+            raise IRError(f"malformed IR: {where}: {type(e).__name__}: {e}") from e
         if ctx.value_symbols:
             outs, attrs = _adopt_value_symbols(prog, spec, ctx, outs, attrs, where)
         for i, t in zip(spec.outputs, outs):

@@ -1,50 +1,183 @@
-"""Loading a saved compiled partition (see CompiledPartition.save)."""
+"""Saved compiled partitions: the file format, and loading one.
+
+A file is a 64-byte header followed by the body, the FlatBuffers IR
+(schema/dyngraph_ir.fbs) with the constants' data::
+
+    offset  size  field
+         0     8  magic b"DYNGRAPH"
+         8     4  format version (1), little-endian
+        12     4  checksum kind (1: CRC-32C of the body)
+        16     8  body size in bytes
+        24     4  the body's checksum
+        28    36  zeros
+
+The header is 64 bytes so the body's 64-byte aligned constant data stays
+aligned in a memory-mapped file (it is used in place).
+"""
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
+import stat
+import struct
+import time
 from typing import Optional
+
+import crc32c
 
 from .engine import Engine
 from .errors import IRError
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"DYNGRAPH"
+FORMAT_VERSION = 1
+CHECKSUM_CRC32C = 1
+HEADER = struct.Struct("<8sIIQI36s")
+HEADER_SIZE = 64
+assert HEADER.size == HEADER_SIZE
+
+
+def checksum(body) -> int:
+    """CRC-32C of the body (hardware-accelerated; releases the GIL for large buffers)."""
+    return crc32c.crc32c(body)
+
+
+def write_file(path: "os.PathLike | str", body: bytes) -> None:
+    """Write header + body to ``path`` atomically (a temporary file renamed over it)."""
+    header = HEADER.pack(MAGIC, FORMAT_VERSION, CHECKSUM_CRC32C, len(body), checksum(body), bytes(36))
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(header)
+        f.write(body)
+    os.replace(tmp, path)
+
+
+def check_header(head: bytes, file_size: int, where: str) -> int:
+    """Validate a header against the file's size; returns the body size."""
+    if file_size < HEADER_SIZE:
+        raise IRError(f"{where}: {file_size} bytes is too short for a dyngraph file (the header alone is {HEADER_SIZE})")
+    magic, version, kind, size, _, reserved = HEADER.unpack(head[:HEADER_SIZE])
+    if magic != MAGIC:
+        if head[4:8] == b"DGIR":
+            raise IRError(f"{where}: an IR without a file header (written by dyngraph 0.1 or by write_program): "
+                          "save it again with CompiledPartition.save")
+        raise IRError(f"{where}: not a dyngraph file (its first bytes are {magic!r}, expected {MAGIC!r})")
+    if version != FORMAT_VERSION:
+        raise IRError(f"{where}: file format version {version} is not supported (this dyngraph reads {FORMAT_VERSION})")
+    if kind != CHECKSUM_CRC32C:
+        raise IRError(f"{where}: unknown checksum kind {kind}")
+    if reserved != bytes(36):
+        raise IRError(f"{where}: the header's reserved bytes are not zero (a damaged file)")
+    if size != file_size - HEADER_SIZE:
+        raise IRError(f"{where}: the header says the body has {size} bytes, the file has {file_size - HEADER_SIZE} "
+                      "after its header (a truncated or damaged file)")
+    return size
+
+
+def open_regular(path: "os.PathLike | str") -> int:
+    """A read-only descriptor of a regular file. Opened without blocking (a FIFO
+    would wait for a writer) and refused at once when it is not a regular file."""
+    where = os.fspath(path)
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise IRError(f"cannot read {where}: {e.strerror or e}") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file"
+            raise IRError(f"{where} is {kind}: dyngraph loads regular files only")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_body(path: "os.PathLike | str", mapped: bool):
+    """(body as a memoryview, what keeps it alive) for a checked file. With
+    ``mapped`` the file is memory-mapped, else read into memory."""
+    where = os.fspath(path)
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size < HEADER_SIZE:
+            check_header(b"", size, where)
+        if mapped:
+            keep = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        else:
+            keep = bytearray(size)
+            view = memoryview(keep)
+            got = 0
+            while got < size:
+                n = os.readv(fd, [view[got:]])
+                if n == 0:
+                    raise IRError(f"{where}: the file shrank while it was read")
+                got += n
+            view.release()
+    except OSError as e:
+        raise IRError(f"cannot read {where}: {e.strerror or e}") from e
+    finally:
+        os.close(fd)
+    view = memoryview(keep)
+    try:
+        body_size = check_header(bytes(view[:HEADER_SIZE]), len(view), where)
+        body = view[HEADER_SIZE:HEADER_SIZE + body_size]
+        _, _, _, _, want, _ = HEADER.unpack(bytes(view[:HEADER_SIZE]))
+        if checksum(body) != want:
+            body.release()
+            raise IRError(f"{where}: the checksum does not match its content (a damaged or modified file)")
+    except BaseException:
+        view.release()
+        if mapped:
+            keep.close()
+        raise
+    view.release()
+    return body, keep
 
 
 def load(path: "os.PathLike | str", engine: Optional[Engine] = None, cache_capacity: int = 16, mmap_weights: bool = True):
     """Load a compiled partition saved with ``CompiledPartition.save``.
 
-    The IR is checked as untrusted input: its FlatBuffer is verified, and its
-    shapes are inferred again from its ops and compared with the ones it
-    records. Nothing of the original graph (or of PyTorch) is needed.
+    The file is untrusted input: its header and checksum are checked, the IR
+    is verified (FlatBuffers verifier, then every op against its kind's
+    declared arity, dtypes and attributes, every size with checked
+    arithmetic and bounds) and its shapes are inferred again from its ops and
+    compared with the ones it records. A file that fails any check raises
+    ``IRError``; nothing of it is used. Nothing of the original graph (or of
+    PyTorch) is needed.
 
     With ``mmap_weights`` (the default) the weights are used where they lie in
-    the memory-mapped file: no copy, and memory the OS can share and page.
-    The file must not be modified while the partition is alive.
+    the memory-mapped file: no copy, and memory the OS can share and page. The
+    file must then stay unchanged while the partition is alive (truncating a
+    mapped file makes reads of it fault). ``mmap_weights=False`` reads the
+    file into memory and keeps no tie to it.
     """
     from .compiled_partition import CompiledPartition
     from .ir_reader import read_program, validate_program
     from . import _backend
 
+    from .compiled_partition import check_capacity
+
+    if engine is not None and not isinstance(engine, Engine):
+        raise TypeError(f"engine must be a dyngraph.Engine, got {type(engine).__name__}")
+    check_capacity(cache_capacity)
     engine = engine or Engine()
+    t0 = time.perf_counter()
+    body, keep = read_body(path, bool(mmap_weights))
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                raise IRError(f"{os.fspath(path)}: the file is empty")
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except OSError as e:
-        raise IRError(f"cannot read {os.fspath(path)}: {e}") from e
-    view = memoryview(buf)
-    try:
-        program = read_program(view)
+        program = read_program(body)
         validate_program(program)
-        impl = _backend.CompiledPartition(view, {}, engine.impl, cache_capacity, mmap_weights)
+        impl = _backend.CompiledPartition(body, {}, engine.impl, cache_capacity, mmap_weights)
     except BaseException:
-        view.release()
-        buf.close()
+        body.release()
+        if mmap_weights:
+            keep.close()
         raise
-    view.release()
-    if not mmap_weights:
-        buf.close()
-        buf = None
-    return CompiledPartition(program, impl, engine, keepalive=buf)
+    body.release()
+    log.info("loaded %s: %d ops, %d bytes of constants: %.1f ms", os.fspath(path), len(program.ops),
+             impl.stats()["constant_bytes"], (time.perf_counter() - t0) * 1e3)
+    return CompiledPartition(program, impl, engine, keepalive=keep if mmap_weights else None)

@@ -1,23 +1,44 @@
-"""Tensors: a logical tensor bound to host memory (numpy, or anything with the
-buffer protocol), used in place without a copy."""
+"""Tensors: a logical tensor bound to host memory (numpy, anything with
+``__dlpack__`` such as a CPU torch tensor, or the buffer protocol), used in
+place without a copy. A Tensor hands its memory on the same way
+(``torch.from_dlpack(t)``, ``np.from_dlpack(t)``)."""
 
 from __future__ import annotations
 
+import sys
 
 import numpy as np
 
 from . import _backend
 from .dtypes import DataType
-from .errors import DTypeError, ShapeError
+from .engine import Engine
+from .errors import DTypeError, ExecutionError, ShapeError
 from .ir_codes import DTYPE_CODE
 from .logical_tensor import LogicalTensor
 from .symbolic import format_shape
 
 
+def from_dlpack(data) -> np.ndarray:
+    """A numpy view of an object with ``__dlpack__`` (the same memory).
+
+    numpy has no bfloat16: a torch bfloat16 tensor is viewed as its 16-bit
+    patterns (what dyngraph takes for bf16)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(data, torch.Tensor) and data.dtype is torch.bfloat16:
+        data = data.view(torch.int16)
+    try:
+        arr = np.from_dlpack(data)
+    except Exception as e:  # the producer's own errors (on a GPU, requires grad, ...)
+        raise ExecutionError(f"cannot use a {type(data).__name__} through DLPack: {e}") from None
+    return arr.view(np.uint16) if arr.dtype == np.int16 and torch is not None and isinstance(data, torch.Tensor) else arr
+
+
 def as_array(data, dtype: DataType) -> np.ndarray:
-    """A numpy view of ``data`` (no copy for numpy arrays, buffers and CPU torch tensors)."""
+    """A numpy view of ``data`` (no copy for numpy arrays, DLPack producers and buffers)."""
     if isinstance(data, np.ndarray):
         return data
+    if hasattr(data, "__dlpack__"):
+        return from_dlpack(data)
     if hasattr(data, "__array_interface__") or hasattr(data, "__array__"):
         return np.asarray(data)
     try:
@@ -29,9 +50,11 @@ def as_array(data, dtype: DataType) -> np.ndarray:
 class Tensor(_backend.Tensor):
     """``Tensor(logical_tensor, engine, data=None)``: the logical tensor's data.
 
-    ``data`` is used in place (it must be C-contiguous); ``None`` allocates a
-    new array. When the logical tensor has symbolic dimensions, the shape is
-    taken from ``data``.
+    ``data`` (a numpy array, any object with ``__dlpack__`` such as a CPU
+    torch tensor, or a buffer) is used in place: it must be C-contiguous;
+    ``None`` allocates a new array. When the logical tensor has symbolic
+    dimensions, the shape is taken from ``data``. The tensor is itself a
+    DLPack producer: ``torch.from_dlpack(t)`` views the same memory.
     """
 
     def __init__(self, logical_tensor: LogicalTensor, engine=None, data=None):
@@ -47,7 +70,9 @@ class Tensor(_backend.Tensor):
             if not lt.dtype.accepts(arr.dtype):
                 raise DTypeError(f"tensor {lt.label}: data has dtype {arr.dtype}, the logical tensor is {lt.dtype}")
         shape = self._shape(lt, arr)
-        super().__init__(lt.id, DTYPE_CODE[lt.dtype], shape, arr)
+        if engine is not None and not isinstance(engine, Engine):
+            raise TypeError(f"tensor {lt.label}: engine must be a dyngraph.Engine, got {type(engine).__name__}")
+        super().__init__(lt.id, DTYPE_CODE[lt.dtype], shape, arr, engine.impl if engine is not None else None)
         self.logical_tensor = lt if lt.is_concrete() else lt.with_shape(shape)
         self.engine = engine
 
@@ -75,6 +100,12 @@ class Tensor(_backend.Tensor):
     @property
     def array(self) -> np.ndarray:
         return self.get_data_handle()
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.get_data_handle().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.get_data_handle().__dlpack_device__()
 
     def __repr__(self) -> str:
         return f"Tensor({self.logical_tensor!r})"

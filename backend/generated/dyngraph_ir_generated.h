@@ -20,27 +20,35 @@ struct ExprNode;
 
 struct Symbol;
 struct SymbolBuilder;
+struct SymbolT;
 
 struct SymbolSource;
 struct SymbolSourceBuilder;
+struct SymbolSourceT;
 
 struct Guard;
 struct GuardBuilder;
+struct GuardT;
 
 struct Tensor;
 struct TensorBuilder;
+struct TensorT;
 
 struct TensorData;
 struct TensorDataBuilder;
+struct TensorDataT;
 
 struct Attr;
 struct AttrBuilder;
+struct AttrT;
 
 struct Op;
 struct OpBuilder;
+struct OpT;
 
 struct Program;
 struct ProgramBuilder;
+struct ProgramT;
 
 enum class DataType : int8_t {
   F32 = 0,
@@ -579,7 +587,15 @@ FLATBUFFERS_MANUALLY_ALIGNED_STRUCT(8) ExprNode FLATBUFFERS_FINAL_CLASS {
 };
 FLATBUFFERS_STRUCT_END(ExprNode, 24);
 
+struct SymbolT : public ::flatbuffers::NativeTable {
+  typedef Symbol TableType;
+  std::string name{};
+  int64_t min = 1LL;
+  int64_t max = 9223372036854775807LL;
+};
+
 struct Symbol FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef SymbolT NativeTableType;
   typedef SymbolBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_NAME = 4,
@@ -604,6 +620,9 @@ struct Symbol FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyField<int64_t>(verifier, VT_MAX, 8) &&
            verifier.EndTable();
   }
+  SymbolT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(SymbolT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<Symbol> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct SymbolBuilder {
@@ -655,7 +674,22 @@ inline ::flatbuffers::Offset<Symbol> CreateSymbolDirect(
       max);
 }
 
+::flatbuffers::Offset<Symbol> CreateSymbol(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+struct SymbolSourceT : public ::flatbuffers::NativeTable {
+  typedef SymbolSource TableType;
+  int32_t symbol = 0;
+  dyngraph::fb::SourceKind kind = dyngraph::fb::SourceKind::DIM;
+  int32_t input = 0;
+  int32_t index = 0;
+  int64_t coeff = 1LL;
+  int32_t offset = -1;
+  int32_t ref = -1;
+  int64_t flag = 0;
+};
+
 struct SymbolSource FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef SymbolSourceT NativeTableType;
   typedef SymbolSourceBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_SYMBOL = 4,
@@ -704,6 +738,9 @@ struct SymbolSource FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyField<int64_t>(verifier, VT_FLAG, 8) &&
            verifier.EndTable();
   }
+  SymbolSourceT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(SymbolSourceT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<SymbolSource> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolSourceT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct SymbolSourceBuilder {
@@ -767,7 +804,17 @@ inline ::flatbuffers::Offset<SymbolSource> CreateSymbolSource(
   return builder_.Finish();
 }
 
+::flatbuffers::Offset<SymbolSource> CreateSymbolSource(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolSourceT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+struct GuardT : public ::flatbuffers::NativeTable {
+  typedef Guard TableType;
+  int32_t lhs = 0;
+  int32_t rhs = 0;
+  std::string message{};
+};
+
 struct Guard FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef GuardT NativeTableType;
   typedef GuardBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_LHS = 4,
@@ -792,6 +839,9 @@ struct Guard FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            verifier.VerifyString(message()) &&
            verifier.EndTable();
   }
+  GuardT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(GuardT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<Guard> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const GuardT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct GuardBuilder {
@@ -843,7 +893,20 @@ inline ::flatbuffers::Offset<Guard> CreateGuardDirect(
       message__);
 }
 
+::flatbuffers::Offset<Guard> CreateGuard(::flatbuffers::FlatBufferBuilder &_fbb, const GuardT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+struct TensorT : public ::flatbuffers::NativeTable {
+  typedef Tensor TableType;
+  int64_t id = 0;
+  std::string name{};
+  dyngraph::fb::DataType dtype = dyngraph::fb::DataType::F32;
+  std::vector<int32_t> shape{};
+  dyngraph::fb::TensorProperty property = dyngraph::fb::TensorProperty::VARIABLE;
+  dyngraph::fb::StorageType storage = dyngraph::fb::StorageType::DEFAULT;
+};
+
 struct Tensor FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef TensorT NativeTableType;
   typedef TensorBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_ID = 4,
@@ -884,6 +947,9 @@ struct Tensor FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyField<int8_t>(verifier, VT_STORAGE, 1) &&
            verifier.EndTable();
   }
+  TensorT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(TensorT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<Tensor> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const TensorT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct TensorBuilder {
@@ -957,7 +1023,16 @@ inline ::flatbuffers::Offset<Tensor> CreateTensorDirect(
       storage);
 }
 
+::flatbuffers::Offset<Tensor> CreateTensor(::flatbuffers::FlatBufferBuilder &_fbb, const TensorT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+struct TensorDataT : public ::flatbuffers::NativeTable {
+  typedef TensorData TableType;
+  int32_t tensor = 0;
+  std::vector<uint8_t> data{};
+};
+
 struct TensorData FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef TensorDataT NativeTableType;
   typedef TensorDataBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_TENSOR = 4,
@@ -977,6 +1052,9 @@ struct TensorData FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            verifier.VerifyVector(data()) &&
            verifier.EndTable();
   }
+  TensorDataT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(TensorDataT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<TensorData> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const TensorDataT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct TensorDataBuilder {
@@ -1022,7 +1100,20 @@ inline ::flatbuffers::Offset<TensorData> CreateTensorDataDirect(
       data__);
 }
 
+::flatbuffers::Offset<TensorData> CreateTensorData(::flatbuffers::FlatBufferBuilder &_fbb, const TensorDataT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+struct AttrT : public ::flatbuffers::NativeTable {
+  typedef Attr TableType;
+  std::string name{};
+  dyngraph::fb::AttrType type = dyngraph::fb::AttrType::INT;
+  std::vector<int64_t> ints{};
+  std::vector<double> floats{};
+  std::string str{};
+  std::vector<int32_t> exprs{};
+};
+
 struct Attr FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef AttrT NativeTableType;
   typedef AttrBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_NAME = 4,
@@ -1066,6 +1157,9 @@ struct Attr FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            verifier.VerifyVector(exprs()) &&
            verifier.EndTable();
   }
+  AttrT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(AttrT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<Attr> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const AttrT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct AttrBuilder {
@@ -1142,7 +1236,24 @@ inline ::flatbuffers::Offset<Attr> CreateAttrDirect(
       exprs__);
 }
 
+::flatbuffers::Offset<Attr> CreateAttr(::flatbuffers::FlatBufferBuilder &_fbb, const AttrT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+struct OpT : public ::flatbuffers::NativeTable {
+  typedef Op TableType;
+  int64_t id = 0;
+  dyngraph::fb::OpKind kind = dyngraph::fb::OpKind::Wildcard;
+  std::string name{};
+  std::vector<int32_t> inputs{};
+  std::vector<int32_t> outputs{};
+  std::vector<std::unique_ptr<dyngraph::fb::AttrT>> attrs{};
+  OpT() = default;
+  OpT(const OpT &o);
+  OpT(OpT&&) FLATBUFFERS_NOEXCEPT = default;
+  OpT &operator=(OpT o) FLATBUFFERS_NOEXCEPT;
+};
+
 struct Op FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef OpT NativeTableType;
   typedef OpBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_ID = 4,
@@ -1186,6 +1297,9 @@ struct Op FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            verifier.VerifyVectorOfTables(attrs()) &&
            verifier.EndTable();
   }
+  OpT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(OpT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<Op> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const OpT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct OpBuilder {
@@ -1261,7 +1375,28 @@ inline ::flatbuffers::Offset<Op> CreateOpDirect(
       attrs__);
 }
 
+::flatbuffers::Offset<Op> CreateOp(::flatbuffers::FlatBufferBuilder &_fbb, const OpT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+struct ProgramT : public ::flatbuffers::NativeTable {
+  typedef Program TableType;
+  uint32_t version = 1;
+  std::vector<std::unique_ptr<dyngraph::fb::SymbolT>> symbols{};
+  std::vector<dyngraph::fb::ExprNode> exprs{};
+  std::vector<std::unique_ptr<dyngraph::fb::TensorT>> tensors{};
+  std::vector<std::unique_ptr<dyngraph::fb::OpT>> ops{};
+  std::vector<int32_t> inputs{};
+  std::vector<int32_t> outputs{};
+  std::vector<std::unique_ptr<dyngraph::fb::SymbolSourceT>> sources{};
+  std::vector<std::unique_ptr<dyngraph::fb::GuardT>> guards{};
+  std::vector<std::unique_ptr<dyngraph::fb::TensorDataT>> data{};
+  ProgramT() = default;
+  ProgramT(const ProgramT &o);
+  ProgramT(ProgramT&&) FLATBUFFERS_NOEXCEPT = default;
+  ProgramT &operator=(ProgramT o) FLATBUFFERS_NOEXCEPT;
+};
+
 struct Program FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef ProgramT NativeTableType;
   typedef ProgramBuilder Builder;
   enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
     VT_VERSION = 4,
@@ -1335,6 +1470,9 @@ struct Program FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            verifier.VerifyVectorOfTables(data()) &&
            verifier.EndTable();
   }
+  ProgramT *UnPack(const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  void UnPackTo(ProgramT *_o, const ::flatbuffers::resolver_function_t *_resolver = nullptr) const;
+  static ::flatbuffers::Offset<Program> Pack(::flatbuffers::FlatBufferBuilder &_fbb, const ProgramT* _o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
 };
 
 struct ProgramBuilder {
@@ -1443,6 +1581,378 @@ inline ::flatbuffers::Offset<Program> CreateProgramDirect(
       data__);
 }
 
+::flatbuffers::Offset<Program> CreateProgram(::flatbuffers::FlatBufferBuilder &_fbb, const ProgramT *_o, const ::flatbuffers::rehasher_function_t *_rehasher = nullptr);
+
+inline SymbolT *Symbol::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<SymbolT>(new SymbolT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void Symbol::UnPackTo(SymbolT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = name(); if (_e) _o->name = _e->str(); }
+  { auto _e = min(); _o->min = _e; }
+  { auto _e = max(); _o->max = _e; }
+}
+
+inline ::flatbuffers::Offset<Symbol> CreateSymbol(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return Symbol::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<Symbol> Symbol::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const SymbolT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _name = _o->name.empty() ? 0 : _fbb.CreateString(_o->name);
+  auto _min = _o->min;
+  auto _max = _o->max;
+  return dyngraph::fb::CreateSymbol(
+      _fbb,
+      _name,
+      _min,
+      _max);
+}
+
+inline SymbolSourceT *SymbolSource::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<SymbolSourceT>(new SymbolSourceT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void SymbolSource::UnPackTo(SymbolSourceT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = symbol(); _o->symbol = _e; }
+  { auto _e = kind(); _o->kind = _e; }
+  { auto _e = input(); _o->input = _e; }
+  { auto _e = index(); _o->index = _e; }
+  { auto _e = coeff(); _o->coeff = _e; }
+  { auto _e = offset(); _o->offset = _e; }
+  { auto _e = ref(); _o->ref = _e; }
+  { auto _e = flag(); _o->flag = _e; }
+}
+
+inline ::flatbuffers::Offset<SymbolSource> CreateSymbolSource(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolSourceT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return SymbolSource::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<SymbolSource> SymbolSource::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const SymbolSourceT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const SymbolSourceT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _symbol = _o->symbol;
+  auto _kind = _o->kind;
+  auto _input = _o->input;
+  auto _index = _o->index;
+  auto _coeff = _o->coeff;
+  auto _offset = _o->offset;
+  auto _ref = _o->ref;
+  auto _flag = _o->flag;
+  return dyngraph::fb::CreateSymbolSource(
+      _fbb,
+      _symbol,
+      _kind,
+      _input,
+      _index,
+      _coeff,
+      _offset,
+      _ref,
+      _flag);
+}
+
+inline GuardT *Guard::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<GuardT>(new GuardT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void Guard::UnPackTo(GuardT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = lhs(); _o->lhs = _e; }
+  { auto _e = rhs(); _o->rhs = _e; }
+  { auto _e = message(); if (_e) _o->message = _e->str(); }
+}
+
+inline ::flatbuffers::Offset<Guard> CreateGuard(::flatbuffers::FlatBufferBuilder &_fbb, const GuardT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return Guard::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<Guard> Guard::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const GuardT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const GuardT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _lhs = _o->lhs;
+  auto _rhs = _o->rhs;
+  auto _message = _o->message.empty() ? 0 : _fbb.CreateString(_o->message);
+  return dyngraph::fb::CreateGuard(
+      _fbb,
+      _lhs,
+      _rhs,
+      _message);
+}
+
+inline TensorT *Tensor::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<TensorT>(new TensorT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void Tensor::UnPackTo(TensorT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = id(); _o->id = _e; }
+  { auto _e = name(); if (_e) _o->name = _e->str(); }
+  { auto _e = dtype(); _o->dtype = _e; }
+  { auto _e = shape(); if (_e) { _o->shape.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->shape[_i] = _e->Get(_i); } } else { _o->shape.resize(0); } }
+  { auto _e = property(); _o->property = _e; }
+  { auto _e = storage(); _o->storage = _e; }
+}
+
+inline ::flatbuffers::Offset<Tensor> CreateTensor(::flatbuffers::FlatBufferBuilder &_fbb, const TensorT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return Tensor::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<Tensor> Tensor::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const TensorT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const TensorT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _id = _o->id;
+  auto _name = _o->name.empty() ? 0 : _fbb.CreateString(_o->name);
+  auto _dtype = _o->dtype;
+  auto _shape = _o->shape.size() ? _fbb.CreateVector(_o->shape) : 0;
+  auto _property = _o->property;
+  auto _storage = _o->storage;
+  return dyngraph::fb::CreateTensor(
+      _fbb,
+      _id,
+      _name,
+      _dtype,
+      _shape,
+      _property,
+      _storage);
+}
+
+inline TensorDataT *TensorData::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<TensorDataT>(new TensorDataT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void TensorData::UnPackTo(TensorDataT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = tensor(); _o->tensor = _e; }
+  { auto _e = data(); if (_e) { _o->data.resize(_e->size()); std::copy(_e->begin(), _e->end(), _o->data.begin()); } }
+}
+
+inline ::flatbuffers::Offset<TensorData> CreateTensorData(::flatbuffers::FlatBufferBuilder &_fbb, const TensorDataT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return TensorData::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<TensorData> TensorData::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const TensorDataT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const TensorDataT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _tensor = _o->tensor;
+  _fbb.ForceVectorAlignment(_o->data.size(), sizeof(uint8_t), 64);
+  auto _data = _o->data.size() ? _fbb.CreateVector(_o->data) : 0;
+  return dyngraph::fb::CreateTensorData(
+      _fbb,
+      _tensor,
+      _data);
+}
+
+inline AttrT *Attr::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<AttrT>(new AttrT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void Attr::UnPackTo(AttrT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = name(); if (_e) _o->name = _e->str(); }
+  { auto _e = type(); _o->type = _e; }
+  { auto _e = ints(); if (_e) { _o->ints.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->ints[_i] = _e->Get(_i); } } else { _o->ints.resize(0); } }
+  { auto _e = floats(); if (_e) { _o->floats.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->floats[_i] = _e->Get(_i); } } else { _o->floats.resize(0); } }
+  { auto _e = str(); if (_e) _o->str = _e->str(); }
+  { auto _e = exprs(); if (_e) { _o->exprs.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->exprs[_i] = _e->Get(_i); } } else { _o->exprs.resize(0); } }
+}
+
+inline ::flatbuffers::Offset<Attr> CreateAttr(::flatbuffers::FlatBufferBuilder &_fbb, const AttrT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return Attr::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<Attr> Attr::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const AttrT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const AttrT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _name = _o->name.empty() ? 0 : _fbb.CreateString(_o->name);
+  auto _type = _o->type;
+  auto _ints = _o->ints.size() ? _fbb.CreateVector(_o->ints) : 0;
+  auto _floats = _o->floats.size() ? _fbb.CreateVector(_o->floats) : 0;
+  auto _str = _o->str.empty() ? 0 : _fbb.CreateString(_o->str);
+  auto _exprs = _o->exprs.size() ? _fbb.CreateVector(_o->exprs) : 0;
+  return dyngraph::fb::CreateAttr(
+      _fbb,
+      _name,
+      _type,
+      _ints,
+      _floats,
+      _str,
+      _exprs);
+}
+
+inline OpT::OpT(const OpT &o)
+      : id(o.id),
+        kind(o.kind),
+        name(o.name),
+        inputs(o.inputs),
+        outputs(o.outputs) {
+  attrs.reserve(o.attrs.size());
+  for (const auto &attrs_ : o.attrs) { attrs.emplace_back((attrs_) ? new dyngraph::fb::AttrT(*attrs_) : nullptr); }
+}
+
+inline OpT &OpT::operator=(OpT o) FLATBUFFERS_NOEXCEPT {
+  std::swap(id, o.id);
+  std::swap(kind, o.kind);
+  std::swap(name, o.name);
+  std::swap(inputs, o.inputs);
+  std::swap(outputs, o.outputs);
+  std::swap(attrs, o.attrs);
+  return *this;
+}
+
+inline OpT *Op::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<OpT>(new OpT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void Op::UnPackTo(OpT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = id(); _o->id = _e; }
+  { auto _e = kind(); _o->kind = _e; }
+  { auto _e = name(); if (_e) _o->name = _e->str(); }
+  { auto _e = inputs(); if (_e) { _o->inputs.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->inputs[_i] = _e->Get(_i); } } else { _o->inputs.resize(0); } }
+  { auto _e = outputs(); if (_e) { _o->outputs.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->outputs[_i] = _e->Get(_i); } } else { _o->outputs.resize(0); } }
+  { auto _e = attrs(); if (_e) { _o->attrs.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { if(_o->attrs[_i]) { _e->Get(_i)->UnPackTo(_o->attrs[_i].get(), _resolver); } else { _o->attrs[_i] = std::unique_ptr<dyngraph::fb::AttrT>(_e->Get(_i)->UnPack(_resolver)); } } } else { _o->attrs.resize(0); } }
+}
+
+inline ::flatbuffers::Offset<Op> CreateOp(::flatbuffers::FlatBufferBuilder &_fbb, const OpT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return Op::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<Op> Op::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const OpT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const OpT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _id = _o->id;
+  auto _kind = _o->kind;
+  auto _name = _o->name.empty() ? 0 : _fbb.CreateString(_o->name);
+  auto _inputs = _o->inputs.size() ? _fbb.CreateVector(_o->inputs) : 0;
+  auto _outputs = _o->outputs.size() ? _fbb.CreateVector(_o->outputs) : 0;
+  auto _attrs = _o->attrs.size() ? _fbb.CreateVector<::flatbuffers::Offset<dyngraph::fb::Attr>> (_o->attrs.size(), [](size_t i, _VectorArgs *__va) { return CreateAttr(*__va->__fbb, __va->__o->attrs[i].get(), __va->__rehasher); }, &_va ) : 0;
+  return dyngraph::fb::CreateOp(
+      _fbb,
+      _id,
+      _kind,
+      _name,
+      _inputs,
+      _outputs,
+      _attrs);
+}
+
+inline ProgramT::ProgramT(const ProgramT &o)
+      : version(o.version),
+        exprs(o.exprs),
+        inputs(o.inputs),
+        outputs(o.outputs) {
+  symbols.reserve(o.symbols.size());
+  for (const auto &symbols_ : o.symbols) { symbols.emplace_back((symbols_) ? new dyngraph::fb::SymbolT(*symbols_) : nullptr); }
+  tensors.reserve(o.tensors.size());
+  for (const auto &tensors_ : o.tensors) { tensors.emplace_back((tensors_) ? new dyngraph::fb::TensorT(*tensors_) : nullptr); }
+  ops.reserve(o.ops.size());
+  for (const auto &ops_ : o.ops) { ops.emplace_back((ops_) ? new dyngraph::fb::OpT(*ops_) : nullptr); }
+  sources.reserve(o.sources.size());
+  for (const auto &sources_ : o.sources) { sources.emplace_back((sources_) ? new dyngraph::fb::SymbolSourceT(*sources_) : nullptr); }
+  guards.reserve(o.guards.size());
+  for (const auto &guards_ : o.guards) { guards.emplace_back((guards_) ? new dyngraph::fb::GuardT(*guards_) : nullptr); }
+  data.reserve(o.data.size());
+  for (const auto &data_ : o.data) { data.emplace_back((data_) ? new dyngraph::fb::TensorDataT(*data_) : nullptr); }
+}
+
+inline ProgramT &ProgramT::operator=(ProgramT o) FLATBUFFERS_NOEXCEPT {
+  std::swap(version, o.version);
+  std::swap(symbols, o.symbols);
+  std::swap(exprs, o.exprs);
+  std::swap(tensors, o.tensors);
+  std::swap(ops, o.ops);
+  std::swap(inputs, o.inputs);
+  std::swap(outputs, o.outputs);
+  std::swap(sources, o.sources);
+  std::swap(guards, o.guards);
+  std::swap(data, o.data);
+  return *this;
+}
+
+inline ProgramT *Program::UnPack(const ::flatbuffers::resolver_function_t *_resolver) const {
+  auto _o = std::unique_ptr<ProgramT>(new ProgramT());
+  UnPackTo(_o.get(), _resolver);
+  return _o.release();
+}
+
+inline void Program::UnPackTo(ProgramT *_o, const ::flatbuffers::resolver_function_t *_resolver) const {
+  (void)_o;
+  (void)_resolver;
+  { auto _e = version(); _o->version = _e; }
+  { auto _e = symbols(); if (_e) { _o->symbols.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { if(_o->symbols[_i]) { _e->Get(_i)->UnPackTo(_o->symbols[_i].get(), _resolver); } else { _o->symbols[_i] = std::unique_ptr<dyngraph::fb::SymbolT>(_e->Get(_i)->UnPack(_resolver)); } } } else { _o->symbols.resize(0); } }
+  { auto _e = exprs(); if (_e) { _o->exprs.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->exprs[_i] = *_e->Get(_i); } } else { _o->exprs.resize(0); } }
+  { auto _e = tensors(); if (_e) { _o->tensors.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { if(_o->tensors[_i]) { _e->Get(_i)->UnPackTo(_o->tensors[_i].get(), _resolver); } else { _o->tensors[_i] = std::unique_ptr<dyngraph::fb::TensorT>(_e->Get(_i)->UnPack(_resolver)); } } } else { _o->tensors.resize(0); } }
+  { auto _e = ops(); if (_e) { _o->ops.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { if(_o->ops[_i]) { _e->Get(_i)->UnPackTo(_o->ops[_i].get(), _resolver); } else { _o->ops[_i] = std::unique_ptr<dyngraph::fb::OpT>(_e->Get(_i)->UnPack(_resolver)); } } } else { _o->ops.resize(0); } }
+  { auto _e = inputs(); if (_e) { _o->inputs.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->inputs[_i] = _e->Get(_i); } } else { _o->inputs.resize(0); } }
+  { auto _e = outputs(); if (_e) { _o->outputs.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { _o->outputs[_i] = _e->Get(_i); } } else { _o->outputs.resize(0); } }
+  { auto _e = sources(); if (_e) { _o->sources.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { if(_o->sources[_i]) { _e->Get(_i)->UnPackTo(_o->sources[_i].get(), _resolver); } else { _o->sources[_i] = std::unique_ptr<dyngraph::fb::SymbolSourceT>(_e->Get(_i)->UnPack(_resolver)); } } } else { _o->sources.resize(0); } }
+  { auto _e = guards(); if (_e) { _o->guards.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { if(_o->guards[_i]) { _e->Get(_i)->UnPackTo(_o->guards[_i].get(), _resolver); } else { _o->guards[_i] = std::unique_ptr<dyngraph::fb::GuardT>(_e->Get(_i)->UnPack(_resolver)); } } } else { _o->guards.resize(0); } }
+  { auto _e = data(); if (_e) { _o->data.resize(_e->size()); for (::flatbuffers::uoffset_t _i = 0; _i < _e->size(); _i++) { if(_o->data[_i]) { _e->Get(_i)->UnPackTo(_o->data[_i].get(), _resolver); } else { _o->data[_i] = std::unique_ptr<dyngraph::fb::TensorDataT>(_e->Get(_i)->UnPack(_resolver)); } } } else { _o->data.resize(0); } }
+}
+
+inline ::flatbuffers::Offset<Program> CreateProgram(::flatbuffers::FlatBufferBuilder &_fbb, const ProgramT *_o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  return Program::Pack(_fbb, _o, _rehasher);
+}
+
+inline ::flatbuffers::Offset<Program> Program::Pack(::flatbuffers::FlatBufferBuilder &_fbb, const ProgramT* _o, const ::flatbuffers::rehasher_function_t *_rehasher) {
+  (void)_rehasher;
+  (void)_o;
+  struct _VectorArgs { ::flatbuffers::FlatBufferBuilder *__fbb; const ProgramT* __o; const ::flatbuffers::rehasher_function_t *__rehasher; } _va = { &_fbb, _o, _rehasher}; (void)_va;
+  auto _version = _o->version;
+  auto _symbols = _o->symbols.size() ? _fbb.CreateVector<::flatbuffers::Offset<dyngraph::fb::Symbol>> (_o->symbols.size(), [](size_t i, _VectorArgs *__va) { return CreateSymbol(*__va->__fbb, __va->__o->symbols[i].get(), __va->__rehasher); }, &_va ) : 0;
+  auto _exprs = _o->exprs.size() ? _fbb.CreateVectorOfStructs(_o->exprs) : 0;
+  auto _tensors = _o->tensors.size() ? _fbb.CreateVector<::flatbuffers::Offset<dyngraph::fb::Tensor>> (_o->tensors.size(), [](size_t i, _VectorArgs *__va) { return CreateTensor(*__va->__fbb, __va->__o->tensors[i].get(), __va->__rehasher); }, &_va ) : 0;
+  auto _ops = _o->ops.size() ? _fbb.CreateVector<::flatbuffers::Offset<dyngraph::fb::Op>> (_o->ops.size(), [](size_t i, _VectorArgs *__va) { return CreateOp(*__va->__fbb, __va->__o->ops[i].get(), __va->__rehasher); }, &_va ) : 0;
+  auto _inputs = _o->inputs.size() ? _fbb.CreateVector(_o->inputs) : 0;
+  auto _outputs = _o->outputs.size() ? _fbb.CreateVector(_o->outputs) : 0;
+  auto _sources = _o->sources.size() ? _fbb.CreateVector<::flatbuffers::Offset<dyngraph::fb::SymbolSource>> (_o->sources.size(), [](size_t i, _VectorArgs *__va) { return CreateSymbolSource(*__va->__fbb, __va->__o->sources[i].get(), __va->__rehasher); }, &_va ) : 0;
+  auto _guards = _o->guards.size() ? _fbb.CreateVector<::flatbuffers::Offset<dyngraph::fb::Guard>> (_o->guards.size(), [](size_t i, _VectorArgs *__va) { return CreateGuard(*__va->__fbb, __va->__o->guards[i].get(), __va->__rehasher); }, &_va ) : 0;
+  auto _data = _o->data.size() ? _fbb.CreateVector<::flatbuffers::Offset<dyngraph::fb::TensorData>> (_o->data.size(), [](size_t i, _VectorArgs *__va) { return CreateTensorData(*__va->__fbb, __va->__o->data[i].get(), __va->__rehasher); }, &_va ) : 0;
+  return dyngraph::fb::CreateProgram(
+      _fbb,
+      _version,
+      _symbols,
+      _exprs,
+      _tensors,
+      _ops,
+      _inputs,
+      _outputs,
+      _sources,
+      _guards,
+      _data);
+}
+
 inline const dyngraph::fb::Program *GetProgram(const void *buf) {
   return ::flatbuffers::GetRoot<dyngraph::fb::Program>(buf);
 }
@@ -1491,6 +2001,18 @@ inline void FinishSizePrefixedProgramBuffer(
     ::flatbuffers::FlatBufferBuilder &fbb,
     ::flatbuffers::Offset<dyngraph::fb::Program> root) {
   fbb.FinishSizePrefixed(root, ProgramIdentifier());
+}
+
+inline std::unique_ptr<dyngraph::fb::ProgramT> UnPackProgram(
+    const void *buf,
+    const ::flatbuffers::resolver_function_t *res = nullptr) {
+  return std::unique_ptr<dyngraph::fb::ProgramT>(GetProgram(buf)->UnPack(res));
+}
+
+inline std::unique_ptr<dyngraph::fb::ProgramT> UnPackSizePrefixedProgram(
+    const void *buf,
+    const ::flatbuffers::resolver_function_t *res = nullptr) {
+  return std::unique_ptr<dyngraph::fb::ProgramT>(GetSizePrefixedProgram(buf)->UnPack(res));
 }
 
 }  // namespace fb

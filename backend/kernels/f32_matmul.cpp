@@ -3,11 +3,14 @@
 
 #include <cblas.h>
 
+#include "ggml-cpu.h"
+
 #include <algorithm>
 #include <mutex>
 #include <vector>
 
 #include "dequantize.h"
+#include "quant_gemm.h"
 #include "quant_rows.h"
 #include "small_gemm.h"
 
@@ -65,6 +68,8 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
         // C[M, N] = A[M, K] . B[N, K]^T, row-major
         if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
             quant_rows_nt(x->type, int(M), n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
+        } else if (x->type != GGML_TYPE_F32 && quant_gemm_supports(x->type)) {
+            quant_gemm_nt(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32) {
             dequant_sgemm(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (M < kSgemmRows) {
@@ -101,7 +106,13 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
                           GGML_N_TASKS_MAX, nullptr);
 }
 
+bool half_weights_to_ggml(ggml_type type) {
+    static const bool llamafile = ggml_cpu_has_llamafile() != 0;
+    return llamafile && (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16);
+}
+
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
+    if (half_weights_to_ggml(x->type)) return ggml_mul_mat(ctx, x, y);
     const int64_t min_rows = x->type == GGML_TYPE_F32     ? kF32KernelMinRows
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;

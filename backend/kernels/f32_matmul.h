@@ -1,15 +1,21 @@
-// Matrix products with f32 activations as a ggml custom op. ggml's own computes every
-// output element as a separate dot product: several times slower than a
-// blocked product once more than one row multiplies the same weights. From
-// kSgemmRows rows of activations on, OpenBLAS's sgemm (the scipy-openblas32
-// wheel); below it, our register-blocked kernel (small_gemm.h), since sgemm
-// packs the whole weight matrix on every call, which a few rows do not repay.
-// Quantized (or f16) weights, from kDequantMinRows rows on: blocks of weight
-// rows dequantized into cache, then sgemm (dequantize.h); ggml's own product
-// quantizes the activations and runs a dot product per output element, which
-// is slower at prefill. 1-7 rows with q8_0/q4_0/q4_1 weights: 8-bit dot
-// products of our own (quant_rows.h). Other types below kDequantMinRows rows,
-// and weights ggml repacked for its own kernels, stay with ggml.
+// Matrix products with f32 activations as a ggml custom op. ggml's own
+// f32 product computes every output element as a separate dot product:
+// several times slower than a blocked product once more than one row
+// multiplies the same weights. Which product runs, by weight type and rows
+// (measured with tests/benchmarks/cpp/matmul_bench.cpp):
+// - f32: 1 row ggml's (a matrix-vector product); 2-7 rows our register-blocked
+//   kernel (small_gemm.h); from kSgemmRows on OpenBLAS's sgemm (the
+//   scipy-openblas32 wheel), faster here than llamafile's in ggml.
+// - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
+//   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
+//   AVX2; weights ggml repacked (q4_0 by default) stay with ggml's repacked
+//   kernels. Without AVX2: ggml's product below kDequantMinRows rows, blocks
+//   of weight rows dequantized into cache and sgemm from there (dequantize.h).
+// - f16, bf16: ggml's product where ggml has llamafile's sgemm (it multiplies
+//   in the weights' own type, AVX-512 BF16 where the CPU has it; the
+//   activations are rounded to that type); else as the types without AVX2.
+// - other quantized types: ggml's product below kDequantMinRows rows,
+//   dequantized + sgemm from there.
 #pragma once
 
 #include "ggml.h"
@@ -37,9 +43,13 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 // when there are enough), each running single-threaded code.
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
-// ggml_mul_mat(x, y) as dyngraph computes it: f32_mul_mat where it applies
-// (from kF32KernelMinRows rows on for f32 weights, from one row for the types
-// quant_rows.h has, kDequantMinRows for others), else ggml's own product.
+// Whether f16 / bf16 weights go to ggml's product at every row count (ggml has llamafile's sgemm).
+bool half_weights_to_ggml(ggml_type type);
+
+// ggml_mul_mat(x, y) as dyngraph computes it (the choice above): f32_mul_mat
+// where it applies (from kF32KernelMinRows rows on for f32 weights, from one
+// row for the types quant_rows.h has, kDequantMinRows for others), else
+// ggml's own product.
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
 }  // namespace dg::kernels

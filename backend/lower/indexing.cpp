@@ -62,7 +62,7 @@ void lower_scatter_rows(LowerCtx& c) {
     ggml_tensor* src = c.in[2];
     if (src->type != GGML_TYPE_F32) src = gg::cast(c.ctx, c.cont(src), GGML_TYPE_F32);
     ggml_tensor* idx = c.safe_indices(c.cont(c.in[1]), ds.d[ds.rank - 2], "op '" + c.op.name + "'");
-    ggml_tensor* r = gg::set_rows(c.ctx, dst, c.cont(src), idx);
+    ggml_tensor* r = in_place ? c.write_state_rows(dst, c.cont(src), idx) : gg::set_rows(c.ctx, dst, c.cont(src), idx);
     if (in_place) c.env.side_effects.push_back(r);
     c.out = {r};
 }
@@ -77,13 +77,14 @@ void lower_copy_to_slice(LowerCtx& c) {
     size_t offset = 0;
     for (int a = 0; a < ds.rank; ++a) {
         int64_t s = c.eval(starts[size_t(a)]);
-        if (s < 0 || s + ss.d[a] > ds.d[a])
-            fail<ShapeError>("op '", c.op.name, "': axis ", a, ": [", s, ", ", s + ss.d[a], ") is outside the destination's ", ds.d[a]);
+        if (s < 0 || s > ds.d[a] - ss.d[a])
+            fail<ShapeError>("op '", c.op.name, "': axis ", a, ": a slice of ", ss.d[a], " from ", s,
+                             " is outside the destination's ", ds.d[a]);
         offset += size_t(s) * dst->nb[ggml_dim(a, ds.rank)];
     }
     auto ne = ss.ne();
     ggml_tensor* view = gg::view_4d(c.ctx, dst, ne[0], ne[1], ne[2], ne[3], dst->nb[1], dst->nb[2], dst->nb[3], offset);
-    ggml_tensor* w = gg::cpy(c.ctx, c.in[1], view);
+    ggml_tensor* w = in_place ? c.write_state_view(c.in[1], view) : gg::cpy(c.ctx, c.in[1], view);
     // the whole destination, after the copy: an in-place no-op that depends on it
     ggml_tensor* r = gg::custom_inplace(c.ctx, dst, &w, 1, no_op, 1, nullptr);
     if (in_place) c.env.side_effects.push_back(r);

@@ -22,10 +22,7 @@ void lower_matmul(LowerCtx& c) {
     ggml_tensor* x = tb ? c.cont(b) : transposed(c, b);
     ggml_tensor* y = ta ? transposed(c, a) : c.cont(a);
     if (y->type != GGML_TYPE_F32) y = gg::cast(c.ctx, y, GGML_TYPE_F32);
-    if (x->type == GGML_TYPE_BF16 || x->type == GGML_TYPE_F16) {
-        // ggml multiplies f16 weights by f32 activations; keep both sides on f32 for other float pairs
-        if (x->type == GGML_TYPE_BF16) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
-    }
+    // f16 / bf16 weights stay in their type: ggml multiplies them by f32 activations (kernels::mul_mat)
     // ggml broadcasts x over y's batch dims, not the other way: repeat y where x is larger
     if (x->ne[2] > y->ne[2] || x->ne[3] > y->ne[3]) {
         y = gg::repeat_4d(c.ctx, y, y->ne[0], y->ne[1], std::max(x->ne[2], y->ne[2]), std::max(x->ne[3], y->ne[3]));

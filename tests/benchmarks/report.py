@@ -16,10 +16,13 @@ every round calls each once, in a random order. Sections:
 - dynamic vs padded: the stack at 7 rows against 7 rows padded to 127;
 - PyTorch eager (torch extra): MLP, a transformer encoder layer, ResNet
   basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
-- llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0 and
-  Q4_0 against llama-bench (pp32, tg32; like llama-bench, logits of the
-  last position only), run here when LLAMA_BENCH and
-  SMOLLM2_GGUF_DIR are set (llama_cpp_baseline.py says how to build it);
+- llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0
+  and the package's Q4_1 file against llama-bench (pp32, tg32; like
+  llama-bench, logits of the last position only), run here when LLAMA_BENCH
+  (one binary, or LABEL=PATH,... where the first, llama.cpp built natively,
+  carries the target) and SMOLLM2_GGUF_DIR are set (README.md in this folder
+  says how to build it); the CPU features each side's ggml was compiled with
+  are printed above the table;
 - compile time, memory (bytes per cached graph, peak RSS of a generation
   from a saved artifact in a fresh process), zero copy, 1 vs 2 threads.
 
@@ -61,7 +64,7 @@ from timing import fmt, interleaved, median  # noqa: E402
 HIT_OVERHEAD_US = 15.0
 REBUILD_RATIO = 1.5
 PADDED_SPEEDUP = 12.0
-LLAMA_CPP_FRACTION = 0.9
+LLAMA_CPP_FRACTION = 1.0
 COMPILE_SECONDS = 10.0
 RSS_FACTOR = 1.1
 SECTIONS = ("hit", "rebuild", "stack", "eager", "llamacpp", "model", "threads")
@@ -200,16 +203,53 @@ def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
 
 
 LLAMA_CPP_PASSES = 3  # dyngraph's rounds and llama-bench alternate in this many passes
+CPU_FEATURES = ("avx", "avx2", "fma", "f16c", "avx_vnni", "avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16",
+                "amx_int8", "llamafile")
 
 
 def llama_cpp_set_up() -> bool:
     return bool(os.environ.get("LLAMA_BENCH") and os.environ.get("SMOLLM2_GGUF_DIR"))
 
 
+def llama_cpp_builds() -> dict:
+    """LLAMA_BENCH: one llama-bench, or several as LABEL=PATH,...; the first is the
+    one the targets are set against (README: the native build)."""
+    import llama_cpp_baseline as lb
+
+    spec = os.environ["LLAMA_BENCH"]
+    return lb.parse_binaries(spec if "=" in spec else f"native={spec}")
+
+
+def ggml_cpu_features(lib: str) -> str:
+    """The CPU features a ggml CPU backend library was compiled with (its
+    ggml_cpu_has_* functions), asked in a fresh process so two ggml versions
+    never meet in one."""
+    code = ("import ctypes, sys; l = ctypes.CDLL(sys.argv[1]); "
+            "print(' '.join(f.upper() for f in sys.argv[2:] if hasattr(l, 'ggml_cpu_has_' + f) "
+            "and getattr(l, 'ggml_cpu_has_' + f)()))")
+    p = subprocess.run([sys.executable, "-c", code, lib, *CPU_FEATURES], capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else f"? ({p.stderr.strip()[-200:]})"
+
+
+def features_line() -> str:
+    """Which CPU features each side computes with: dyngraph's ggml, its own kernels, each llama-bench's ggml."""
+    import glob
+
+    ext_dir = os.path.dirname(os.path.realpath(dg._backend.__file__))
+    ours = sorted(glob.glob(os.path.join(ext_dir, "libggml-cpu.so*")))
+    parts = [f"dyngraph: ggml {ggml_cpu_features(ours[0]) if ours else '?'}, "
+             f"own kernels {dg._backend.kernel_isa()}"]
+    if llama_cpp_set_up():
+        for label, bench in llama_cpp_builds().items():
+            libs = sorted(glob.glob(os.path.join(os.path.dirname(os.path.realpath(bench)), "libggml-cpu*.so*")))
+            parts.append(f"llama.cpp {label}: {ggml_cpu_features(libs[0]) if libs else '?'}")
+    return "CPU features used: " + "; ".join(parts)
+
+
 def llama_cpp_samples(types) -> dict:
     """llama-bench's pp32 / tg32 tokens/s samples (1 thread, flash attention and
-    repacking on, its defaults) per (type, "prefill" | "decode")."""
-    bench, gguf_dir = os.environ["LLAMA_BENCH"], os.environ["SMOLLM2_GGUF_DIR"]
+    repacking on, its defaults) per (build, type, "prefill" | "decode")."""
+    gguf_dir = os.environ["SMOLLM2_GGUF_DIR"]
     import llama_cpp_baseline as lb
 
     import torch_cases as tc
@@ -218,9 +258,10 @@ def llama_cpp_samples(types) -> dict:
     if "Q4_1" in types:
         models["Q4_1"] = tc.smollm2_gguf()  # the package's own file
     out = {}
-    for t, path in models.items():
-        for r in lb.run_one(bench, path, "1", 3, {}):
-            out[(t, "prefill" if r["n_prompt"] else "decode")] = list(r.get("samples_ts") or [r["avg_ts"]])
+    for label, bench in llama_cpp_builds().items():
+        for t, path in models.items():
+            for r in lb.run_one(bench, path, "1", 3, {}):
+                out[(label, t, "prefill" if r["n_prompt"] else "decode")] = list(r.get("samples_ts") or [r["avg_ts"]])
     return out
 
 
@@ -249,18 +290,22 @@ def llama_cpp_rows(sm, rounds: int) -> List[Row]:
         if ref is not None:
             for k, v in llama_cpp_samples(types).items():
                 ref.setdefault(k, []).extend(v)
+    builds = list(llama_cpp_builds()) if ref is not None else [None]
     rows = []
-    for t in types:
-        for key, n in (("prefill", 32), ("decode", 1)):
-            tps = n / (median(samples[f"{t} {key}"]) * 1e-9)
-            name = (f"vs llama.cpp: SmolLM2 {t}{' (GGUF as stored)' if t == 'Q4_1' else ''} "
-                    f"{'pp32' if key == 'prefill' else 'tg32'} (tokens/s)")
-            if ref is None:
-                rows.append(Row(name, f"{tps:.0f}", "not run (LLAMA_BENCH)", "-", f">= {LLAMA_CPP_FRACTION:.2f}", None))
-                continue
-            r = median(ref[(t, key)])
-            rows.append(Row(name, f"{tps:.0f}", f"{r:.0f} llama.cpp", f"{tps / r:.2f}", f">= {LLAMA_CPP_FRACTION:.2f}",
-                            tps / r >= LLAMA_CPP_FRACTION))
+    for i, label in enumerate(builds):
+        for t in types:
+            for key, n in (("prefill", 32), ("decode", 1)):
+                tps = n / (median(samples[f"{t} {key}"]) * 1e-9)
+                name = (f"vs llama.cpp{f' ({label})' if label else ''}: SmolLM2 {t}"
+                        f"{' (GGUF as stored)' if t == 'Q4_1' else ''} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s)")
+                target = i == 0  # the first build (native) carries the target, the others are for comparison
+                if ref is None:
+                    rows.append(Row(name, f"{tps:.0f}", "not run (LLAMA_BENCH)", "-", f">= {LLAMA_CPP_FRACTION:.2f}", None))
+                    continue
+                r = median(ref[(label, t, key)])
+                rows.append(Row(name, f"{tps:.0f}", f"{r:.0f} llama.cpp", f"{tps / r:.2f}",
+                                f">= {LLAMA_CPP_FRACTION:.2f}" if target else "-",
+                                tps / r >= LLAMA_CPP_FRACTION if target else None))
     return rows
 
 
@@ -371,6 +416,7 @@ def main() -> None:
           + (f", torch {__import__('torch').__version__}" if have_torch else "") + f"; {machine()}")
     print(f"1 engine thread, 1 BLAS thread{'' if blas_one else ' (requested by environment only)'}, 1 torch thread; "
           f"medians of interleaved rounds; load average before: {os.getloadavg()[0]:.2f}")
+    print(features_line())
     print()
     print_table(rows, args.markdown)
     met = [r.met for r in rows if r.met is not None]

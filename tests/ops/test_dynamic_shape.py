@@ -39,12 +39,21 @@ def test_shape_values_are_part_of_the_cache_key(engine, rng):
 @pytest.mark.parametrize(
     "target, match",
     [([-1, -1, 2], "more than one -1"), ([5, 5, 5], "has 125 elements, the input \\[4, 6\\] has 24"),
-     ([7, -1, 1], "does not divide"), ([0, -2, 3], "invalid dimension -2")],
+     ([7, -1, 1], "does not divide"), ([0, -2, 3], "invalid dimension -2"),
+     # once: a product that overflows int64 gave a shape like (2^62 + 1, 24, 1) for 24 elements
+     ([2**62 + 1, 2**62, -1], "too many elements"), ([2**40 + 1, 0, -1], "too many elements")],
 )
 def test_bad_reshape_targets_raise_shape_errors(engine, target, match):
     cp = reshape_cp(engine)
     with pytest.raises(dg.ShapeError, match=match):
         run(cp, np.zeros((4, 6), np.float32), np.array(target, np.int64))
+
+
+@pytest.mark.parametrize("length", [1, 2, 5])
+def test_a_shape_input_of_the_wrong_length_is_refused(engine, length):
+    cp = reshape_cp(engine)
+    with pytest.raises(dg.ShapeError):
+        run(cp, np.zeros((4, 6), np.float32), np.array([1] * length, np.int64))
 
 
 def test_zero_without_special_zero_is_invalid(engine):

@@ -1,34 +1,112 @@
-# How dyngraph finds ggml.
+# How dyngraph gets ggml (third_party/ggml/README.md).
 #
-# Default: the libggml-python wheel (ggml 0.20.x shared libraries, headers and
-# a CMake package under libggml/lib64/cmake/ggml). Its location is asked from
-# the build's Python; ggml_DIR is set explicitly because Debian's CMake does not
-# search lib64/cmake.
+# DYNGRAPH_GGML=source (default): ggml built with this build, for the machine
+# it runs on (GGML_NATIVE=ON), with the RPC backend (GGML_RPC=ON) and
+# llamafile's sgemm (GGML_LLAMAFILE=ON). The source is the libggml-python
+# sdist from PyPI, the same ggml version the wheel ships, fetched with pip into
+# the build tree (DYNGRAPH_GGML_SOURCE=<dir> builds a ggml tree you have
+# instead). The libraries are installed next to the extension; any GGML_*
+# option (-Ccmake.define.GGML_NATIVE=OFF, GGML_CUDA=ON, ...) is passed on.
 #
-# -DDYNGRAPH_GGML_SOURCE=<dir> (or a checkout in third_party/ggml/src) with
-# -DDYNGRAPH_GGML_FROM_SOURCE=ON builds ggml from source instead, e.g. for
-# native CPU flags (GGML_NATIVE=ON) or CUDA (GGML_CUDA=ON). The libraries are
-# then installed next to the extension.
+# DYNGRAPH_GGML=wheel: the prebuilt libggml-python wheel (AVX2 CPU backend,
+# no RPC), fetched with pip into the build tree; its libraries are copied next
+# to the extension too. Either way the installed package needs no ggml package
+# at run time.
 
-option(DYNGRAPH_GGML_FROM_SOURCE "Build ggml from a source checkout instead of using libggml-python" OFF)
-set(DYNGRAPH_GGML_SOURCE "${CMAKE_CURRENT_LIST_DIR}/src" CACHE PATH "ggml source checkout")
+set(DYNGRAPH_GGML "source" CACHE STRING "where ggml comes from: source (built for this machine) or wheel (prebuilt, AVX2)")
+set_property(CACHE DYNGRAPH_GGML PROPERTY STRINGS source wheel)
+set(DYNGRAPH_GGML_SOURCE "" CACHE PATH "a ggml source tree to build (default: the libggml-python sdist, fetched with pip)")
+set(DYNGRAPH_GGML_SDIST "libggml-python==0.20.2.post1")  # the ggml version dyngraph pins (0.20.2)
+string(REGEX REPLACE ".*==" "" ggml_pin "${DYNGRAPH_GGML_SDIST}")
 
-if(DYNGRAPH_GGML_FROM_SOURCE)
-  if(NOT EXISTS "${DYNGRAPH_GGML_SOURCE}/CMakeLists.txt")
-    message(FATAL_ERROR "DYNGRAPH_GGML_FROM_SOURCE=ON but ${DYNGRAPH_GGML_SOURCE} holds no ggml checkout")
+if(DYNGRAPH_GGML STREQUAL "source")
+  if(DYNGRAPH_GGML_SOURCE STREQUAL "")
+    # pip download of the sdist once per build tree (scikit-build-core keeps it across installs)
+    set(sdist_dir "${CMAKE_BINARY_DIR}/ggml-sdist-${ggml_pin}")  # a new pin fetches anew
+    file(GLOB sdist_tree "${sdist_dir}/libggml_python-${ggml_pin}/ggml/CMakeLists.txt")
+    if(NOT sdist_tree)
+      message(STATUS "dyngraph: fetching the ggml source (${DYNGRAPH_GGML_SDIST} sdist) with pip")
+      execute_process(
+        COMMAND "${Python_EXECUTABLE}" -m pip download --no-deps --no-binary libggml-python --disable-pip-version-check
+                --quiet -d "${sdist_dir}" "${DYNGRAPH_GGML_SDIST}"
+        RESULT_VARIABLE rc)
+      file(GLOB archive "${sdist_dir}/libggml_python-${ggml_pin}.tar.gz")
+      if(NOT rc EQUAL 0 OR NOT archive)
+        message(FATAL_ERROR "dyngraph: could not download the ${DYNGRAPH_GGML_SDIST} sdist with pip. Without network, "
+                            "pass a ggml source tree (-Ccmake.define.DYNGRAPH_GGML_SOURCE=/path/to/ggml) or take the "
+                            "prebuilt wheel (-Ccmake.define.DYNGRAPH_GGML=wheel).")
+      endif()
+      execute_process(COMMAND "${CMAKE_COMMAND}" -E tar xzf "${archive}" WORKING_DIRECTORY "${sdist_dir}" RESULT_VARIABLE rc)
+      file(GLOB sdist_tree "${sdist_dir}/libggml_python-${ggml_pin}/ggml/CMakeLists.txt")
+      if(NOT rc EQUAL 0 OR NOT sdist_tree)
+        message(FATAL_ERROR "dyngraph: ${archive} holds no ggml/CMakeLists.txt")
+      endif()
+    endif()
+    get_filename_component(ggml_src "${sdist_tree}" DIRECTORY)
+  else()
+    set(ggml_src "${DYNGRAPH_GGML_SOURCE}")
+    if(NOT EXISTS "${ggml_src}/CMakeLists.txt")
+      message(FATAL_ERROR "DYNGRAPH_GGML_SOURCE=${ggml_src} holds no ggml source tree (no CMakeLists.txt)")
+    endif()
   endif()
+  # dyngraph's defaults; a -D on the command line wins (option() and set(CACHE) keep a value already set)
+  set(GGML_NATIVE ON CACHE BOOL "ggml: optimize the build for the current system")
+  set(GGML_RPC ON CACHE BOOL "ggml: use RPC")
+  set(GGML_LLAMAFILE ON CACHE BOOL "ggml: use LLAMAFILE")
+  set(GGML_OPENMP OFF CACHE BOOL "ggml: use OpenMP")  # dyngraph's engines run ggml's own thread pools
+  set(GGML_CCACHE OFF CACHE BOOL "ggml: use ccache if available")
+  set(GGML_BUILD_TESTS OFF CACHE BOOL "ggml: build tests")
+  set(GGML_BUILD_EXAMPLES OFF CACHE BOOL "ggml: build examples")
   set(BUILD_SHARED_LIBS ON)
-  add_subdirectory("${DYNGRAPH_GGML_SOURCE}" ggml-build)
+  # next to the extension in the build tree too (an in-tree build links the extension from there)
+  set(CMAKE_LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")
+  add_subdirectory("${ggml_src}" ggml-build)
+  unset(CMAKE_LIBRARY_OUTPUT_DIRECTORY)
   set(DYNGRAPH_GGML_TARGETS ggml ggml-base ggml-cpu)
   set(DYNGRAPH_GGML_INSTALL_LIBS ggml ggml-base ggml-cpu)
+  foreach(t ggml-rpc ggml-cuda ggml-vulkan ggml-blas)
+    if(TARGET ${t})
+      list(APPEND DYNGRAPH_GGML_INSTALL_LIBS ${t})
+    endif()
+  endforeach()
+  foreach(t ${DYNGRAPH_GGML_INSTALL_LIBS})
+    # one file per library, named by its soname (libggml.so.0): a wheel holds no symlinks, so the
+    # versioned name and the namelink would each be another copy
+    set_property(TARGET ${t} PROPERTY VERSION)
+    set_property(TARGET ${t} PROPERTY PUBLIC_HEADER)  # headers are not part of the package
+    set_target_properties(${t} PROPERTIES INSTALL_RPATH "$ORIGIN")
+  endforeach()
   set(DYNGRAPH_GGML_RPATH "$ORIGIN")
-else()
-  dyngraph_py_query(LIBGGML_ROOT "import libggml, os; print(os.path.dirname(libggml.__file__))"
-    "the libggml-python wheel (pip install libggml-python)")
-  set(ggml_DIR "${LIBGGML_ROOT}/lib64/cmake/ggml")
-  find_package(ggml CONFIG REQUIRED)
+  message(STATUS "dyngraph: ggml from source ${ggml_src} (GGML_NATIVE=${GGML_NATIVE}, GGML_RPC=${GGML_RPC})")
+elseif(DYNGRAPH_GGML STREQUAL "wheel")
+  # the wheel fetched with pip into the build tree (not a build requirement: where pip finds no wheel
+  # for the platform it would build the sdist, for a build environment only)
+  set(wheel_dir "${CMAKE_BINARY_DIR}/ggml-wheel-${ggml_pin}")
+  file(GLOB ggml_config "${wheel_dir}/libggml/lib64/cmake/ggml/ggmlConfig.cmake")
+  if(NOT ggml_config)
+    message(STATUS "dyngraph: fetching the prebuilt ggml (${DYNGRAPH_GGML_SDIST} wheel) with pip")
+    execute_process(
+      COMMAND "${Python_EXECUTABLE}" -m pip download --no-deps --only-binary :all: --disable-pip-version-check
+              --quiet -d "${wheel_dir}" "${DYNGRAPH_GGML_SDIST}"
+      RESULT_VARIABLE rc)
+    file(GLOB archive "${wheel_dir}/libggml_python-*.whl")
+    if(NOT rc EQUAL 0 OR NOT archive)
+      message(FATAL_ERROR "dyngraph: pip found no ${DYNGRAPH_GGML_SDIST} wheel for this platform; build ggml from "
+                          "source (the default, DYNGRAPH_GGML=source)")
+    endif()
+    execute_process(COMMAND "${CMAKE_COMMAND}" -E tar xf "${archive}" WORKING_DIRECTORY "${wheel_dir}" RESULT_VARIABLE rc)
+    file(GLOB ggml_config "${wheel_dir}/libggml/lib64/cmake/ggml/ggmlConfig.cmake")
+    if(NOT rc EQUAL 0 OR NOT ggml_config)
+      message(FATAL_ERROR "dyngraph: ${archive} holds no libggml/lib64/cmake/ggml")
+    endif()
+  endif()
+  get_filename_component(ggml_DIR "${ggml_config}" DIRECTORY)
+  find_package(ggml CONFIG REQUIRED NO_DEFAULT_PATH PATHS "${ggml_DIR}")
   set(DYNGRAPH_GGML_TARGETS ggml::ggml ggml::ggml-base ggml::ggml-cpu)
-  # installed side by side in site-packages: dyngraph/_backend*.so -> libggml/lib64
-  set(DYNGRAPH_GGML_RPATH "$ORIGIN/../libggml/lib64")
-  message(STATUS "dyngraph: ggml from ${LIBGGML_ROOT}")
+  # the wheel's libraries, under the names the extension asks for (their sonames), next to the extension
+  file(GLOB DYNGRAPH_GGML_INSTALL_FILES "${wheel_dir}/libggml/lib64/libggml*.so.0")
+  set(DYNGRAPH_GGML_RPATH "$ORIGIN")
+  message(STATUS "dyngraph: ggml from the prebuilt wheel in ${wheel_dir}")
+else()
+  message(FATAL_ERROR "DYNGRAPH_GGML=${DYNGRAPH_GGML}: choose source or wheel")
 endif()

@@ -195,3 +195,118 @@ def AttrEnd(builder):
 
 def End(builder):
     return AttrEnd(builder)
+
+try:
+    from typing import List
+except:
+    pass
+
+class AttrT(object):
+
+    # AttrT
+    def __init__(
+        self,
+        name = None,
+        type = 0,
+        ints = None,
+        floats = None,
+        str = None,
+        exprs = None,
+    ):
+        self.name = name  # type: Optional[str]
+        self.type = type  # type: int
+        self.ints = ints  # type: Optional[List[int]]
+        self.floats = floats  # type: Optional[List[float]]
+        self.str = str  # type: Optional[str]
+        self.exprs = exprs  # type: Optional[List[int]]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        attr = Attr()
+        attr.Init(buf, pos)
+        return cls.InitFromObj(attr)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, attr):
+        x = AttrT()
+        x._UnPack(attr)
+        return x
+
+    # AttrT
+    def _UnPack(self, attr):
+        if attr is None:
+            return
+        self.name = attr.Name()
+        self.type = attr.Type()
+        if not attr.IntsIsNone():
+            if np is None:
+                self.ints = []
+                for i in range(attr.IntsLength()):
+                    self.ints.append(attr.Ints(i))
+            else:
+                self.ints = attr.IntsAsNumpy()
+        if not attr.FloatsIsNone():
+            if np is None:
+                self.floats = []
+                for i in range(attr.FloatsLength()):
+                    self.floats.append(attr.Floats(i))
+            else:
+                self.floats = attr.FloatsAsNumpy()
+        self.str = attr.Str()
+        if not attr.ExprsIsNone():
+            if np is None:
+                self.exprs = []
+                for i in range(attr.ExprsLength()):
+                    self.exprs.append(attr.Exprs(i))
+            else:
+                self.exprs = attr.ExprsAsNumpy()
+
+    # AttrT
+    def Pack(self, builder):
+        if self.name is not None:
+            name = builder.CreateString(self.name)
+        if self.ints is not None:
+            if np is not None and type(self.ints) is np.ndarray:
+                ints = builder.CreateNumpyVector(self.ints)
+            else:
+                AttrStartIntsVector(builder, len(self.ints))
+                for i in reversed(range(len(self.ints))):
+                    builder.PrependInt64(self.ints[i])
+                ints = builder.EndVector()
+        if self.floats is not None:
+            if np is not None and type(self.floats) is np.ndarray:
+                floats = builder.CreateNumpyVector(self.floats)
+            else:
+                AttrStartFloatsVector(builder, len(self.floats))
+                for i in reversed(range(len(self.floats))):
+                    builder.PrependFloat64(self.floats[i])
+                floats = builder.EndVector()
+        if self.str is not None:
+            str = builder.CreateString(self.str)
+        if self.exprs is not None:
+            if np is not None and type(self.exprs) is np.ndarray:
+                exprs = builder.CreateNumpyVector(self.exprs)
+            else:
+                AttrStartExprsVector(builder, len(self.exprs))
+                for i in reversed(range(len(self.exprs))):
+                    builder.PrependInt32(self.exprs[i])
+                exprs = builder.EndVector()
+        AttrStart(builder)
+        if self.name is not None:
+            AttrAddName(builder, name)
+        AttrAddType(builder, self.type)
+        if self.ints is not None:
+            AttrAddInts(builder, ints)
+        if self.floats is not None:
+            AttrAddFloats(builder, floats)
+        if self.str is not None:
+            AttrAddStr(builder, str)
+        if self.exprs is not None:
+            AttrAddExprs(builder, exprs)
+        attr = AttrEnd(builder)
+        return attr

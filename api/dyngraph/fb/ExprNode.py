@@ -31,3 +31,46 @@ def CreateExprNode(builder, op, a, b):
     builder.Pad(7)
     builder.PrependInt8(op)
     return builder.Offset()
+
+
+class ExprNodeT(object):
+
+    # ExprNodeT
+    def __init__(
+        self,
+        op = 0,
+        a = 0,
+        b = 0,
+    ):
+        self.op = op  # type: int
+        self.a = a  # type: int
+        self.b = b  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        exprNode = ExprNode()
+        exprNode.Init(buf, pos)
+        return cls.InitFromObj(exprNode)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, exprNode):
+        x = ExprNodeT()
+        x._UnPack(exprNode)
+        return x
+
+    # ExprNodeT
+    def _UnPack(self, exprNode):
+        if exprNode is None:
+            return
+        self.op = exprNode.Op()
+        self.a = exprNode.A()
+        self.b = exprNode.B()
+
+    # ExprNodeT
+    def Pack(self, builder):
+        return CreateExprNode(builder, self.op, self.a, self.b)

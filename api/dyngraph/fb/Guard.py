@@ -78,3 +78,54 @@ def GuardEnd(builder):
 
 def End(builder):
     return GuardEnd(builder)
+
+
+class GuardT(object):
+
+    # GuardT
+    def __init__(
+        self,
+        lhs = 0,
+        rhs = 0,
+        message = None,
+    ):
+        self.lhs = lhs  # type: int
+        self.rhs = rhs  # type: int
+        self.message = message  # type: Optional[str]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        guard = Guard()
+        guard.Init(buf, pos)
+        return cls.InitFromObj(guard)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, guard):
+        x = GuardT()
+        x._UnPack(guard)
+        return x
+
+    # GuardT
+    def _UnPack(self, guard):
+        if guard is None:
+            return
+        self.lhs = guard.Lhs()
+        self.rhs = guard.Rhs()
+        self.message = guard.Message()
+
+    # GuardT
+    def Pack(self, builder):
+        if self.message is not None:
+            message = builder.CreateString(self.message)
+        GuardStart(builder)
+        GuardAddLhs(builder, self.lhs)
+        GuardAddRhs(builder, self.rhs)
+        if self.message is not None:
+            GuardAddMessage(builder, message)
+        guard = GuardEnd(builder)
+        return guard

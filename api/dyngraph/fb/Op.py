@@ -193,3 +193,117 @@ def OpEnd(builder):
 
 def End(builder):
     return OpEnd(builder)
+
+import dyngraph.fb.Attr
+try:
+    from typing import List
+except:
+    pass
+
+class OpT(object):
+
+    # OpT
+    def __init__(
+        self,
+        id = 0,
+        kind = 0,
+        name = None,
+        inputs = None,
+        outputs = None,
+        attrs = None,
+    ):
+        self.id = id  # type: int
+        self.kind = kind  # type: int
+        self.name = name  # type: Optional[str]
+        self.inputs = inputs  # type: Optional[List[int]]
+        self.outputs = outputs  # type: Optional[List[int]]
+        self.attrs = attrs  # type: Optional[List[dyngraph.fb.Attr.AttrT]]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        op = Op()
+        op.Init(buf, pos)
+        return cls.InitFromObj(op)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, op):
+        x = OpT()
+        x._UnPack(op)
+        return x
+
+    # OpT
+    def _UnPack(self, op):
+        if op is None:
+            return
+        self.id = op.Id()
+        self.kind = op.Kind()
+        self.name = op.Name()
+        if not op.InputsIsNone():
+            if np is None:
+                self.inputs = []
+                for i in range(op.InputsLength()):
+                    self.inputs.append(op.Inputs(i))
+            else:
+                self.inputs = op.InputsAsNumpy()
+        if not op.OutputsIsNone():
+            if np is None:
+                self.outputs = []
+                for i in range(op.OutputsLength()):
+                    self.outputs.append(op.Outputs(i))
+            else:
+                self.outputs = op.OutputsAsNumpy()
+        if not op.AttrsIsNone():
+            self.attrs = []
+            for i in range(op.AttrsLength()):
+                if op.Attrs(i) is None:
+                    self.attrs.append(None)
+                else:
+                    attr_ = dyngraph.fb.Attr.AttrT.InitFromObj(op.Attrs(i))
+                    self.attrs.append(attr_)
+
+    # OpT
+    def Pack(self, builder):
+        if self.name is not None:
+            name = builder.CreateString(self.name)
+        if self.inputs is not None:
+            if np is not None and type(self.inputs) is np.ndarray:
+                inputs = builder.CreateNumpyVector(self.inputs)
+            else:
+                OpStartInputsVector(builder, len(self.inputs))
+                for i in reversed(range(len(self.inputs))):
+                    builder.PrependInt32(self.inputs[i])
+                inputs = builder.EndVector()
+        if self.outputs is not None:
+            if np is not None and type(self.outputs) is np.ndarray:
+                outputs = builder.CreateNumpyVector(self.outputs)
+            else:
+                OpStartOutputsVector(builder, len(self.outputs))
+                for i in reversed(range(len(self.outputs))):
+                    builder.PrependInt32(self.outputs[i])
+                outputs = builder.EndVector()
+        if self.attrs is not None:
+            attrslist = []
+            for i in range(len(self.attrs)):
+                attrslist.append(self.attrs[i].Pack(builder))
+            OpStartAttrsVector(builder, len(self.attrs))
+            for i in reversed(range(len(self.attrs))):
+                builder.PrependUOffsetTRelative(attrslist[i])
+            attrs = builder.EndVector()
+        OpStart(builder)
+        OpAddId(builder, self.id)
+        OpAddKind(builder, self.kind)
+        if self.name is not None:
+            OpAddName(builder, name)
+        if self.inputs is not None:
+            OpAddInputs(builder, inputs)
+        if self.outputs is not None:
+            OpAddOutputs(builder, outputs)
+        if self.attrs is not None:
+            OpAddAttrs(builder, attrs)
+        op = OpEnd(builder)
+        return op

@@ -388,3 +388,229 @@ def ProgramEnd(builder):
 
 def End(builder):
     return ProgramEnd(builder)
+
+import dyngraph.fb.ExprNode
+import dyngraph.fb.Guard
+import dyngraph.fb.Op
+import dyngraph.fb.Symbol
+import dyngraph.fb.SymbolSource
+import dyngraph.fb.Tensor
+import dyngraph.fb.TensorData
+try:
+    from typing import List
+except:
+    pass
+
+class ProgramT(object):
+
+    # ProgramT
+    def __init__(
+        self,
+        version = 1,
+        symbols = None,
+        exprs = None,
+        tensors = None,
+        ops = None,
+        inputs = None,
+        outputs = None,
+        sources = None,
+        guards = None,
+        data = None,
+    ):
+        self.version = version  # type: int
+        self.symbols = symbols  # type: Optional[List[dyngraph.fb.Symbol.SymbolT]]
+        self.exprs = exprs  # type: Optional[List[dyngraph.fb.ExprNode.ExprNodeT]]
+        self.tensors = tensors  # type: Optional[List[dyngraph.fb.Tensor.TensorT]]
+        self.ops = ops  # type: Optional[List[dyngraph.fb.Op.OpT]]
+        self.inputs = inputs  # type: Optional[List[int]]
+        self.outputs = outputs  # type: Optional[List[int]]
+        self.sources = sources  # type: Optional[List[dyngraph.fb.SymbolSource.SymbolSourceT]]
+        self.guards = guards  # type: Optional[List[dyngraph.fb.Guard.GuardT]]
+        self.data = data  # type: Optional[List[dyngraph.fb.TensorData.TensorDataT]]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        program = Program()
+        program.Init(buf, pos)
+        return cls.InitFromObj(program)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, program):
+        x = ProgramT()
+        x._UnPack(program)
+        return x
+
+    # ProgramT
+    def _UnPack(self, program):
+        if program is None:
+            return
+        self.version = program.Version()
+        if not program.SymbolsIsNone():
+            self.symbols = []
+            for i in range(program.SymbolsLength()):
+                if program.Symbols(i) is None:
+                    self.symbols.append(None)
+                else:
+                    symbol_ = dyngraph.fb.Symbol.SymbolT.InitFromObj(program.Symbols(i))
+                    self.symbols.append(symbol_)
+        if not program.ExprsIsNone():
+            self.exprs = []
+            for i in range(program.ExprsLength()):
+                if program.Exprs(i) is None:
+                    self.exprs.append(None)
+                else:
+                    exprNode_ = dyngraph.fb.ExprNode.ExprNodeT.InitFromObj(program.Exprs(i))
+                    self.exprs.append(exprNode_)
+        if not program.TensorsIsNone():
+            self.tensors = []
+            for i in range(program.TensorsLength()):
+                if program.Tensors(i) is None:
+                    self.tensors.append(None)
+                else:
+                    tensor_ = dyngraph.fb.Tensor.TensorT.InitFromObj(program.Tensors(i))
+                    self.tensors.append(tensor_)
+        if not program.OpsIsNone():
+            self.ops = []
+            for i in range(program.OpsLength()):
+                if program.Ops(i) is None:
+                    self.ops.append(None)
+                else:
+                    op_ = dyngraph.fb.Op.OpT.InitFromObj(program.Ops(i))
+                    self.ops.append(op_)
+        if not program.InputsIsNone():
+            if np is None:
+                self.inputs = []
+                for i in range(program.InputsLength()):
+                    self.inputs.append(program.Inputs(i))
+            else:
+                self.inputs = program.InputsAsNumpy()
+        if not program.OutputsIsNone():
+            if np is None:
+                self.outputs = []
+                for i in range(program.OutputsLength()):
+                    self.outputs.append(program.Outputs(i))
+            else:
+                self.outputs = program.OutputsAsNumpy()
+        if not program.SourcesIsNone():
+            self.sources = []
+            for i in range(program.SourcesLength()):
+                if program.Sources(i) is None:
+                    self.sources.append(None)
+                else:
+                    symbolSource_ = dyngraph.fb.SymbolSource.SymbolSourceT.InitFromObj(program.Sources(i))
+                    self.sources.append(symbolSource_)
+        if not program.GuardsIsNone():
+            self.guards = []
+            for i in range(program.GuardsLength()):
+                if program.Guards(i) is None:
+                    self.guards.append(None)
+                else:
+                    guard_ = dyngraph.fb.Guard.GuardT.InitFromObj(program.Guards(i))
+                    self.guards.append(guard_)
+        if not program.DataIsNone():
+            self.data = []
+            for i in range(program.DataLength()):
+                if program.Data(i) is None:
+                    self.data.append(None)
+                else:
+                    tensorData_ = dyngraph.fb.TensorData.TensorDataT.InitFromObj(program.Data(i))
+                    self.data.append(tensorData_)
+
+    # ProgramT
+    def Pack(self, builder):
+        if self.symbols is not None:
+            symbolslist = []
+            for i in range(len(self.symbols)):
+                symbolslist.append(self.symbols[i].Pack(builder))
+            ProgramStartSymbolsVector(builder, len(self.symbols))
+            for i in reversed(range(len(self.symbols))):
+                builder.PrependUOffsetTRelative(symbolslist[i])
+            symbols = builder.EndVector()
+        if self.exprs is not None:
+            ProgramStartExprsVector(builder, len(self.exprs))
+            for i in reversed(range(len(self.exprs))):
+                self.exprs[i].Pack(builder)
+            exprs = builder.EndVector()
+        if self.tensors is not None:
+            tensorslist = []
+            for i in range(len(self.tensors)):
+                tensorslist.append(self.tensors[i].Pack(builder))
+            ProgramStartTensorsVector(builder, len(self.tensors))
+            for i in reversed(range(len(self.tensors))):
+                builder.PrependUOffsetTRelative(tensorslist[i])
+            tensors = builder.EndVector()
+        if self.ops is not None:
+            opslist = []
+            for i in range(len(self.ops)):
+                opslist.append(self.ops[i].Pack(builder))
+            ProgramStartOpsVector(builder, len(self.ops))
+            for i in reversed(range(len(self.ops))):
+                builder.PrependUOffsetTRelative(opslist[i])
+            ops = builder.EndVector()
+        if self.inputs is not None:
+            if np is not None and type(self.inputs) is np.ndarray:
+                inputs = builder.CreateNumpyVector(self.inputs)
+            else:
+                ProgramStartInputsVector(builder, len(self.inputs))
+                for i in reversed(range(len(self.inputs))):
+                    builder.PrependInt32(self.inputs[i])
+                inputs = builder.EndVector()
+        if self.outputs is not None:
+            if np is not None and type(self.outputs) is np.ndarray:
+                outputs = builder.CreateNumpyVector(self.outputs)
+            else:
+                ProgramStartOutputsVector(builder, len(self.outputs))
+                for i in reversed(range(len(self.outputs))):
+                    builder.PrependInt32(self.outputs[i])
+                outputs = builder.EndVector()
+        if self.sources is not None:
+            sourceslist = []
+            for i in range(len(self.sources)):
+                sourceslist.append(self.sources[i].Pack(builder))
+            ProgramStartSourcesVector(builder, len(self.sources))
+            for i in reversed(range(len(self.sources))):
+                builder.PrependUOffsetTRelative(sourceslist[i])
+            sources = builder.EndVector()
+        if self.guards is not None:
+            guardslist = []
+            for i in range(len(self.guards)):
+                guardslist.append(self.guards[i].Pack(builder))
+            ProgramStartGuardsVector(builder, len(self.guards))
+            for i in reversed(range(len(self.guards))):
+                builder.PrependUOffsetTRelative(guardslist[i])
+            guards = builder.EndVector()
+        if self.data is not None:
+            datalist = []
+            for i in range(len(self.data)):
+                datalist.append(self.data[i].Pack(builder))
+            ProgramStartDataVector(builder, len(self.data))
+            for i in reversed(range(len(self.data))):
+                builder.PrependUOffsetTRelative(datalist[i])
+            data = builder.EndVector()
+        ProgramStart(builder)
+        ProgramAddVersion(builder, self.version)
+        if self.symbols is not None:
+            ProgramAddSymbols(builder, symbols)
+        if self.exprs is not None:
+            ProgramAddExprs(builder, exprs)
+        if self.tensors is not None:
+            ProgramAddTensors(builder, tensors)
+        if self.ops is not None:
+            ProgramAddOps(builder, ops)
+        if self.inputs is not None:
+            ProgramAddInputs(builder, inputs)
+        if self.outputs is not None:
+            ProgramAddOutputs(builder, outputs)
+        if self.sources is not None:
+            ProgramAddSources(builder, sources)
+        if self.guards is not None:
+            ProgramAddGuards(builder, guards)
+        if self.data is not None:
+            ProgramAddData(builder, data)
+        program = ProgramEnd(builder)
+        return program

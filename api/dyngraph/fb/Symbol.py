@@ -78,3 +78,54 @@ def SymbolEnd(builder):
 
 def End(builder):
     return SymbolEnd(builder)
+
+
+class SymbolT(object):
+
+    # SymbolT
+    def __init__(
+        self,
+        name = None,
+        min = 1,
+        max = 9223372036854775807,
+    ):
+        self.name = name  # type: Optional[str]
+        self.min = min  # type: int
+        self.max = max  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        symbol = Symbol()
+        symbol.Init(buf, pos)
+        return cls.InitFromObj(symbol)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, symbol):
+        x = SymbolT()
+        x._UnPack(symbol)
+        return x
+
+    # SymbolT
+    def _UnPack(self, symbol):
+        if symbol is None:
+            return
+        self.name = symbol.Name()
+        self.min = symbol.Min()
+        self.max = symbol.Max()
+
+    # SymbolT
+    def Pack(self, builder):
+        if self.name is not None:
+            name = builder.CreateString(self.name)
+        SymbolStart(builder)
+        if self.name is not None:
+            SymbolAddName(builder, name)
+        SymbolAddMin(builder, self.min)
+        SymbolAddMax(builder, self.max)
+        symbol = SymbolEnd(builder)
+        return symbol

@@ -143,3 +143,71 @@ def SymbolSourceEnd(builder):
 
 def End(builder):
     return SymbolSourceEnd(builder)
+
+
+class SymbolSourceT(object):
+
+    # SymbolSourceT
+    def __init__(
+        self,
+        symbol = 0,
+        kind = 0,
+        input = 0,
+        index = 0,
+        coeff = 1,
+        offset = -1,
+        ref = -1,
+        flag = 0,
+    ):
+        self.symbol = symbol  # type: int
+        self.kind = kind  # type: int
+        self.input = input  # type: int
+        self.index = index  # type: int
+        self.coeff = coeff  # type: int
+        self.offset = offset  # type: int
+        self.ref = ref  # type: int
+        self.flag = flag  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        symbolSource = SymbolSource()
+        symbolSource.Init(buf, pos)
+        return cls.InitFromObj(symbolSource)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, symbolSource):
+        x = SymbolSourceT()
+        x._UnPack(symbolSource)
+        return x
+
+    # SymbolSourceT
+    def _UnPack(self, symbolSource):
+        if symbolSource is None:
+            return
+        self.symbol = symbolSource.Symbol()
+        self.kind = symbolSource.Kind()
+        self.input = symbolSource.Input()
+        self.index = symbolSource.Index()
+        self.coeff = symbolSource.Coeff()
+        self.offset = symbolSource.Offset()
+        self.ref = symbolSource.Ref()
+        self.flag = symbolSource.Flag()
+
+    # SymbolSourceT
+    def Pack(self, builder):
+        SymbolSourceStart(builder)
+        SymbolSourceAddSymbol(builder, self.symbol)
+        SymbolSourceAddKind(builder, self.kind)
+        SymbolSourceAddInput(builder, self.input)
+        SymbolSourceAddIndex(builder, self.index)
+        SymbolSourceAddCoeff(builder, self.coeff)
+        SymbolSourceAddOffset(builder, self.offset)
+        SymbolSourceAddRef(builder, self.ref)
+        SymbolSourceAddFlag(builder, self.flag)
+        symbolSource = SymbolSourceEnd(builder)
+        return symbolSource

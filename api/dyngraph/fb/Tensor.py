@@ -143,3 +143,85 @@ def TensorEnd(builder):
 
 def End(builder):
     return TensorEnd(builder)
+
+try:
+    from typing import List
+except:
+    pass
+
+class TensorT(object):
+
+    # TensorT
+    def __init__(
+        self,
+        id = 0,
+        name = None,
+        dtype = 0,
+        shape = None,
+        property = 0,
+        storage = 0,
+    ):
+        self.id = id  # type: int
+        self.name = name  # type: Optional[str]
+        self.dtype = dtype  # type: int
+        self.shape = shape  # type: Optional[List[int]]
+        self.property = property  # type: int
+        self.storage = storage  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        tensor = Tensor()
+        tensor.Init(buf, pos)
+        return cls.InitFromObj(tensor)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, tensor):
+        x = TensorT()
+        x._UnPack(tensor)
+        return x
+
+    # TensorT
+    def _UnPack(self, tensor):
+        if tensor is None:
+            return
+        self.id = tensor.Id()
+        self.name = tensor.Name()
+        self.dtype = tensor.Dtype()
+        if not tensor.ShapeIsNone():
+            if np is None:
+                self.shape = []
+                for i in range(tensor.ShapeLength()):
+                    self.shape.append(tensor.Shape(i))
+            else:
+                self.shape = tensor.ShapeAsNumpy()
+        self.property = tensor.Property()
+        self.storage = tensor.Storage()
+
+    # TensorT
+    def Pack(self, builder):
+        if self.name is not None:
+            name = builder.CreateString(self.name)
+        if self.shape is not None:
+            if np is not None and type(self.shape) is np.ndarray:
+                shape = builder.CreateNumpyVector(self.shape)
+            else:
+                TensorStartShapeVector(builder, len(self.shape))
+                for i in reversed(range(len(self.shape))):
+                    builder.PrependInt32(self.shape[i])
+                shape = builder.EndVector()
+        TensorStart(builder)
+        TensorAddId(builder, self.id)
+        if self.name is not None:
+            TensorAddName(builder, name)
+        TensorAddDtype(builder, self.dtype)
+        if self.shape is not None:
+            TensorAddShape(builder, shape)
+        TensorAddProperty(builder, self.property)
+        TensorAddStorage(builder, self.storage)
+        tensor = TensorEnd(builder)
+        return tensor

@@ -91,3 +91,66 @@ def TensorDataEnd(builder):
 
 def End(builder):
     return TensorDataEnd(builder)
+
+try:
+    from typing import List
+except:
+    pass
+
+class TensorDataT(object):
+
+    # TensorDataT
+    def __init__(
+        self,
+        tensor = 0,
+        data = None,
+    ):
+        self.tensor = tensor  # type: int
+        self.data = data  # type: Optional[List[int]]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        tensorData = TensorData()
+        tensorData.Init(buf, pos)
+        return cls.InitFromObj(tensorData)
+
+    @classmethod
+    def InitFromPackedBuf(cls, buf, pos=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, pos)
+        return cls.InitFromBuf(buf, pos+n)
+
+    @classmethod
+    def InitFromObj(cls, tensorData):
+        x = TensorDataT()
+        x._UnPack(tensorData)
+        return x
+
+    # TensorDataT
+    def _UnPack(self, tensorData):
+        if tensorData is None:
+            return
+        self.tensor = tensorData.Tensor()
+        if not tensorData.DataIsNone():
+            if np is None:
+                self.data = []
+                for i in range(tensorData.DataLength()):
+                    self.data.append(tensorData.Data(i))
+            else:
+                self.data = tensorData.DataAsNumpy()
+
+    # TensorDataT
+    def Pack(self, builder):
+        if self.data is not None:
+            if np is not None and type(self.data) is np.ndarray:
+                data = builder.CreateNumpyVector(self.data)
+            else:
+                TensorDataStartDataVector(builder, len(self.data))
+                for i in reversed(range(len(self.data))):
+                    builder.PrependUint8(self.data[i])
+                data = builder.EndVector()
+        TensorDataStart(builder)
+        TensorDataAddTensor(builder, self.tensor)
+        if self.data is not None:
+            TensorDataAddData(builder, data)
+        tensorData = TensorDataEnd(builder)
+        return tensorData

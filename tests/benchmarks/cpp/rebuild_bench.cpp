@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -179,8 +180,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "cannot read %s\n", argv[1]);
         return 2;
     }
+    // a saved file: a 64-byte header (dyngraph.serialization) before the IR
+    const size_t skip = ir.size() > 64 && std::memcmp(ir.data(), "DYNGRAPH", 8) == 0 ? 64 : 0;
     try {
-        dg::Program prog = dg::Program::parse(ir.data(), ir.size());
+        dg::Program prog = dg::Program::parse(ir.data() + skip, ir.size() - skip);
         dg::ResidentTensors resident(prog, {});
         dg::Binder binder(prog);
         const Sizes sz = read_sizes(prog);

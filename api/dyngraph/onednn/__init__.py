@@ -1,0 +1,20 @@
+"""oneDNN Graph interop: graphs in oneDNN's JSON (the format of
+``ONEDNN_GRAPH_DUMP=graph`` and of benchdnn's graph driver), in and out.
+
+``dg.Graph.from_json(path)`` / ``graph.to_json()`` are the entry points;
+:func:`import_graph` also returns what the runner needs (graph inputs and
+outputs in the file's order). The modules:
+
+- :mod:`.document`: the file read and checked as untrusted input;
+- :mod:`.options`, :mod:`.rewrite`: benchdnn's rewrites (``--in-shapes``, ``--dt``,
+  ``--op-attrs``, ``--op-kind``, ``--mb``, ``--tensor-property``) and dynamic dims;
+- :mod:`.opmap`: oneDNN's op kinds and attributes, and how they map;
+- :mod:`.reader` / :mod:`.writer`: JSON to graph and back;
+- :mod:`.fill`, :mod:`.compare`, :mod:`.runner`: running a case against the
+  numpy reference (:mod:`dyngraph.reference`), as ``dyngraph run`` does.
+"""
+
+from .reader import Imported, from_json, import_graph, make_overrides
+from .writer import to_document, to_json
+
+__all__ = ["Imported", "from_json", "import_graph", "make_overrides", "to_document", "to_json"]

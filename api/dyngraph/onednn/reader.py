@@ -1,0 +1,365 @@
+"""A oneDNN Graph JSON file -> a dyngraph :class:`~dyngraph.Graph`.
+
+What dyngraph lacks (an op kind, a data type, an attribute value, an op
+output) is collected over the whole file and refused at once with an
+:class:`~dyngraph.UnsupportedError` whose ``features`` name every gap. A
+file that is malformed is a :class:`~dyngraph.GraphError`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from ..errors import DTypeError, DyngraphError, GraphError, ShapeError, UnsupportedError
+from ..graph import Graph
+from ..logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
+from ..op import Op, OpKind
+from ..ops import schema_of
+from ..symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr
+from . import dtypes as odt
+from .document import LT, Document, OpRec, read_document
+from .exprs import parse_expr
+from .opmap import REQUIRED, KindInfo, kind_info
+from .options import (Overrides, parse_dt, parse_dynamic, parse_in_shapes, parse_op_attrs, parse_op_kind,
+                      parse_tensor_property)
+from .rewrite import apply as apply_overrides
+
+_PROPERTY = {"undef": VARIABLE, "variable": VARIABLE, "host_scalar": VARIABLE, "constant": CONSTANT,
+             "state": STATE}
+
+
+@dataclass
+class Imported:
+    """A graph read from a file, with what the file says around it."""
+
+    graph: Graph
+    doc: Document
+    inputs: List[int]  # graph inputs, in the file's input_ports order first
+    outputs: List[int]
+    onednn_kinds: Dict[int, str] = field(default_factory=dict)  # dyngraph op id -> the file's op kind
+    decomposed: List[str] = field(default_factory=list)  # oneDNN features expressed with several dyngraph ops
+
+    @property
+    def symbols(self) -> Dict[str, Dim]:
+        return self.doc.symbols
+
+
+def make_overrides(in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0, tensor_property=None,
+                   dynamic=None) -> Overrides:
+    """Overrides from Python arguments: benchdnn's option strings, or dicts."""
+    try:
+        return _make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic)
+    except (TypeError, ValueError, AttributeError, IndexError) as e:
+        if isinstance(e, DyngraphError):
+            raise
+        raise GraphError(f"rewrite options: {e}") from None
+
+
+def _make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic) -> Overrides:
+    ov = Overrides()
+    if in_shapes:
+        ov.in_shapes = parse_in_shapes(in_shapes) if isinstance(in_shapes, str) else {
+            int(k): (None if v is None else [int(d) for d in v]) for k, v in in_shapes.items()}
+    if op_attrs:
+        ov.op_attrs = parse_op_attrs(op_attrs) if isinstance(op_attrs, str) else {
+            int(k): {n: _attr_text(x) for n, x in v.items()} for k, v in op_attrs.items()}
+    if dt:
+        ov.dt = parse_dt(dt) if isinstance(dt, str) else {int(k): str(v) for k, v in dt.items()}
+    if op_kind:
+        ov.op_kind = parse_op_kind(op_kind) if isinstance(op_kind, str) else {int(k): str(v) for k, v in op_kind.items()}
+    if mb:
+        if isinstance(mb, bool) or not isinstance(mb, int) or mb < 0:
+            raise GraphError(f"mb must be a non-negative int, got {mb!r}")
+        ov.mb = mb
+    if tensor_property:
+        ov.tensor_property = (parse_tensor_property(tensor_property) if isinstance(tensor_property, str)
+                              else dict(tensor_property))
+    if dynamic:
+        if isinstance(dynamic, dict):
+            dynamic = [(k[0], k[1], v) for k, v in dynamic.items()]
+        ov.dynamic = parse_dynamic(dynamic)
+    return ov
+
+
+def _attr_text(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, (list, tuple)):
+        return "x".join(str(x) for x in v)
+    return str(v)
+
+
+class _Mapper:
+    def __init__(self, doc: Document, infer_internal: bool, decompose: bool, wildcards: bool = False):
+        self.doc = doc
+        self.wildcards = wildcards
+        self.op_blockers: List[str] = []
+        self.infer = infer_internal
+        self.decompose = decompose
+        self.produced = set(doc.produced())
+        self.blockers: List[str] = []
+        self.next_tid = doc.max_tensor_id() + 1
+        self.next_oid = doc.max_op_id() + 1
+        self.kinds: Dict[int, str] = {}
+        self.decomposed: List[str] = []
+
+    def block(self, feature: str) -> None:
+        self.op_blockers.append(feature)
+        if feature not in self.blockers:
+            self.blockers.append(feature)
+
+    # -- tensors -------------------------------------------------------------------
+    def lt(self, rec: LT, where: str) -> LogicalTensor:
+        dt = odt.to_dyngraph(rec.dtype)
+        if dt is None:
+            if rec.dtype not in odt.ONEDNN_DTYPES:
+                raise GraphError(f"{where}: tensor {rec.id}: unknown data type {rec.dtype!r}")
+            self.block(f"dtype {rec.dtype}")
+            dt = odt.to_dyngraph("f32")
+        prop = _PROPERTY.get(rec.property)
+        if prop is None:
+            raise GraphError(f"{where}: tensor {rec.id}: unknown property_type {rec.property!r}")
+        if rec.id in self.produced and prop is CONSTANT:
+            prop = VARIABLE  # oneDNN's hint that an op's result never changes: dyngraph computes it like any other
+        return LogicalTensor(rec.id, dt, self.shape(rec, where), prop, rec.name)
+
+    def shape(self, rec: LT, where: str):
+        if rec.shape is None or (self.infer and rec.id in self.produced):
+            return None
+        internal = rec.id in self.produced
+        dims = []
+        for d in rec.shape:
+            if isinstance(d, Expr):  # marked dynamic by a rewrite
+                dims.append(d)
+            elif isinstance(d, str):
+                dims.append(DYNAMIC_DIM if d == "?" else parse_expr(d, self.doc.symbols, f"{where}: tensor {rec.id}"))
+            elif d < 0:
+                if internal and not rec.symbolic:
+                    return None  # oneDNN writes an unknown shape as [-1] or [INT64_MIN]: inferred
+                dims.append(UNKNOWN_DIM)
+            else:
+                if d == 0:
+                    self.block("zero-size dimension")
+                    d = 1
+                dims.append(d)
+        return dims
+
+    def new_lt(self, dtype, shape=None) -> LogicalTensor:
+        t = LogicalTensor(self.next_tid, dtype, shape)
+        self.next_tid += 1
+        return t
+
+    def new_op(self, kind: OpKind, ins, outs, attrs, name: str) -> Op:
+        op = Op(self.next_oid, kind, ins, outs, attrs, name)
+        self.next_oid += 1
+        return op
+
+    # -- ops -----------------------------------------------------------------------
+    def op(self, rec: OpRec) -> List[Op]:
+        if rec.kind == "End":
+            return []
+        self.op_blockers = []
+        ops = self._op(rec)
+        if self.wildcards and self.op_blockers:  # kept in the graph as an op dyngraph does not run
+            self.kinds[rec.id] = rec.kind
+            return [wildcard(rec.id, [self.lt(t, rec.where) for t in rec.inputs],
+                             [self.lt(t, rec.where) for t in rec.outputs], rec.name)]
+        return ops
+
+    def _op(self, rec: OpRec) -> List[Op]:
+        info = kind_info(rec.kind)
+        kind = OpKind.__members__.get(info.dyngraph if info and info.dyngraph else rec.kind)
+        if kind is None and rec.kind == "Reorder" and schema_of(OpKind.TypeCast) is not None:
+            kind = OpKind.TypeCast  # a layout change: dyngraph's tensors have one layout, the values are copied
+        ins = [self.lt(t, rec.where) for t in rec.inputs]
+        outs = [self.lt(t, rec.where) for t in rec.outputs]
+        if kind is OpKind.Wildcard:
+            return [Op(rec.id, kind, ins, outs, {}, rec.name)]
+        schema = schema_of(kind) if kind is not None else None
+        if schema is None:
+            what = f" ({info.what})" if info and info.what else ""
+            self.block(f"op kind {rec.kind}{what}")
+            return []
+        if not self._arity(rec, info, schema):
+            return []
+        attrs, inf_as_zero = self.attrs(rec, info, schema)
+        self.kinds[rec.id] = rec.kind
+        if inf_as_zero:
+            return self._softmax_inf_as_zero(rec, ins, outs, attrs)
+        return [Op(rec.id, kind, ins, outs, attrs, rec.name)]
+
+    def _arity(self, rec: OpRec, info: Optional[KindInfo], schema) -> bool:
+        ok = True
+        for what, n, (lo, hi), names in (("input", len(rec.inputs), schema.inputs, info.inputs if info else ()),
+                                         ("output", len(rec.outputs), schema.outputs, info.outputs if info else ())):
+            if hi >= 0 and n > hi:
+                extra = [names[i] if i < len(names) else str(i) for i in range(hi, n)]
+                self.block(f"{rec.kind} {what}{'s' if len(extra) > 1 else ''} {', '.join(extra)}")
+                ok = False
+            elif n < lo:
+                raise GraphError(f"{rec.where}: takes at least {lo} {what}s, got {n}")
+        return ok
+
+    def attrs(self, rec: OpRec, info: Optional[KindInfo], schema):
+        known = info.attrs if info else {}
+        out: Dict[str, Any] = {}
+        inf_as_zero = False
+        for name, a in rec.attrs.items():
+            ai = known.get(name)
+            value = self._value(a, rec.where)
+            if rec.kind == "SoftMax" and name == "mode" and value == "inf_as_zero" and name not in schema.attrs:
+                if self.decompose:
+                    inf_as_zero = True
+                    continue
+                self.block("SoftMax mode=inf_as_zero")
+                continue
+            if name in schema.attrs:
+                if ai is not None and isinstance(value, str):
+                    value = ai.values.get(value, value)
+                out[name] = value
+            elif ai is not None and (value == ai.default or value in ai.accepted):
+                continue
+            else:
+                self.block(f"{rec.kind} attribute {name}={_attr_text(value)}")
+        for name, ai in known.items():
+            if name not in rec.attrs and name in schema.attrs and ai.default is not REQUIRED:
+                d = ai.default
+                out[name] = ai.values.get(d, d) if isinstance(d, str) else (list(d) if isinstance(d, list) else d)
+        if rec.kind == "LayerNorm" and "keep_stats" not in rec.attrs and "keep_stats" in schema.attrs:
+            out["keep_stats"] = len(rec.outputs) > 1  # oneDNN's default (true) asks for the stats outputs
+        return out, inf_as_zero
+
+    def _value(self, a, where: str):
+        if a.type == "dyngraph_expr":
+            return a.value if isinstance(a.value, int) else parse_expr(a.value, self.doc.symbols, where)
+        if a.type == "dyngraph_exprs":
+            return [x if isinstance(x, int) else parse_expr(x, self.doc.symbols, where) for x in a.value]
+        return a.value
+
+    def _softmax_inf_as_zero(self, rec: OpRec, ins, outs, attrs) -> List[Op]:
+        """SoftMax with mode=inf_as_zero, exactly, from dyngraph's ops: a row
+        whose maximum is -inf (every element -inf) gives zeros, any other row
+        is the plain softmax."""
+        self.decomposed.append("SoftMax mode=inf_as_zero")
+        from ..dtypes import DataType
+
+        x, y = ins[0], outs[0]
+        axis = attrs.get("axis", 1)
+        base = rec.name
+        shape, reduced = y.shape, None
+        if x.shape is not None and -len(x.shape) <= axis < len(x.shape):
+            reduced = list(x.shape)
+            reduced[axis] = 1
+        sm = self.new_lt(y.dtype, shape)
+        row_max = self.new_lt(x.dtype, reduced)
+        minus_inf = self.new_lt(x.dtype, [])
+        all_inf = self.new_lt(DataType.boolean, reduced)
+        zero = self.new_lt(y.dtype, [])
+        return [
+            Op(rec.id, OpKind.SoftMax, [x], [sm], attrs, base),
+            self.new_op(OpKind.ReduceMax, [x], [row_max], {"axes": [axis], "keep_dims": True}, f"{base}.row_max"),
+            self.new_op(OpKind.Full, [], [minus_inf], {"shape": [], "value": -math.inf}, f"{base}.minus_inf"),
+            self.new_op(OpKind.Equal, [row_max, minus_inf], [all_inf], {}, f"{base}.all_minus_inf"),
+            self.new_op(OpKind.Full, [], [zero], {"shape": [], "value": 0.0}, f"{base}.zero"),
+            self.new_op(OpKind.Select, [all_inf, zero, sm], [y], {}, f"{base}.inf_as_zero"),
+        ]
+
+
+def wildcard(oid: int, ins, outs, name: str) -> Op:
+    return Op(oid, OpKind.Wildcard, ins, outs, {}, name)
+
+
+def import_graph(src, overrides: Optional[Overrides] = None, decompose: bool = True,
+                 wildcards: bool = False) -> Imported:
+    """Read a graph file, apply benchdnn-style rewrites, map it to a finalized dyngraph Graph.
+
+    With ``wildcards`` an op dyngraph cannot take becomes a Wildcard op (a
+    partition of its own, not run by the backend) instead of refusing the
+    file: the graph can still be drawn and partitioned."""
+    doc = read_document(src)
+    infer_internal = apply_overrides(doc, overrides) if overrides is not None else False
+    m = _Mapper(doc, infer_internal, decompose, wildcards)
+    ops: List[Op] = []
+    for rec in doc.ops:
+        ops.extend(m.op(rec))
+    if m.blockers and not wildcards:
+        raise UnsupportedError(f"dyngraph has no {'; no '.join(m.blockers)}", m.blockers)
+    for _ in range(len(ops) + 1):
+        g = Graph()
+        for op in ops:
+            g.add_op(op)
+        try:
+            g.finalize()
+            break
+        except DyngraphError as e:
+            err = classify(e, ops, m.kinds)
+            bad = _op_named(e, ops) if wildcards else None
+            if bad is None or bad.kind is OpKind.Wildcard:
+                raise err from e
+            ops[ops.index(bad)] = wildcard(bad.id, bad.inputs, bad.outputs, bad.name)
+            m.kinds.setdefault(bad.id, bad.kind.name)
+    return Imported(g, doc, [i for i in doc.graph_inputs()], doc.graph_outputs(), m.kinds, m.decomposed)
+
+
+def _op_named(e: Exception, ops: List[Op]) -> Optional[Op]:
+    """The op an error message is about (the longest op label it contains)."""
+    msg, found = str(e), None
+    for o in ops:
+        if o.label in msg and (found is None or len(o.label) > len(found.label)):
+            found = o
+    if found is None:  # "tensor 7: rank 5 is above ...": the op that produces it
+        m = re.match(r"tensor (\d+)\b", msg)
+        if m:
+            tid = int(m.group(1))
+            found = next((o for o in ops if any(lt.id == tid for lt in o.outputs)), None)
+    return found
+
+
+def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0, tensor_property=None,
+              dynamic=None, decompose: bool = True, wildcards: bool = False) -> Graph:
+    """A finalized graph from oneDNN Graph JSON (a path, JSON text, bytes or a dict).
+
+    Rewrites in benchdnn's spellings (strings) or as dicts: ``in_shapes``
+    ({id: shape} or ``"0:2x64+1:64x32"``), ``op_attrs`` ({op id: {name:
+    value}} or ``"0:axis:1"``), ``dt`` (``"f16"`` or {id: dtype}), ``op_kind``,
+    ``mb``, ``tensor_property``; ``dynamic`` marks dimensions of graph inputs
+    dynamic: ``["0:0:batch", "1:0:batch"]``, ``[(0, 0, "batch")]`` or
+    ``{(0, 0): dg.Dim("batch", max=64)}`` (one name, one dimension). With
+    ``decompose`` (the default) a oneDNN form dyngraph lacks as one op but
+    can express exactly with several (SoftMax ``mode=inf_as_zero``) is
+    expressed so; otherwise it is refused. With ``wildcards`` an op dyngraph
+    cannot take becomes a Wildcard op (its own unsupported partition)
+    instead of refusing the file.
+    """
+    ov = make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic)
+    return import_graph(src, ov, decompose, wildcards).graph
+
+
+_RANK_RE = re.compile(r"rank (\d+) is above the supported maximum")
+
+
+def classify(e: DyngraphError, ops: List[Op], kinds: Dict[int, str]) -> DyngraphError:
+    """A rule's refusal of a well-formed oneDNN op, named as the gap it is
+    (mixed precision, rank > 4, 1-D MatMul); other errors as they are."""
+    msg = str(e)
+    m = _RANK_RE.search(msg)
+    if m:
+        return UnsupportedError(f"rank {m.group(1)} tensors: {msg}", [f"rank {m.group(1)} tensors"])
+    op = _op_named(e, ops)
+    if op is None:
+        return e
+    kind = kinds.get(op.id, op.kind.name)
+    floats = {lt.dtype for lt in op.inputs + op.outputs if lt.dtype.is_float}
+    feature = None
+    if isinstance(e, DTypeError) and len(floats) > 1:
+        feature = f"mixed precision ({kind})"
+    elif op.kind is OpKind.MatMul and any(lt.shape is not None and len(lt.shape) == 1 for lt in op.inputs[:2]):
+        feature = "1-D MatMul input"
+    elif isinstance(e, ShapeError) and op.kind is OpKind.LayerNorm and op.attrs.get("keep_stats"):
+        feature = "LayerNorm keep_stats"
+    elif op.kind in (OpKind.ReduceSum, OpKind.ReduceMean, OpKind.ReduceMax, OpKind.ReduceMin) and not op.attrs.get("axes"):
+        feature = f"{kind} with empty axes"
+    return UnsupportedError(f"{feature}: {msg}", [feature]) if feature else e

@@ -1,0 +1,255 @@
+"""Running an imported case: compile its partitions once, execute them at
+one or more bindings of its dynamic dimensions, and compare every graph
+output with the numpy reference (what ``dyngraph run`` does).
+
+The outcome is a :class:`CaseResult` whose ``status`` is ``pass``, ``fail``
+(an output differs from the reference), ``unsupported`` (a typed
+:class:`~dyngraph.UnsupportedError`: what dyngraph lacks, by name) or
+``error`` (any other typed dyngraph error: the case is malformed, or
+dyngraph refused it for a reason that is not a known gap).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import reference
+from ..dtypes import DataType
+from ..engine import Engine
+from ..errors import DyngraphError, UnsupportedError
+from ..logical_tensor import Property
+from ..partition import backend_supported_kinds
+from ..symbolic import UNKNOWN_DIM, Expr
+from .compare import Comparison, compare
+from .fill import consumers, fill_tensor
+from .reader import Imported, classify
+
+log = logging.getLogger("dyngraph.onednn")
+
+DEFAULT_MAX_BYTES = 4 << 30
+_PRECISION = {DataType.f32: 0, DataType.f16: 1, DataType.bf16: 2}
+
+
+@dataclass
+class OutputCheck:
+    tensor: int
+    dtype: str
+    shape: Tuple[int, ...]
+    comparison: Comparison
+
+
+@dataclass
+class BindingRun:
+    binding: Dict[str, int]
+    outputs: List[OutputCheck] = field(default_factory=list)
+    execute_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(o.comparison.ok for o in self.outputs)
+
+
+@dataclass
+class CaseResult:
+    status: str  # pass, fail, unsupported, error
+    message: str = ""
+    features: Tuple[str, ...] = ()
+    runs: List[BindingRun] = field(default_factory=list)
+    partitions: int = 0
+    graphs_built: int = 0
+    compile_seconds: float = 0.0
+
+    def worst(self) -> Optional[OutputCheck]:
+        checks = [o for r in self.runs for o in r.outputs]
+        if not checks:
+            return None
+        return max(checks, key=lambda o: (not o.comparison.ok, o.comparison.error / (o.comparison.tol or 1.0)))
+
+
+def output_precision(graph, tid: int) -> DataType:
+    """The least precise floating-point dtype among the tensors ``tid`` is computed from."""
+    producer = {lt.id: op for op in graph.get_ops() for lt in op.outputs}
+    best = DataType.f32
+    seen, stack = set(), [tid]
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        dt = graph.logical_tensor(t).dtype
+        if dt in _PRECISION and _PRECISION[dt] > _PRECISION[best]:
+            best = dt
+        op = producer.get(t)
+        if op is not None:
+            stack.extend(lt.id for lt in op.inputs)
+    return best
+
+
+def unsupported_partitions(graph, parts) -> List[str]:
+    """What keeps each unsupported partition out of the backend, by name."""
+    kinds = backend_supported_kinds()
+    features = []
+    for p in parts:
+        if p.is_supported():
+            continue
+        for op in p.get_ops():
+            if op.kind not in kinds:
+                features.append(f"no backend lowering for op kind {op.kind.name}")
+            for lt in list(op.inputs) + list(op.outputs):
+                shape = graph.logical_tensor(lt.id).shape
+                if shape is not None and len(shape) > 4:
+                    features.append(f"rank {len(shape)} tensors")
+    return sorted(set(features)) or ["a partition the backend does not support"]
+
+
+def concrete_shape(lt, env: Mapping, where: str) -> Tuple[int, ...]:
+    if lt.shape is None:
+        raise DyngraphError(f"{where}: input {lt.label} has an unknown shape: give it with --in-shapes")
+    out = []
+    for d in lt.shape:
+        if d is UNKNOWN_DIM:
+            raise DyngraphError(f"{where}: input {lt.label} has an unknown dimension: give its shape with --in-shapes")
+        out.append(d.evaluate(env) if isinstance(d, Expr) else int(d))
+    return tuple(out)
+
+
+class CaseRunner:
+    """Compile an imported case once; run it at any binding of its dynamic dims."""
+
+    def __init__(self, imp: Imported, engine: Optional[Engine] = None, seed: int = 0,
+                 max_bytes: int = DEFAULT_MAX_BYTES, cache_capacity: int = 16):
+        self.imp = imp
+        self.graph = imp.graph
+        self.engine = engine or Engine(num_threads=1)
+        self.seed = seed
+        self.max_bytes = max_bytes
+        self.uses = consumers(self.graph)
+        self.tensor_ids = sorted({lt.id for op in self.graph.get_ops() for lt in op.inputs + op.outputs})
+        reference.check_supported(self.graph)
+        self.parts = self.graph.get_partitions()
+        bad = unsupported_partitions(self.graph, self.parts)
+        if any(not p.is_supported() for p in self.parts):
+            raise UnsupportedError(f"dyngraph's backend cannot run: {'; '.join(bad)}", bad)
+        self.symbols = dict(imp.symbols)
+        self.inputs = [t for t in imp.inputs]
+        self.constants: Dict[int, np.ndarray] = {}
+        self._check_size({})  # the static part, before constants are filled
+        t0 = time.perf_counter()
+        self.compiled = []
+        for p in self.parts:
+            ins = p.get_input_ports()
+            consts = {}
+            for lt in ins:
+                if lt.property is not Property.VARIABLE:
+                    consts[lt.id] = self._constant(lt)
+            try:
+                cp = p.compile(ins, p.get_output_ports(), self.engine, constants=consts,
+                               cache_capacity=cache_capacity)
+            except DyngraphError as e:
+                raise classify(e, self.graph.get_ops(), imp.onednn_kinds) from e
+            self.compiled.append(cp)
+        self.compile_seconds = time.perf_counter() - t0
+        log.info("compiled %d partition(s) in %.1f ms", len(self.compiled), self.compile_seconds * 1e3)
+
+    def _constant(self, lt) -> np.ndarray:
+        if lt.id not in self.constants:
+            shape = concrete_shape(self.graph.logical_tensor(lt.id), {}, "constant")
+            self.constants[lt.id] = fill_tensor(self.graph, lt.id, shape, self.uses.get(lt.id, []), self.seed)
+        return self.constants[lt.id]
+
+    def env(self, binding: Mapping[str, int]):
+        unknown = sorted(set(binding) - set(self.symbols))
+        if unknown:
+            raise DyngraphError(f"no dynamic dimension named {', '.join(unknown)} "
+                                f"(the case has: {', '.join(sorted(self.symbols)) or 'none'})")
+        missing = sorted(set(self.symbols) - set(binding))
+        if missing:
+            raise DyngraphError(f"no size given for dimension {', '.join(missing)}")
+        return {self.symbols[n].sym: int(v) for n, v in binding.items()}
+
+    def feeds(self, binding: Mapping[str, int]) -> Dict[int, np.ndarray]:
+        env = self.env(binding)
+        shapes = {t: concrete_shape(self.graph.logical_tensor(t), env, "input") for t in self.inputs}
+        self._check_size(env)
+        feeds = {}
+        for t in self.inputs:
+            if t in self.constants:
+                feeds[t] = self.constants[t]
+            else:
+                feeds[t] = fill_tensor(self.graph, t, shapes[t], self.uses.get(t, []), self.seed, shapes)
+        return feeds
+
+    def _check_size(self, env) -> None:
+        """Refuse a binding whose tensors (at 8 bytes an element, as the reference holds them) exceed max_bytes."""
+        total = 0
+        for tid in self.tensor_ids:
+            lt = self.graph.logical_tensor(tid)
+            if lt.shape is None:
+                continue
+            try:
+                n = 1
+                for d in lt.shape:
+                    n *= d.evaluate(env) if isinstance(d, Expr) else int(d)
+            except DyngraphError:
+                continue
+            total += n * 8
+        if total > self.max_bytes:
+            raise UnsupportedError(
+                f"the case needs about {total / 2**30:.1f} GiB at these shapes (limit {self.max_bytes / 2**30:.1f} GiB); "
+                "run it at smaller shapes (--in-shapes, --mb, --shapes)", ["a case larger than the size limit"])
+
+    def execute(self, feeds: Mapping[int, np.ndarray]) -> Tuple[Dict[int, np.ndarray], float]:
+        """Run the partitions in order; returns every partition output and the time spent."""
+        vals = dict(feeds)
+        t0 = time.perf_counter()
+        for cp in self.compiled:
+            outs = cp(*[vals[lt.id] for lt in cp.get_inputs()])
+            for lt, a in zip(cp.get_outputs(), outs):
+                vals[lt.id] = a
+        return vals, time.perf_counter() - t0
+
+    def run(self, binding: Mapping[str, int]) -> BindingRun:
+        feeds = self.feeds(binding)
+        vals, secs = self.execute(feeds)
+        env = self.env(binding)
+        ref = reference.run(self.graph, feeds, env)
+        r = BindingRun(dict(binding), execute_seconds=secs)
+        for t in self.imp.outputs:
+            lt = self.graph.logical_tensor(t)
+            c = compare(vals[t], ref[t], lt.dtype, output_precision(self.graph, t))
+            r.outputs.append(OutputCheck(t, str(lt.dtype), tuple(np.shape(vals[t])), c))
+        return r
+
+    def graphs_built(self) -> int:
+        return sum(cp.cache_info().misses for cp in self.compiled)
+
+
+def run_case(imp: Imported, bindings: Sequence[Mapping[str, int]] = (), **options) -> CaseResult:
+    """Compile once, run at each binding (default: the file's own sizes), compare."""
+    try:
+        runner = CaseRunner(imp, **options)
+    except UnsupportedError as e:
+        return CaseResult("unsupported", str(e), e.features)
+    except DyngraphError as e:
+        return CaseResult("error", f"{type(e).__name__}: {e}")
+    res = CaseResult("pass", partitions=len(runner.compiled), compile_seconds=runner.compile_seconds)
+    if not bindings:
+        bindings = [dict(imp.doc.dim_sizes)] if runner.symbols else [{}]
+    for b in bindings:
+        try:
+            res.runs.append(runner.run(b))
+        except UnsupportedError as e:
+            return CaseResult("unsupported", str(e), e.features, res.runs, res.partitions)
+        except DyngraphError as e:
+            return CaseResult("error", f"{type(e).__name__}: {e}", (), res.runs, res.partitions)
+    res.graphs_built = runner.graphs_built()
+    if not all(r.ok for r in res.runs):
+        res.status = "fail"
+    w = res.worst()
+    res.message = f"worst {w.comparison.describe()} in output {w.tensor} ({w.dtype})" if w else "no outputs"
+    return res

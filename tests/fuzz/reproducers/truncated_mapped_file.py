@@ -1,0 +1,15 @@
+"""A file truncated while its partition is loaded in the mapped mode: executing
+must not crash the process (copy the weights, or document and detect it)."""
+# fails-in: release asan
+# reason: weights are used in place in the mapping: reading past the truncated end is SIGBUS
+import os
+import numpy as np
+from tests.fuzz.reproducers._common import ENGINE, compiled, expect_typed, model_of, run, write
+from tests.fuzz.seeds import llama
+import dyngraph as dg
+
+cp, steps = compiled(llama)
+path = write(model_of(cp))
+loaded = dg.load(path, ENGINE)
+os.truncate(path, 4096)
+expect_typed(lambda: run(loaded, np.array([1, 2], np.int64), np.array([0, 1], np.int64)))

@@ -1,0 +1,326 @@
+"""oneDNN's own graph cases, run through dyngraph: the conformance report.
+
+    python tests/onednn/conformance.py [--markdown] [--jobs N] [--json FILE]
+
+(with DYNGRAPH_DEV=1 it uses the in-tree build, like the tests). Every JSON
+case under ``../shared/onednn-graph-cases`` (beside the repository) is
+imported, compiled, run at its own shapes (or the smaller ones of SMALL
+below) and compared with the numpy reference, each in a worker process, so
+that a crash or a hang is recorded against its case instead of taking the
+run down. The outcome of a case is one of:
+
+- ``pass``: every output matches the reference;
+- ``fail``: an output differs;
+- ``unsupported``: refused with an UnsupportedError naming what dyngraph lacks;
+- ``error``: another typed dyngraph error;
+- ``untyped``: an exception that is not a dyngraph error; ``crash``: the
+  worker died; ``hang``: the case took longer than the timeout.
+
+The table counts files by group and outcome, and refusals by the gap they
+name (a file may name several), with how many files that gap alone blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+import traceback
+from typing import Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+
+def _find_cases() -> str:
+    """DYNGRAPH_ONEDNN_CASES, else shared/onednn-graph-cases beside the clone
+    (or beside one of its parent folders, for a git worktree)."""
+    env = os.environ.get("DYNGRAPH_ONEDNN_CASES")
+    if env:
+        return env
+    d = ROOT
+    while True:
+        cand = os.path.join(os.path.dirname(d), "shared", "onednn-graph-cases")
+        if os.path.isdir(cand) or os.path.dirname(d) == d:
+            return cand if os.path.isdir(cand) else os.path.join(os.path.dirname(ROOT), "shared", "onednn-graph-cases")
+        d = os.path.dirname(d)
+
+
+CASES = _find_cases()
+
+# cases too large to check quickly at their own shapes: benchdnn rewrites to smaller ones
+SMALL: Dict[str, List[str]] = {
+    "complex_fusion/mha/JAX-MHA-inf-fp32.json": ["--mb=1", "--op-attrs=6:shape:1x384x16x64"],
+    "complex_fusion/mha/JAX-MQA-inf-fp32.json": ["--mb=1", "--op-attrs=1:shape:1x384x16x384+6:shape:1x384x6144"],
+    "complex_fusion/mlp/gated-mlp-f32.json": ["--in-shapes=0:1x128+1:128x256+4:128x256+13:256x128"],
+    "complex_fusion/mlp/gated-mlp-gelu-f32.json": ["--in-shapes=0:1x128+1:128x256+4:128x256+12:256x128"],
+    "op/f32/static_reshape.json": ["--in-shapes=0:1024x1024", "--op-attrs=0:shape:2x512x16x64"],
+    "op/f32/static_transpose.json": ["--mb=2"],
+    "op/f32/concat.json": ["--mb=2"],
+    "op/f32/concat_2.json": ["--in-shapes=0:1x32x50x50+1:1x32x50x50+2:1x32x50x50"],
+    "op/f32/concat_3.json": ["--mb=1"],
+    "pattern/f32/binary_post_ops_chain_fusion.json": ["--mb=2"],
+    "pattern/f32/unary_post_ops_gelu_fusion.json": ["--mb=2"],
+    "pattern/f32/unary_post_ops_log_fusion.json": ["--mb=2"],
+    "pattern/f32/unary_post_ops_sqrt_fusion.json": ["--mb=2"],
+    "pattern/f32/unary_post_ops_square_fusion.json": ["--mb=2"],
+    "pattern/f32/unary_post_ops_tanh_fusion.json": ["--mb=2"],
+}
+
+STATUSES = ("pass", "fail", "unsupported", "error", "untyped", "crash", "hang")
+
+
+def case_files() -> List[str]:
+    return sorted(os.path.relpath(p, CASES) for p in glob.glob(os.path.join(CASES, "**", "*.json"), recursive=True))
+
+
+def group_of(rel: str) -> str:
+    parts = rel.split(os.sep)
+    return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+# -- a worker: one case at a time, a JSON line per result -----------------------------------
+def run_task(task: dict) -> dict:
+    import dyngraph as dg
+    from dyngraph.cli.run import overrides_for
+    from dyngraph.engine import Engine
+    from dyngraph.onednn.options import parse_bindings
+    from dyngraph.onednn.reader import import_graph
+    from dyngraph.onednn.runner import run_case
+
+    out = {"case": task["case"], "features": [], "decomposed": [], "runs": 0, "graphs_built": 0}
+    try:
+        values, choice = {}, {}
+        for opt in task.get("options", []):
+            name, _, value = opt.partition("=")
+            (values if name in ("--dynamic", "--shapes") else choice)[name] = value
+        imp = import_graph(os.path.join(CASES, task["case"]), overrides_for(values, choice))
+        out["decomposed"] = sorted(set(imp.decomposed))
+        bindings = [parse_bindings(b) for b in values.get("--shapes", "").split("+") if b]
+        res = run_case(imp, bindings, engine=Engine(num_threads=1), max_bytes=task.get("max_bytes", 1 << 30))
+        out.update(status=res.status, message=res.message, features=list(res.features), runs=len(res.runs),
+                   graphs_built=res.graphs_built, partitions=res.partitions)
+    except dg.UnsupportedError as e:
+        out.update(status="unsupported", message=str(e), features=list(e.features))
+    except dg.DyngraphError as e:
+        out.update(status="error", message=f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 - what the conformance run exists to find
+        out.update(status="untyped", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+    return out
+
+
+def worker() -> None:
+    for line in sys.stdin:
+        task = json.loads(line)
+        print(json.dumps(run_task(task)), flush=True)
+
+
+# -- the pool: worker processes, restarted when one dies or hangs ---------------------------------
+class _Worker:
+    def __init__(self):
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", DYNGRAPH_NUM_THREADS="1")
+        if os.environ.get("DYNGRAPH_DEV") == "1":
+            env["PYTHONPATH"] = os.path.join(ROOT, "api") + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, bufsize=1)
+        self.task: Optional[dict] = None
+        self.started = 0.0
+
+    def send(self, task: dict) -> None:
+        self.task, self.started = task, time.monotonic()
+        self.proc.stdin.write(json.dumps(task) + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def run_all(tasks: List[dict], jobs: int = 2, timeout: float = 300.0) -> List[dict]:
+    pending = list(tasks)
+    results: List[dict] = []
+    sel = selectors.DefaultSelector()
+    workers = []
+    for _ in range(max(1, min(jobs, len(tasks)))):
+        w = _Worker()
+        workers.append(w)
+        sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+        if pending:
+            w.send(pending.pop(0))
+    while any(w.task is not None for w in workers):
+        for key, _ in sel.select(timeout=1.0):
+            w = key.data
+            line = w.proc.stdout.readline()
+            if line:
+                results.append(json.loads(line))
+                w.task = None
+                if pending:
+                    w.send(pending.pop(0))
+                continue
+            # the worker died: its case crashed it; start another for the rest
+            sel.unregister(w.proc.stdout)
+            w.stop()
+            results.append({"case": w.task["case"], "status": "crash", "features": [], "decomposed": [],
+                            "message": f"the worker exited with status {w.proc.returncode}"})
+            workers.remove(w)
+            nw = _Worker()
+            workers.append(nw)
+            sel.register(nw.proc.stdout, selectors.EVENT_READ, nw)
+            if pending:
+                nw.send(pending.pop(0))
+        now = time.monotonic()
+        for w in list(workers):
+            if w.task is not None and now - w.started > timeout:
+                sel.unregister(w.proc.stdout)
+                w.stop()
+                results.append({"case": w.task["case"], "status": "hang", "features": [], "decomposed": [],
+                                "message": f"no result after {timeout:.0f} s"})
+                workers.remove(w)
+                nw = _Worker()
+                workers.append(nw)
+                sel.register(nw.proc.stdout, selectors.EVENT_READ, nw)
+                if pending:
+                    nw.send(pending.pop(0))
+    for w in workers:
+        w.proc.stdin.close()
+        w.stop()
+    return sorted(results, key=lambda r: r["case"])
+
+
+def conformance_tasks(max_bytes: int = 1 << 30) -> List[dict]:
+    return [{"case": c, "options": SMALL.get(c, []), "max_bytes": max_bytes} for c in case_files()]
+
+
+# the MHA and gated-MLP cases with batch and sequence dims dynamic, each run at
+# three sizes through one compiled partition: (options, bindings)
+_B3 = "b=1,s=7+b=2,s=33+b=3,s=64"
+DYNAMIC: Dict[str, List[str]] = {
+    "complex_fusion/mha/MHA-bert_large-inf-fp32-bs1.json":
+        ["--dynamic=3:0:b+4:0:b+0:0:b+3:2:s+4:3:s+1:3:s+0:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/MHA-distill_bert-inf-fp32-bs1.json":
+        ["--dynamic=4:0:b+5:0:b+0:0:b+4:2:s+5:3:s+1:3:s+0:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/MHA-GPT-inf-fp32-bs1.json":
+        ["--dynamic=4:0:b+5:0:b+0:0:b+4:2:q+3:2:q+5:3:kv+3:3:kv+1:3:kv+0:2:kv",
+         "--shapes=b=1,q=1,kv=9+b=2,q=16,kv=33+b=3,q=32,kv=64"],
+    "complex_fusion/mha/MHA-stable_diffusion-inf-fp32-bs1.json":
+        ["--dynamic=0:0:b+1:0:b+2:0:b+0:2:q+1:2:kv+2:2:kv", "--shapes=b=1,q=7,kv=9+b=2,q=64,kv=77+b=3,q=100,kv=5"],
+    "complex_fusion/mha/sdpa-plain-implicit-causal-mask-fp32-bs1.json":
+        ["--dynamic=1:0:b+2:0:b+3:0:b+1:2:s+2:2:s+3:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/sdpa-plain-simplified-f32.json":
+        ["--dynamic=0:0:b+1:0:b+8:0:b+0:2:s+1:2:s+8:2:s+5:2:s+5:3:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/JAX-MHA-inf-fp32.json":
+        ["--dynamic=1:0:b+2:0:b+0:0:b+7:0:b+1:2:s+2:3:s+0:3:s+7:3:s", f"--shapes={_B3}"],
+    "complex_fusion/mha/JAX-MQA-inf-fp32.json":  # its key length is folded into 6144 = 16 heads x 384
+        ["--dynamic=1:0:b+2:0:b+6:0:b+11:0:b+1:1:q+6:2:q+11:2:q", "--shapes=b=1,q=7+b=2,q=33+b=3,q=64"],
+    "complex_fusion/mha/sdpa-plain-training-backward-f32.json":
+        ["--dynamic=100:0:b+101:0:b+103:0:b+8:0:b+105:0:b+104:0:b+10:0:b"
+         "+100:2:s+101:2:s+103:2:s+103:3:s+8:2:s+105:2:s+104:2:s+10:2:s", f"--shapes={_B3}"],
+    "complex_fusion/mlp/gated-mlp-f32.json":
+        ["--in-shapes=0:1x128+1:128x256+4:128x256+13:256x128", "--dynamic=0:0:b", "--shapes=b=1+b=7+b=32"],
+    "complex_fusion/mlp/gated-mlp-gelu-f32.json":
+        ["--in-shapes=0:1x128+1:128x256+4:128x256+12:256x128", "--dynamic=0:0:b", "--shapes=b=1+b=7+b=32"],
+}
+
+
+def dynamic_tasks(max_bytes: int = 1 << 30) -> List[dict]:
+    return [{"case": c, "options": opts, "max_bytes": max_bytes} for c, opts in DYNAMIC.items()]
+
+
+# -- the table --------------------------------------------------------------------------------
+_QUANT_DTYPES = ("dtype s8", "dtype u8", "dtype s4", "dtype u4", "dtype f8_e5m2", "dtype f8_e4m3")
+_CONV_KINDS = ("Convolution", "ConvTranspose", "AvgPool", "MaxPool", "BatchNormInference", "GroupNorm",
+               "Interpolate", "PReLU")
+
+
+def family(feature: str) -> str:
+    """The kind of gap a refusal names (what one piece of work would close)."""
+    if "(quantization)" in feature or feature in _QUANT_DTYPES:
+        return "quantization (s8/u8/s4/u4/f8, Quantize, Dequantize)"
+    if "(training)" in feature:
+        return "training ops (backward)"
+    if feature.startswith("op kind ") and feature.split()[2] in _CONV_KINDS:
+        return "convolution, pooling, batch/group norm, interpolate"
+    if feature.startswith("mixed precision"):
+        return "mixed precision (bf16/f16 in, f32 out)"
+    if feature.startswith(("SoftMax output", "LayerNorm output", "LayerNorm keep_stats")):
+        return "stats outputs (SoftMax stats, LayerNorm mean/variance)"
+    if feature.startswith("rank "):
+        return "rank > 4"
+    if feature.startswith("op kind "):
+        return "other op kinds (Elu, Clamp, Dropout, ReduceL2, ...)"
+    return feature
+
+
+def table(results: List[dict], markdown: bool = False) -> str:
+    groups = collections.OrderedDict()
+    for r in results:
+        g = groups.setdefault(group_of(r["case"]), collections.Counter())
+        g[r["status"]] += 1
+    cols = ["files"] + [s for s in STATUSES if any(g[s] for g in groups.values())]
+    rows = [[name, str(sum(g.values()))] + [str(g[s]) for s in cols[1:]] for name, g in groups.items()]
+    tot = collections.Counter(r["status"] for r in results)
+    rows.append(["all", str(len(results))] + [str(tot[s]) for s in cols[1:]])
+    out = [_grid(["group"] + cols, rows, markdown), ""]
+    by = collections.Counter(f for r in results if r["status"] == "unsupported" for f in set(r["features"]))
+    alone = collections.Counter(r["features"][0] for r in results
+                                if r["status"] == "unsupported" and len(set(r["features"])) == 1)
+    fam = collections.Counter(x for r in results if r["status"] == "unsupported" for x in {family(f) for f in r["features"]})
+    fam_alone = collections.Counter(next(iter({family(f) for f in r["features"]})) for r in results
+                                    if r["status"] == "unsupported" and len({family(f) for f in r["features"]}) == 1)
+    frows = [[f, str(n), str(fam_alone[f])] for f, n in sorted(fam.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out.append(_grid(["refused for (kind of gap)", "files", "files only it blocks"], frows, markdown))
+    out.append("")
+    rrows = [[f, str(n), str(alone[f])] for f, n in sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out.append(_grid(["refused for", "files", "files only it blocks"], rrows, markdown))
+    dec = collections.Counter(d for r in results if r["status"] == "pass" for d in r.get("decomposed", []))
+    if dec:
+        out.append("")
+        out += [f"passing through an exact multi-op form of {d}: {n} files" for d, n in dec.items()]
+    other = [r for r in results if r["status"] not in ("pass", "unsupported")]
+    if other:
+        out.append("")
+        out += [f"{r['status'].upper()}: {r['case']}: {r['message'][:300]}" for r in other]
+    return "\n".join(out)
+
+
+def _grid(head: List[str], rows: List[List[str]], markdown: bool) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    w = [max(len(x[i]) for x in [head] + rows) for i in range(len(head))]
+    fmt = "  ".join("{:<%d}" % w[0:1][0] if i == 0 else "{:>%d}" % w[i] for i in range(len(head)))
+    return "\n".join([fmt.format(*head), "  ".join("-" * x for x in w)] + [fmt.format(*r) for r in rows])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json", help="also write every case's result to this file")
+    args = ap.parse_args()
+    if args.worker:
+        worker()
+        return 0
+    if not os.path.isdir(CASES):
+        print(f"no cases at {CASES}", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    results = run_all(conformance_tasks(), args.jobs)
+    print(table(results, args.markdown))
+    print(f"\n{len(results)} files in {time.time() - t0:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if all(r["status"] in ("pass", "unsupported") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

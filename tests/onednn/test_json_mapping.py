@@ -1,0 +1,217 @@
+"""oneDNN's op kinds and attributes mapped to dyngraph's: computed as oneDNN
+defines them (checked against numpy written from oneDNN's operation pages,
+not against dyngraph's reference), and what dyngraph lacks refused by name."""
+
+import math
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from dyngraph.onednn import import_graph
+from dyngraph.onednn.options import Overrides
+
+from .jsoncase import attr, doc, lt, op, run_json, unary
+
+_erf = np.vectorize(math.erf)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("mode", [None, "gelu_erf", "gelu_tanh"])
+def test_gelu_modes(mode, rng):
+    d = unary("GELU", (3, 17), **({"mode": mode} if mode else {}))
+    x = rng.standard_normal((3, 17)).astype(np.float32) * 3
+    (y,) = run_json(d, {0: x}).values()
+    if mode == "gelu_tanh":
+        want = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x.astype(np.float64) ** 3)))
+    else:  # oneDNN's default is the exact (erf) form
+        want = 0.5 * x * (1 + _erf(x.astype(np.float64) / math.sqrt(2)))
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_axis_defaults_to_1_as_in_onednn(rng):
+    d = unary("SoftMax", (2, 5, 3))
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    (y,) = run_json(d, {0: x}).values()
+    np.testing.assert_allclose(y, softmax(x.astype(np.float64), 1), rtol=1e-5, atol=1e-7)
+
+
+def _inf_rows(rng):
+    x = rng.standard_normal((2, 3, 6)).astype(np.float32)
+    x[0, 1, :] = -np.inf          # a whole row masked
+    x[1, 2, :3] = -np.inf         # part of a row masked
+    return x
+
+
+def test_softmax_inf_as_zero_gives_zeros_for_a_row_of_minus_inf(rng):
+    d = unary("SoftMax", (2, 3, 6), axis=-1, mode="inf_as_zero")
+    x = _inf_rows(rng)
+    (y,) = run_json(d, {0: x}).values()
+    with np.errstate(invalid="ignore"):
+        want = softmax(x.astype(np.float64), -1)
+    want[np.isneginf(x).all(axis=-1)] = 0.0
+    assert not np.isnan(y).any()
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-7)
+
+
+def test_softmax_mode_none_keeps_the_nan_of_a_row_of_minus_inf(rng):
+    d = unary("SoftMax", (2, 3, 6), axis=-1, mode="none")
+    (y,) = run_json(d, {0: _inf_rows(rng)}).values()
+    assert np.isnan(y[0, 1]).all() and not np.isnan(y[1]).any()
+
+
+def test_softmax_inf_as_zero_is_refused_by_name_without_decomposition():
+    d = unary("SoftMax", (2, 3), axis=-1, mode="inf_as_zero")
+    with pytest.raises(dg.UnsupportedError) as e:
+        import_graph(d, Overrides(), decompose=False)
+    assert e.value.features == ("SoftMax mode=inf_as_zero",)
+
+
+def test_layernorm_defaults_are_onednns(rng):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    g = rng.standard_normal(6).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    d = doc(op(0, "LayerNorm", [lt(0, [4, 6]), lt(1, [6]), lt(2, [6])], [lt(3, [4, 6])]))
+    (y,) = run_json(d, {0: x, 1: g, 2: b}).values()
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * g + b
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_rmsnorm_epsilon_defaults_to_onednns_1e_5(rng):
+    x = (rng.standard_normal((3, 8)) * 2e-3).astype(np.float32)  # mean(x^2) ~ 4e-6: epsilon matters
+    d = doc(op(0, "RMSNorm", [lt(0, [3, 8]), lt(1, [8])], [lt(2, [3, 8])]))
+    (y,) = run_json(d, {0: x, 1: np.ones(8, np.float32)}).values()
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-5)
+    assert not np.allclose(y, x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6), rtol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["strict", "relaxed", "any", "f32"])
+def test_matmul_with_transposes_and_an_f32_accumulation_mode(mode, rng):
+    a = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    d = doc(op(0, "MatMul", [lt(0, [2, 5, 3]), lt(1, [2, 4, 3])], [lt(2, [2, 5, 4])],
+               transpose_a=False, transpose_b=True, accumulation_mode=mode))
+    (y,) = run_json(d, {0: a, 1: b}).values()
+    np.testing.assert_allclose(y, a @ b.transpose(0, 2, 1), rtol=1e-5, atol=1e-6)
+
+
+def test_biasadd_ncx_adds_along_axis_1(rng):
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    d = doc(op(0, "BiasAdd", [lt(0, [2, 3, 4]), lt(1, [3])], [lt(2, [2, 3, 4])], data_format="NCX"))
+    (y,) = run_json(d, {0: x, 1: bias}).values()
+    np.testing.assert_allclose(y, x + bias[None, :, None], rtol=1e-6)
+
+
+def test_reorder_copies_the_values(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    (y,) = run_json(unary("Reorder", (3, 4)), {0: x}).values()
+    np.testing.assert_array_equal(y, x)
+
+
+def test_causal_mask_from_genindex_greaterequal_select(rng):
+    s = [1, 2, 4, 4]
+    d = doc(
+        op(0, "GenIndex", [lt(0, s)], [lt(1, s, "s32")], axis=2),
+        op(1, "GenIndex", [lt(0, s)], [lt(2, s, "s32")], axis=3),
+        op(2, "GreaterEqual", [lt(1, s, "s32"), lt(2, s, "s32")], [lt(3, s, "boolean")]),
+        op(3, "Select", [lt(3, s, "boolean"), lt(0, s), lt(4, [1])], [lt(5, s)]),
+    )
+    x = rng.standard_normal(s).astype(np.float32)
+    low = np.float32(-1e9)
+    (y,) = run_json(d, {0: x, 4: np.array([low], np.float32)}).values()
+    i, j = np.meshgrid(np.arange(4), np.arange(4), indexing="ij")
+    np.testing.assert_array_equal(y, np.where(i >= j, x, low))
+
+
+def test_typecast_to_bf16_rounds_to_nearest_even():
+    x = np.array([[1.0, 1.00390625, 1.01171875, -3.5]], np.float32)  # 1 + 2^-8 is a tie: rounds to 1
+    (y,) = run_json(unary("TypeCast", (1, 4), "f32") | {"graph": [op(0, "TypeCast", [lt(0, [1, 4])],
+                                                                         [lt(1, [1, 4], "bf16")])]}, {0: x}).values()
+    back = (y.astype(np.uint32) << 16).view(np.float32)
+    np.testing.assert_array_equal(back, [[1.0, 1.0, 1.015625, -3.5]])
+
+
+# -- refusals ----------------------------------------------------------------------------------
+def _refused(d):
+    with pytest.raises(dg.UnsupportedError) as e:
+        dg.Graph.from_json(d)
+    return e.value.features
+
+
+def test_an_op_kind_dyngraph_lacks_is_named():
+    d = doc(op(0, "Convolution", [lt(0, [1, 3, 8, 8]), lt(1, [4, 3, 3, 3])], [lt(2, [1, 4, 6, 6])],
+               strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], dilations=[1, 1], data_format="NCX",
+               weights_format="OIX"))
+    assert _refused(d) == ("op kind Convolution",)
+
+
+def test_training_and_quantization_kinds_say_so():
+    assert _refused(unary("ReLUBackward")) == ("op kind ReLUBackward (training)",)
+    assert _refused(unary("Dequantize", scales=[0.5])) == ("op kind Dequantize (quantization)",)
+
+
+def test_every_gap_of_a_file_is_named_at_once():
+    d = doc(
+        op(0, "Dequantize", [lt(0, [2, 3], "u8")], [lt(1, [2, 3])], scales=[0.5], zps=[0]),
+        op(1, "Elu", [lt(1, [2, 3])], [lt(2, [2, 3])], alpha=1.0),
+        op(2, "SoftMax", [lt(2, [2, 3])], [lt(3, [2, 3]), lt(4, [2, 1])], axis=-1),
+    )
+    assert set(_refused(d)) == {"dtype u8", "op kind Dequantize (quantization)", "op kind Elu", "SoftMax output stats"}
+
+
+def test_layernorm_stats_outputs_and_keep_stats_are_named():
+    d = doc(op(0, "LayerNorm", [lt(0, [2, 3])], [lt(1, [2, 3]), lt(2, [2]), lt(3, [2])],
+               keep_stats=True, use_affine=False))
+    assert _refused(d) == ("LayerNorm outputs mean, variance",)
+    d = doc(op(0, "LayerNorm", [lt(0, [2, 3])], [lt(1, [2, 3])], keep_stats=True, use_affine=False))
+    assert _refused(d) == ("LayerNorm keep_stats",)
+
+
+def test_an_attribute_value_dyngraph_lacks_is_named():
+    d = doc(op(0, "MatMul", [lt(0, [2, 3]), lt(1, [3, 2])], [lt(2, [2, 2])], accumulation_mode="f16"))
+    assert _refused(d) == ("MatMul attribute accumulation_mode=f16",)
+
+
+def test_mixed_precision_is_named():
+    d = doc(op(0, "MatMul", [lt(0, [2, 3], "bf16"), lt(1, [3, 2], "bf16")], [lt(2, [2, 2], "f32")]))
+    assert _refused(d) == ("mixed precision (MatMul)",)
+    d = doc(op(0, "Add", [lt(0, [2, 3], "f32"), lt(1, [2, 3], "bf16")], [lt(2, [2, 3], "f32")]))
+    assert _refused(d) == ("mixed precision (Add)",)
+
+
+def test_1d_matmul_and_rank_5_are_named():
+    d = doc(op(0, "MatMul", [lt(0, [3]), lt(1, [3, 2])], [lt(2, [2])]))
+    assert _refused(d) == ("1-D MatMul input",)
+    d = doc(op(0, "ReLU", [lt(0, [1, 2, 1, 2, 2])], [lt(1, [1, 2, 1, 2, 2])]))
+    assert _refused(d) == ("rank 5 tensors",)
+
+
+def test_the_axes_input_of_a_reduction_is_named():
+    d = doc(op(0, "ReduceSum", [lt(0, [2, 3]), lt(1, [1], "s32")], [lt(2, [2])]))
+    assert _refused(d) == ("ReduceSum input axes",)
+
+
+def test_with_wildcards_unsupported_ops_stay_in_the_graph_as_partitions_of_their_own():
+    d = doc(
+        op(0, "ReLU", [lt(0, [2, 3])], [lt(1, [2, 3])]),
+        op(1, "Elu", [lt(1, [2, 3])], [lt(2, [2, 3])], alpha=1.0),
+        op(2, "Exp", [lt(2, [2, 3])], [lt(3, [2, 3])]),
+    )
+    imp = import_graph(d, wildcards=True)
+    parts = imp.graph.get_partitions()
+    assert [p.is_supported() for p in parts] == [True, False, True]
+    assert imp.onednn_kinds[1] == "Elu"
+
+
+def test_an_f32_attribute_keeps_its_value():
+    d = unary("ReLU")
+    d["graph"][0]["attrs"]["alpha"] = attr(0.1, "f32")  # ReLU has no alpha in either library
+    assert _refused(d) == ("ReLU attribute alpha=0.1",)

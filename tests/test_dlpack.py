@@ -1,0 +1,111 @@
+"""DLPack: dg.Tensor and cp(...) take any object with __dlpack__ (numpy,
+torch) in place, and hand their outputs on the same way."""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def relu():
+    x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 4])
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.ReLU, [x], [dg.LogicalTensor(1, dg.f32, None)]))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p.compile([x], p.get_output_ports(), dg.Engine(num_threads=1))
+
+
+class _Producer:
+    """A foreign DLPack producer (only __dlpack__ / __dlpack_device__, no __array__)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_a_torch_tensor_is_used_in_place(relu, engine):
+    t = torch.randn(3, 4)
+    lt = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 4])
+    x = dg.Tensor(lt, engine, t)
+    assert x.data_ptr == t.data_ptr()
+    assert x.get_logical_tensor().shape == (3, 4)
+
+
+def test_an_output_tensor_backed_by_torch_is_written_in_place(relu, engine):
+    t = torch.randn(5, 4)
+    out = torch.empty(5, 4)
+    xl = dg.LogicalTensor(0, dg.f32, [5, 4])
+    (yl,) = relu.infer_outputs([xl])
+    relu.execute(dg.Stream(engine), [dg.Tensor(xl, engine, t)], [dg.Tensor(yl, engine, out)])
+    assert torch.equal(out, t.relu())
+    assert relu.cache_info().staged_outputs == 0 and relu.cache_info().staged_inputs == 0
+
+
+def test_any_dlpack_producer_is_taken_without_a_copy(relu, engine):
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    x = dg.Tensor(dg.LogicalTensor(0, dg.f32, [2, 4]), engine, _Producer(a))
+    assert x.data_ptr == a.ctypes.data
+
+
+def test_the_call_shortcut_takes_torch_and_its_outputs_go_to_torch_without_a_copy(relu):
+    t = torch.randn(6, 4)
+    (out,) = relu(t)
+    assert isinstance(out, np.ndarray)
+    back = torch.from_dlpack(out)
+    assert back.data_ptr() == out.ctypes.data
+    assert torch.equal(back, t.relu())
+    (out2,) = relu(_Producer(np.ones((2, 4), np.float32) * -1))
+    assert (out2 == 0).all()
+
+
+def test_a_tensor_hands_its_memory_on(engine):
+    a = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    x = dg.Tensor(dg.LogicalTensor(0, dg.f32, [3, 4]), engine, a)
+    t = torch.from_dlpack(x)
+    assert t.data_ptr() == a.ctypes.data
+    n = np.from_dlpack(x)
+    assert n.ctypes.data == a.ctypes.data
+
+
+def test_bf16_torch_tensors_are_taken_as_their_bits(engine):
+    t = torch.randn(2, 8).to(torch.bfloat16)
+    x = dg.Tensor(dg.LogicalTensor(0, dg.bf16, [2, 8]), engine, t)
+    assert x.data_ptr == t.data_ptr()
+    assert np.array_equal(x.array, t.view(torch.int16).numpy().view(np.uint16))
+
+
+def test_bf16_computes_from_a_torch_tensor():
+    x = dg.LogicalTensor(0, dg.bf16, [dg.DYNAMIC_DIM])
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.Neg, [x], [dg.LogicalTensor(1, dg.bf16, None)]))
+    g.finalize()
+    (p,) = g.get_partitions()
+    cp = p.compile([x], p.get_output_ports(), dg.Engine(num_threads=1))
+    t = torch.tensor([1.5, -2.0, 0.25], dtype=torch.bfloat16)
+    (out,) = cp(t)
+    got = torch.from_dlpack(out).view(torch.bfloat16)
+    assert torch.equal(got, -t)
+
+
+def test_a_non_contiguous_tensor_is_refused_not_copied(relu, engine):
+    with pytest.raises(dg.ExecutionError, match="C-contiguous"):
+        dg.Tensor(dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 4]), engine, torch.randn(4, 3).t())
+
+
+def test_a_tensor_that_requires_grad_is_a_typed_error(engine):
+    with pytest.raises(dg.ExecutionError, match="DLPack"):
+        dg.Tensor(dg.LogicalTensor(0, dg.f32, [2, 2]), engine, torch.zeros(2, 2, requires_grad=True))
+
+
+def test_a_wrong_dtype_through_dlpack_is_a_dtype_error(engine):
+    with pytest.raises(dg.DTypeError):
+        dg.Tensor(dg.LogicalTensor(0, dg.f32, [2]), engine, torch.zeros(2, dtype=torch.float64))

@@ -1,0 +1,240 @@
+"""Files written by an attacker: each class of hostile IR that once crashed,
+hung or corrupted the process (issue 11) is refused with an IRError (or, when
+the damage is only visible for some shapes, a ShapeError at execution), by
+`dyngraph.load` and by the C++ reader alone (`_backend.CompiledPartition`,
+which skips the Python checks). The slow cases run in a child process with a
+timeout, so a hang fails the test instead of freezing the suite."""
+
+import copy
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from dyngraph import _backend
+from irtools import ExprOp, append_nodes, body_of, node, pack, seal, unpack
+from subproc import run_python
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.fixture(scope="module")
+def kv_body(tmp_path_factory):
+    """A saved partition with a STATE tensor (a KV-cache write) and a constant: out = (cache after write) @ w."""
+    s = dg.Dim("s", max=8)
+    cache = dg.LogicalTensor(0, dg.f32, [8, 4], property=dg.STATE, name="cache")
+    new = dg.LogicalTensor(1, dg.f32, [s, 4], name="new")
+    pos = dg.LogicalTensor(2, dg.i64, [s], name="pos")
+    w = dg.LogicalTensor(3, dg.f32, [4, 2], property=dg.CONSTANT, name="w")
+    written, out = dg.LogicalTensor(4, dg.f32, name="written"), dg.LogicalTensor(5, dg.f32, name="out")
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.ScatterRows, [cache, pos, new], [written]))
+    g.add_op(dg.Op(1, dg.OpKind.MatMul, [written, w], [out]))
+    g.finalize()
+    (p,) = g.get_partitions()
+    cp = p.compile([new, pos, cache, w], [out], dg.Engine(num_threads=1),
+                   constants={3: np.ones((4, 2), np.float32)})
+    path = tmp_path_factory.mktemp("kv") / "kv.dg"
+    cp.save(path)
+    return body_of(path.read_bytes())
+
+
+def refused_everywhere(tmp_path, body, match, exc=dg.IRError):
+    """Refused by dyngraph.load and by the C++ reader on its own."""
+    path = tmp_path / "hostile.dg"
+    path.write_bytes(seal(body))
+    with pytest.raises(exc, match=match):
+        dg.load(path)
+    with pytest.raises(exc, match=match):
+        _backend.CompiledPartition(body, {}, dg.Engine(num_threads=1).impl, 4)
+
+
+def tensor_index(t, name):
+    return next(i for i, x in enumerate(t.tensors) if x.name == name.encode())
+
+
+def set_shape_node(t, name, d, expr):
+    x = t.tensors[tensor_index(t, name)]
+    shape = [int(v) for v in x.shape]  # (the object API holds vectors as read-only numpy arrays)
+    shape[d] = expr
+    x.shape = shape
+
+
+def set_dim(t, name, d, value):
+    set_shape_node(t, name, d, append_nodes(t, [node(ExprOp.CONST, value)]))
+
+
+def test_the_base_file_loads(kv_body, tmp_path):
+    path = tmp_path / "ok.dg"
+    path.write_bytes(seal(pack(unpack(kv_body))))
+    cp = dg.load(path)
+    (y,) = cp(np.ones((2, 4), np.float32), np.array([0, 1]))
+    np.testing.assert_allclose(y, np.repeat([[4.0], [4.0]] + [[0.0]] * 6, 2, axis=1))
+
+
+@pytest.mark.parametrize("value", [2**62, 2**40 + 1, 3074457345618258603])
+def test_a_state_whose_byte_size_wraps_is_refused(kv_body, tmp_path, value):
+    """Once: a heap-buffer-overflow write past the arena (set_rows into a state whose size wrapped)."""
+    t = unpack(kv_body)
+    set_dim(t, "cache", 0, value)
+    refused_everywhere(tmp_path, pack(t), "cache.*(dimension|above the limit)")
+
+
+@pytest.mark.parametrize("value", [INT64_MAX, -1, 0])
+def test_an_extreme_static_dimension_is_refused(kv_body, tmp_path, value):
+    """Once: INT64_MAX made a buffer reservation wrap and memset a negative size."""
+    t = unpack(kv_body)
+    set_dim(t, "w", 1, value)
+    refused_everywhere(tmp_path, pack(t), "'w'.*dimension")
+
+
+def test_a_static_zero_dimension_in_a_computed_tensor_is_refused(kv_body, tmp_path):
+    t = unpack(kv_body)
+    set_dim(t, "new", 1, 0)
+    refused_everywhere(tmp_path, pack(t), "'new'.*dimension of 0")
+
+
+@pytest.mark.parametrize("n", [300, 20_000])
+def test_a_deep_expression_chain_is_refused(kv_body, tmp_path, n):
+    """Once: a 20,000-node constant chain overflowed the stack of a recursive evaluation."""
+    t = unpack(kv_body)
+    start = len(t.exprs)
+    nodes = [node(ExprOp.CONST, 1)] + [node(ExprOp.ADD, start + i, start) for i in range(n)]
+    set_shape_node(t, "w", 0, append_nodes(t, nodes))
+    refused_everywhere(tmp_path, pack(t), "nested .* deep")
+
+
+def test_too_many_expression_nodes_are_refused(kv_body, tmp_path):
+    """Once: 2 million unused nodes took 43 s to load; now the table is bounded."""
+    t = unpack(kv_body)
+    append_nodes(t, [node(ExprOp.CONST, i) for i in range(70_000)])
+    refused_everywhere(tmp_path, pack(t), "expression nodes \\(at most 65536\\)")
+
+
+def test_an_unused_table_at_the_limit_loads(kv_body, tmp_path):
+    t = unpack(kv_body)
+    n = 65536 - len(t.exprs)
+    append_nodes(t, [node(ExprOp.CONST, i) for i in range(n)])
+    path = tmp_path / "big.dg"
+    path.write_bytes(seal(pack(t)))
+    (y,) = dg.load(path)(np.ones((1, 4), np.float32), np.array([3]))
+    np.testing.assert_allclose(y[3], [4.0, 4.0])
+    assert not y[:3].any() and not y[4:].any()
+
+
+def shared_dag_file(kv_body, tmp_path, op, n):
+    """x_{k+1} = x_k (op) x_k from the symbol s, n times: a few hundred bytes whose
+    tree expansion has 2^n leaves. It becomes the size of the input `new`."""
+    t = unpack(kv_body)
+    sym = next(i for i, e in enumerate(t.exprs) if e.op == ExprOp.SYMBOL)
+    start = len(t.exprs)
+    nodes = [node(op, sym if i == 0 else start + i - 1, sym if i == 0 else start + i - 1) for i in range(n)]
+    set_shape_node(t, "new", 0, append_nodes(t, nodes))
+    path = tmp_path / "dag.dg"
+    path.write_bytes(seal(pack(t)))
+    return path
+
+
+@pytest.mark.parametrize("op", [ExprOp.MUL, ExprOp.ADD, ExprOp.MINIMUM])
+def test_a_shared_expression_dag_does_not_hang_the_process(kv_body, tmp_path, op):
+    """Once: a 3.8 KB file's shared DAG was walked as a tree (2^64 steps) while
+    holding the GIL, and the Python reader built n^(2^40). Now: refused by the
+    Python reader's bounds, or by the binding's checked arithmetic, at once."""
+    path = shared_dag_file(kv_body, tmp_path, op, 64)
+    code = f"""
+import numpy as np, dyngraph as dg
+from dyngraph import _backend
+from irtools import body_of
+try:
+    dg.load({str(path)!r})
+    print("loaded")
+except dg.IRError as e:
+    print("IRError", str(e)[:200])
+body = body_of(open({str(path)!r}, 'rb').read())
+try:
+    cp = _backend.CompiledPartition(body, {{}}, dg.Engine(num_threads=1).impl, 4)
+    cp.infer([(1, 0, [3, 4]), (2, 4, [3])], True, True)
+    print("ran")
+except dg.DyngraphError as e:
+    print(type(e).__name__, str(e)[:200])
+"""
+    r = run_python(code, timeout=60, env_vars={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("IRError") or op == ExprOp.MINIMUM, lines
+    assert not lines[1].startswith("ran") or op == ExprOp.MINIMUM, lines
+
+
+def test_names_are_bounded(kv_body, tmp_path):
+    t = unpack(kv_body)
+    t.tensors[0].name = b"x" * 100_000
+    refused_everywhere(tmp_path, pack(t), "name has 100000 bytes")
+
+
+def test_a_symbol_with_two_sources_is_refused(kv_body, tmp_path):
+    t = unpack(kv_body)
+    t.sources = list(t.sources) + [copy.deepcopy(t.sources[0])]
+    refused_everywhere(tmp_path, pack(t), "has two sources")
+
+
+def test_structural_mutations_only_raise_typed_errors(kv_body, tmp_path):
+    """Every field of every table set to hostile values, one at a time, 600
+    times: the reader (Python and C++) raises DyngraphError or accepts; the
+    child process never dies."""
+    path = tmp_path / "base.dg"
+    path.write_bytes(seal(kv_body))
+    code = f"""
+import copy, random, numpy as np, dyngraph as dg
+from dyngraph import _backend
+from irtools import body_of, pack, seal, unpack
+base = unpack(body_of(open({str(path)!r}, 'rb').read()))
+VALUES = [0, 1, -1, 2, 3, 7, 255, 2**15, 2**31 - 1, -2**31, 2**40, 2**62, 2**63 - 1, -2**63]
+rng = random.Random(11)
+def tables(t):
+    out = [t]
+    for name in ("symbols", "exprs", "tensors", "ops", "sources", "guards", "data"):
+        for x in getattr(t, name) or []:
+            out.append(x)
+            for a in getattr(x, "attrs", None) or []:
+                out.append(a)
+    return out
+counts = {{"ok": 0, "refused": 0}}
+for trial in range(600):
+    t = copy.deepcopy(base)
+    obj = rng.choice(tables(t))
+    fields = [k for k, v in vars(obj).items() if isinstance(v, (int, float, list)) and not isinstance(v, bool)]
+    if not fields:
+        continue
+    f = rng.choice(fields)
+    v = getattr(obj, f)
+    if isinstance(v, list):
+        if v and rng.random() < 0.5 and not hasattr(v[0], "__dict__"):
+            v = list(v); v[rng.randrange(len(v))] = rng.choice(VALUES); setattr(obj, f, v)
+        else:
+            setattr(obj, f, v[: rng.randrange(len(v) + 1)] if v else v)
+    elif isinstance(v, float):
+        setattr(obj, f, rng.choice([float("nan"), float("inf"), -1.0, 1e300]))
+    else:
+        setattr(obj, f, rng.choice(VALUES))
+    try:
+        body = pack(t)
+    except Exception:
+        continue  # a value the builder cannot store (out of the field's range)
+    open({str(tmp_path / 'm.dg')!r}, 'wb').write(seal(body))
+    try:
+        cp = dg.load({str(tmp_path / 'm.dg')!r}, dg.Engine(num_threads=1))
+        cp(np.ones((2, 4), np.float32), np.array([0, 1]))
+        counts["ok"] += 1
+    except dg.DyngraphError:
+        counts["refused"] += 1
+    try:
+        cp = _backend.CompiledPartition(body, {{}}, dg.Engine(num_threads=1).impl, 4)
+        cp.infer([(1, 0, [2, 4]), (2, 4, [2])], True, True)
+    except dg.DyngraphError:
+        pass
+print(counts["ok"], counts["refused"])
+"""
+    r = run_python(code, timeout=600, env_vars={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)})
+    assert r.returncode == 0, f"child died ({r.returncode}):\n{r.stderr[-3000:]}"
+    ok, refused = map(int, r.stdout.split())
+    assert refused > 100 and ok + refused > 400
