@@ -104,7 +104,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         for (int32_t i : op.inputs) in.push_back(vals[size_t(i)]);
         LowerCtx lc{ctx, prog, op, b.values, in, out, env};
         try {
-            fns[k]->fn(lc);
+            lower_any_rank(lc, fns[k]->fn);
         } catch (const gg::Violation& e) {
             fail<CompileError>(op.label(), " cannot be lowered: ", e.what());
         }
@@ -167,7 +167,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     for (ggml_tensor* s : env.side_effects) ggml_build_forward_expand(g->graph, s);
     g->host_checks = std::move(env.host_checks);
     g->kernel_checks = std::move(env.kernel_checks);
-    g->kernel_params = std::move(env.kernel_params);
+    g->kept = std::move(env.kept);
 
     const int n_nodes = ggml_graph_n_nodes(g->graph);
     g->external.reserve(prog.inputs.size() + prog.outputs.size() + 8);

@@ -41,7 +41,7 @@ struct BuiltGraph {
     ggml_cplan cplan{};
     std::vector<HostIndexCheck> host_checks;                      // run before each compute
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;  // read after each compute
-    std::vector<std::shared_ptr<const void>> kernel_params;        // custom ops' parameters (LowerCtx::keep)
+    std::vector<std::shared_ptr<const void>> kept;                 // parameters its kernels point to
     std::unique_ptr<kernels::Journal> journal;  // what this compute overwrote in state, when a kernel check may refuse it
     double build_seconds = 0;
     size_t n_tensors = 0;  // ggml tensors its lowerings created (the next build's first guess)

@@ -28,7 +28,8 @@ void reserve_or_refuse(AlignedBuffer& buf, size_t n, const char* what) {
 
 CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
                                      std::shared_ptr<Engine> engine, size_t cache_capacity, bool borrow_ir, bool repack)
-    : prog_(Program::parse(ir, ir_size)), binder_(prog_), engine_(std::move(engine)), capacity_(cache_capacity) {
+    : prog_(Program::parse(aligned_ir(ir, ir_size, ir_copy_), ir_size)), binder_(prog_), engine_(std::move(engine)),
+      capacity_(cache_capacity) {
     if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
     for (size_t i = 0; i < prog_.ops.size(); ++i)
         if (!lowerings().find(prog_.ops[i].kind))
@@ -37,7 +38,8 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
         if (idx < 0 || size_t(idx) >= prog_.tensors.size() || prog_.tensors[size_t(idx)].property == Property::Variable)
             fail<CompileError>("data given for tensor index ", idx, ", which is not a constant or state tensor");
     }
-    resident_ = std::make_unique<ResidentTensors>(prog_, external, borrow_ir, repack);
+    // (a copy of the IR is not a file mapping: its pages must not be released)
+    resident_ = std::make_unique<ResidentTensors>(prog_, external, borrow_ir && ir_copy_.size() == 0, repack);
     prog_.data.clear();  // it pointed into the IR buffer, which the caller may now release
     const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
     in_stage_.resize(n_in);

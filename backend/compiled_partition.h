@@ -81,6 +81,8 @@ public:
     std::mutex& mutex() { return mu_; }
 
 private:
+    AlignedBuffer ir_copy_;  // the IR, when the caller's buffer was not 8-byte aligned (first: prog_ may point into it)
+
     // execute() up to the compute: validate, look up (build), place, bind. Under mu_.
     BuiltGraph& prepare(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
     BuiltGraph& lookup(const Binding& b);

@@ -14,7 +14,7 @@ struct HostTensor {
     int64_t id = -1;
     DType dtype = DType::F32;
     int ndim = 0;
-    int64_t shape[kMaxRank] = {1, 1, 1, 1};
+    int64_t shape[kMaxRank] = {1, 1, 1, 1, 1, 1};
     void* data = nullptr;  // null for a shape-only query
     size_t nbytes = 0;
     bool writable = false;

@@ -1,8 +1,11 @@
 #include "lowering.h"
 
+#include <algorithm>
+
 #include "errors.h"
 #include "gg.h"
 #include "kernels/index_check.h"
+#include "kernels/kernels.h"
 #include "kernels/journal.h"
 #include "lower/families.h"
 #include "planner.h"
@@ -67,6 +70,59 @@ ggml_tensor* LowerCtx::permute(ggml_tensor* t, int rank, const int* perm) const 
     return identity ? t : gg::permute(ctx, t, dest[0], dest[1], dest[2], dest[3]);
 }
 
+ggml_tensor* LowerCtx::transposed(ggml_tensor* t, const Dims& shape, const int* perm) const {
+    if (shape.rank <= kGgmlRank) return cont(permute(t, shape.rank, perm));
+    if (ggml_is_quantized(t->type)) unsupported(cat("a transpose of a ", ggml_type_name(t->type), " tensor of rank ", shape.rank));
+    const Strided in = strides_of(t, shape);
+    Strided out;
+    out.rank = shape.rank;
+    for (int i = 0; i < shape.rank; ++i) {
+        out.ne[i] = in.ne[perm[i]];
+        out.nb[i] = in.nb[perm[i]];
+    }
+    return gather_strided(t, out);
+}
+
+Strided LowerCtx::strides_of(const ggml_tensor* t, const Dims& shape) const {
+    Strided s;
+    s.rank = shape.rank;
+    const int r = shape.rank;
+    for (int a = 0; a < r; ++a) s.ne[a] = shape.d[a];
+    if (r <= kGgmlRank) {
+        for (int a = 0; a < r; ++a) s.nb[a] = int64_t(t->nb[ggml_dim(a, r)]);
+        return s;
+    }
+    for (int a = r - 3; a < r; ++a) s.nb[a] = int64_t(t->nb[r - 1 - a]);
+    // the outer axes are folded into ne[3]: the innermost of them steps by nb[3]
+    s.nb[r - 4] = int64_t(t->nb[3]);
+    for (int a = r - 5; a >= 0; --a) s.nb[a] = s.nb[a + 1] * shape.d[a + 1];
+    return s;
+}
+
+ggml_tensor* LowerCtx::gather_strided(ggml_tensor* src, const Strided& s, int64_t offset_bytes) const {
+    kernels::StridedCopy p;
+    p.rank = s.rank;
+    for (int a = 0; a < s.rank; ++a) {
+        p.ne[a] = s.ne[a];
+        p.nb[a] = s.ne[a] == 1 ? 0 : s.nb[a];
+    }
+    p.offset = offset_bytes;
+    const std::array<int64_t, 4> ne = folded_ne(s.ne, s.rank);
+    return kernels::copy_strided(ctx, src, keep(p), ne.data());
+}
+
+ggml_tensor* LowerCtx::broadcast(ggml_tensor* t, const Dims& shape, const Dims& target) const {
+    const Strided s = strides_of(t, shape);
+    Strided b;
+    b.rank = target.rank;
+    const int lead = target.rank - s.rank;
+    for (int a = 0; a < target.rank; ++a) {
+        b.ne[a] = target.d[a];
+        b.nb[a] = a < lead || s.ne[a - lead] == 1 ? 0 : s.nb[a - lead];
+    }
+    return gather_strided(t, b);
+}
+
 ggml_tensor* LowerCtx::flatten_tail(ggml_tensor* t, const Dims& shape, int first) const {
     Dims m;
     m.rank = first + 1;
@@ -91,6 +147,90 @@ ggml_tensor* LowerCtx::safe_indices(ggml_tensor* idx, int64_t limit, const std::
 
 bool LowerCtx::is_state(const ggml_tensor* t) const {
     return env.state.contains(view_root(const_cast<ggml_tensor*>(t)));
+}
+
+namespace {
+
+// The shape of input k aligned right to the output's rank (leading 1s).
+Dims aligned(const Dims& in, int rank) {
+    Dims a;
+    a.rank = rank;
+    for (int i = 0; i < rank; ++i) a.d[i] = i < rank - in.rank ? 1 : in.d[i - (rank - in.rank)];
+    return a;
+}
+
+// Groups of consecutive axes (of size > 1 in the output) that every input treats alike:
+// all broadcast (size 1) or all full. Returns the number of groups; first[g] is the first axis of group g.
+int merge_groups(const Dims& out, const std::vector<Dims>& ins, int first[kMaxRank + 1]) {
+    int n = 0, prev = -1;
+    for (int a = 0; a < out.rank; ++a) {
+        if (out.d[a] == 1) continue;
+        bool same = prev >= 0;
+        for (const Dims& in : ins) same = same && (in.d[a] == 1) == (in.d[prev] == 1);
+        if (!same) first[n++] = a;
+        prev = a;
+    }
+    first[n] = out.rank;
+    return n;
+}
+
+Dims merged(const Dims& d, int n, const int first[kMaxRank + 1]) {
+    Dims m;
+    m.rank = n == 0 ? 1 : n;  // a tensor of one element
+    for (int g = 0; g < n; ++g) {
+        m.d[g] = 1;
+        // the group runs to the next group's first axis (size-1 output axes inside it count as 1)
+        for (int a = first[g]; a < first[g + 1]; ++a) m.d[g] *= d.d[a];
+    }
+    if (n > 0) {  // size-1 output axes before the first group
+        for (int a = 0; a < first[0]; ++a) m.d[0] *= d.d[a];
+    }
+    return m;
+}
+
+void lower_elementwise_merged(LowerCtx& c, LowerFn fn) {
+    if (c.op.outputs.size() != 1) c.internal_error("an elementwise op with more than one output");
+    const Dims out = c.out_shape(0);
+    std::vector<Dims> ins;
+    for (size_t k = 0; k < c.n_in(); ++k) ins.push_back(aligned(c.in_shape(k), out.rank));
+    int first[kMaxRank + 1];
+    int n = merge_groups(out, ins, first);
+    if (n > kGgmlRank) {  // broadcast the inputs that need it by a copy: then every axis merges
+        for (size_t k = 0; k < ins.size(); ++k) {
+            bool full = true;
+            for (int a = 0; a < out.rank; ++a) full = full && ins[k].d[a] == out.d[a];
+            if (full) continue;
+            c.in[k] = c.broadcast(c.in[k], c.in_shape(k), out);
+            ins[k] = out;
+        }
+        n = merge_groups(out, ins, first);
+    }
+    std::vector<Dims> in_dims;
+    for (size_t k = 0; k < ins.size(); ++k) {
+        in_dims.push_back(merged(ins[k], n, first));
+        c.in[k] = c.reshape(c.in[k], in_dims.back());
+    }
+    const Dims out_dims = merged(out, n, first);
+    c.in_dims = in_dims.data();
+    c.out_dims = &out_dims;
+    fn(c);
+    c.in_dims = c.out_dims = nullptr;
+    if (c.out.size() == 1) c.out[0] = c.reshape(c.out[0], out);
+}
+
+}  // namespace
+
+void lower_any_rank(LowerCtx& c, LowerFn fn) {
+    int rank = 0;
+    for (size_t k = 0; k < c.n_in(); ++k) rank = std::max(rank, c.in_shape(k).rank);
+    for (size_t k = 0; k < c.op.outputs.size(); ++k) rank = std::max(rank, c.out_shape(k).rank);
+    if (rank <= kGgmlRank) return fn(c);
+    switch (c.op.facts().high_rank) {
+        case ops::HighRank::Lowering: return fn(c);
+        case ops::HighRank::Elementwise: return lower_elementwise_merged(c, fn);
+        case ops::HighRank::No: break;
+    }
+    c.unsupported(cat("its tensors have rank ", rank, "; ", c.op.facts().name, " takes rank 4 at most"));
 }
 
 ggml_tensor* LowerCtx::write_state_rows(ggml_tensor* dst, ggml_tensor* src, ggml_tensor* idx) const {

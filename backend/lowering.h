@@ -21,7 +21,7 @@ namespace dg {
 
 struct Dims {
     int rank = 0;
-    int64_t d[kMaxRank] = {1, 1, 1, 1};
+    int64_t d[kMaxRank] = {1, 1, 1, 1, 1, 1};
 
     int64_t operator[](int i) const { return d[i]; }
     int64_t numel() const {
@@ -29,17 +29,21 @@ struct Dims {
         for (int i = 0; i < rank; ++i) n *= d[i];
         return n;
     }
-    // ggml ne[] (reversed, padded with 1s)
-    std::array<int64_t, 4> ne() const {
-        std::array<int64_t, 4> n{1, 1, 1, 1};
-        for (int i = 0; i < rank; ++i) n[size_t(rank - 1 - i)] = d[i];
-        return n;
-    }
+    // ggml ne[] (reversed, padded with 1s; above rank 4 the outer axes folded into ne[3])
+    std::array<int64_t, 4> ne() const { return folded_ne(d, rank); }
     std::string str() const;
 };
 
-// ggml dimension of logical axis `axis` in a tensor of rank `rank`.
+// ggml dimension of logical axis `axis` in a tensor of rank `rank` (<= 4).
 inline int ggml_dim(int axis, int rank) { return rank - 1 - axis; }
+
+// A logical tensor as sizes and byte strides per axis (numpy order, rank <= 6),
+// over the data of a ggml tensor. Strides of 0 broadcast.
+struct Strided {
+    int rank = 0;
+    int64_t ne[kMaxRank] = {1, 1, 1, 1, 1, 1};
+    int64_t nb[kMaxRank] = {0, 0, 0, 0, 0, 0};
+};
 
 // Index values a graph reads (Gather, ScatterRows) must lie in [0, limit):
 // ggml would abort on one that does not. Indices that come straight from a
@@ -70,7 +74,7 @@ struct BuildEnv {
     std::vector<ggml_tensor*> side_effects;                  // computed even when nothing reads them
     std::vector<HostIndexCheck> host_checks;
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;
-    std::vector<std::shared_ptr<const void>> kernel_params;  // what custom ops read while the graph lives
+    std::vector<std::shared_ptr<const void>> kept;  // parameters our kernels point to (live as long as the graph)
     int state_writes = 0;              // in-place writes into state
     kernels::Journal* journal = nullptr;  // when set, state writes save what they overwrite (see kernels/journal.h)
 };
@@ -83,11 +87,14 @@ struct LowerCtx {
     std::vector<ggml_tensor*>& in;       // the op's inputs
     std::vector<ggml_tensor*>& out;      // set by the lowering, one per op output
     BuildEnv& env;
+    // Shapes the lowering sees instead of the IR's (an elementwise op of rank > 4 with its axes merged).
+    const Dims* in_dims = nullptr;
+    const Dims* out_dims = nullptr;
 
     int64_t eval(int32_t expr) const { return values[size_t(expr)]; }
     Dims shape_of(int32_t tensor) const;
-    Dims in_shape(size_t k) const { return shape_of(op.inputs[k]); }
-    Dims out_shape(size_t k) const { return shape_of(op.outputs[k]); }
+    Dims in_shape(size_t k) const { return in_dims ? in_dims[k] : shape_of(op.inputs[k]); }
+    Dims out_shape(size_t k) const { return out_dims ? out_dims[k] : shape_of(op.outputs[k]); }
     DType in_dtype(size_t k) const { return prog.tensors[size_t(op.inputs[k])].dtype; }
     DType out_dtype(size_t k) const { return prog.tensors[size_t(op.outputs[k])].dtype; }
     size_t n_in() const { return op.inputs.size(); }
@@ -109,21 +116,31 @@ struct LowerCtx {
     ggml_tensor* cont(ggml_tensor* t) const;
     // Cast to a ggml type (no-op when equal).
     ggml_tensor* cast(ggml_tensor* t, ggml_type type) const;
-    // Logical transpose (a view): out axis i = in axis perm[i], for a rank-`rank` tensor.
+    // Logical transpose (a view): out axis i = in axis perm[i], for a rank-`rank` tensor (<= 4).
     ggml_tensor* permute(ggml_tensor* t, int rank, const int* perm) const;
+    // Logical transpose of a tensor of rank <= 6 (shape `shape`), made dense in the
+    // output's folded layout: ggml's permute where merging the axes that stay
+    // together leaves 4 or fewer, else our strided copy.
+    ggml_tensor* transposed(ggml_tensor* t, const Dims& shape, const int* perm) const;
+    // The sizes and byte strides of each logical axis of `t`, which holds a tensor of shape `shape`.
+    Strided strides_of(const ggml_tensor* t, const Dims& shape) const;
+    // A dense tensor (folded layout of s's shape) with the elements s describes, read from src's data.
+    ggml_tensor* gather_strided(ggml_tensor* src, const Strided& s, int64_t offset_bytes = 0) const;
+    // `t` (of shape `shape`) broadcast numpy-style to `target` (rank >= shape's), as a dense copy.
+    ggml_tensor* broadcast(ggml_tensor* t, const Dims& shape, const Dims& target) const;
+    // Keep `v` alive as long as the graph (kernel parameters); returns its address.
+    template <class T>
+    const T* keep(T v) const {
+        auto p = std::make_shared<const T>(std::move(v));
+        env.kept.push_back(p);
+        return p.get();
+    }
     // Merge logical axes [first, rank) into one innermost axis: (outer..., prod) as ggml ne.
     ggml_tensor* flatten_tail(ggml_tensor* t, const Dims& shape, int first) const;
     // Indices (I32) safe to hand to ggml_get_rows / ggml_set_rows for a dimension of `limit`.
     ggml_tensor* safe_indices(ggml_tensor* idx, int64_t limit, const std::string& what) const;
     // Whether `t` is (a view of) one of the partition's state tensors.
     bool is_state(const ggml_tensor* t) const;
-    // A copy of `v` that lives as long as the built graph (a custom op's userdata).
-    template <class T>
-    const T* keep(T v) const {
-        auto p = std::make_shared<const T>(std::move(v));
-        env.kernel_params.push_back(p);
-        return p.get();
-    }
     // In-place writes into state (dst is state or a view of it): rows of src at
     // indices idx (ggml_set_rows), src into a view. Journaled when the graph
     // needs them undoable.
@@ -149,5 +166,14 @@ private:
 
 // The table every lowering module registers into (lower/*.cpp).
 const LoweringTable& lowerings();
+
+// Run `fn`, the lowering of an op of rank <= 4, on an op whose tensors have a rank
+// up to 6, by the op kind's trait (OpFacts::high_rank): an elementwise op (its
+// inputs broadcast to its one output, numpy style) sees its axes merged where
+// every input is broadcast on both or on neither - an input that still leaves
+// more than 4 groups is first broadcast by a copy - and its output is folded
+// back; a kind whose lowering handles rank 6 itself runs as it is; any other
+// is a CompileError naming the op.
+void lower_any_rank(LowerCtx& c, LowerFn fn);
 
 }  // namespace dg

@@ -79,20 +79,26 @@ void register_errors(py::module_& m) {
         g_errors[i] = cls.release().ptr();  // held for the life of the module
     }
     py::register_exception_translator([](std::exception_ptr p) {
+        // messages quote names from files, which need not be UTF-8: undecodable bytes are replaced
+        auto set = [](PyObject* cls, const char* what) {
+            PyObject* msg = PyUnicode_DecodeUTF8(what, Py_ssize_t(std::strlen(what)), "replace");
+            PyErr_SetObject(cls, msg);
+            Py_XDECREF(msg);
+        };
         try {
             if (p) std::rethrow_exception(p);
         } catch (const ShapeError& e) {
-            PyErr_SetString(g_errors[1], e.what());
+            set(g_errors[1], e.what());
         } catch (const DTypeError& e) {
-            PyErr_SetString(g_errors[2], e.what());
+            set(g_errors[2], e.what());
         } catch (const IRError& e) {
-            PyErr_SetString(g_errors[3], e.what());
+            set(g_errors[3], e.what());
         } catch (const CompileError& e) {
-            PyErr_SetString(g_errors[4], e.what());
+            set(g_errors[4], e.what());
         } catch (const ExecutionError& e) {
-            PyErr_SetString(g_errors[5], e.what());
+            set(g_errors[5], e.what());
         } catch (const Error& e) {
-            PyErr_SetString(g_errors[0], e.what());
+            set(g_errors[0], e.what());
         }
     });
     (void)m;
@@ -190,7 +196,9 @@ PYBIND11_MODULE(_backend, m) {
         "check_ir",
         [](py::buffer ir) {
             py::buffer_info info = ir.request();
-            Program::parse(static_cast<const uint8_t*>(info.ptr), size_t(info.size * info.itemsize));
+            AlignedBuffer copy;
+            const size_t n = size_t(info.size * info.itemsize);
+            Program::parse(aligned_ir(static_cast<const uint8_t*>(info.ptr), n, copy), n);
         },
         "Verify an IR buffer (FlatBuffers verification and index checks); raises IRError.");
 
@@ -329,7 +337,7 @@ PYBIND11_MODULE(_backend, m) {
                      bytes = cp.resident().export_data(int32_t(idx));
                  }
                  py::array_t<uint8_t> a(py::ssize_t(bytes.size()));
-                 std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
+                 if (!bytes.empty()) std::memcpy(a.mutable_data(), bytes.data(), bytes.size());
                  return a;
              })
         .def("read_state",

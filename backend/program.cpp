@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <limits>
 
+#include <cstring>
+
+#include "aligned_buffer.h"
 #include "errors.h"
 #include "exprs.h"
 #include "generated/dyngraph_ir_generated.h"
@@ -151,8 +154,20 @@ void check_dtype(const ops::OpFacts& f, bool input, size_t i, const TensorDef& t
 
 }  // namespace
 
+const uint8_t* aligned_ir(const uint8_t* buf, size_t size, AlignedBuffer& copy) {
+    if (reinterpret_cast<uintptr_t>(buf) % 8 == 0 || buf == nullptr) return buf;
+    try {
+        copy.reserve(size);
+    } catch (const std::bad_alloc&) {
+        fail<IRError>("cannot copy the ", size, "-byte IR into aligned memory");
+    }
+    std::memcpy(copy.data(), buf, size);
+    return static_cast<const uint8_t*>(copy.data());
+}
+
 Program Program::parse(const uint8_t* buf, size_t size) {
     if (buf == nullptr || size < 8) fail<IRError>("the IR buffer is empty or truncated (", size, " bytes)");
+    if (reinterpret_cast<uintptr_t>(buf) % 8 != 0) fail<IRError>("internal error: the IR buffer is not 8-byte aligned");
     if (!fbs::ProgramBufferHasIdentifier(buf))
         fail<IRError>("the buffer is not a dyngraph IR (its FlatBuffers file identifier is not 'DGIR')");
     flatbuffers::Verifier::Options opts;
@@ -289,13 +304,31 @@ Program Program::parse(const uint8_t* buf, size_t size) {
                 t.producer = int32_t(k);
             }
             std::vector<int> ranks;
+            int same_as = -1;  // the first input of the op's same-dtype group
             for (size_t j = 0; j < d.inputs.size(); ++j) {
                 const TensorDef& t = prog.tensors[size_t(d.inputs[j])];
                 check_dtype(facts, true, j, t, where);
                 ranks.push_back(int(t.shape.size()));
+                // a constant held in a weight storage type (q4_0 blocks...) only where the op reads weights
+                if (t.storage != Storage::Default && !((facts.weight_inputs >> j) & 1u))
+                    fail<IRError>(where, ": input ", j, " ", t.label(), " is stored as a weight type; ", facts.name,
+                                  " reads no weights there");
+                if (j < 32 && ((facts.same_dtype_inputs >> j) & 1u)) {
+                    if (same_as < 0) same_as = int(j);
+                    else if (t.dtype != prog.tensors[size_t(d.inputs[size_t(same_as)])].dtype)
+                        fail<IRError>(where, ": input ", j, " ", t.label(), " is ", dtype_name(t.dtype), ", input ", same_as,
+                                      " is ", dtype_name(prog.tensors[size_t(d.inputs[size_t(same_as)])].dtype),
+                                      "; they must match");
+                }
             }
-            for (size_t j = 0; j < d.outputs.size(); ++j)
-                check_dtype(facts, false, j, prog.tensors[size_t(d.outputs[j])], where);
+            for (size_t j = 0; j < d.outputs.size(); ++j) {
+                const TensorDef& t = prog.tensors[size_t(d.outputs[j])];
+                check_dtype(facts, false, j, t, where);
+                if (facts.out_dtype_of >= 0 && size_t(facts.out_dtype_of) < d.inputs.size() &&
+                    t.dtype != prog.tensors[size_t(d.inputs[size_t(facts.out_dtype_of)])].dtype)
+                    fail<IRError>(where, ": output ", j, " ", t.label(), " is ", dtype_name(t.dtype), ", the op's outputs have the dtype of input ",
+                                  int(facts.out_dtype_of));
+            }
             std::vector<AttrDef> attrs;
             if (o->attrs())
                 for (const auto* a : *o->attrs()) {

@@ -1,6 +1,7 @@
 // The IR of one compiled partition, read once from its FlatBuffer and checked.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,7 +12,21 @@
 
 namespace dg {
 
-constexpr int kMaxRank = 4;
+// Logical tensors have rank <= 6; ggml has 4 dimensions. A tensor of rank r > 4
+// is held folded: ggml's ne[0..2] are its three innermost axes and ne[3] the
+// product of the others (which ggml then steps through with one stride).
+constexpr int kMaxRank = 6;
+constexpr int kGgmlRank = 4;
+
+// ggml ne[] of a logical shape (numpy order): reversed, padded with 1s, folded above rank 4.
+inline std::array<int64_t, 4> folded_ne(const int64_t* d, int rank) {
+    std::array<int64_t, 4> n{1, 1, 1, 1};
+    const int inner = rank < kGgmlRank ? rank : kGgmlRank - 1;
+    for (int i = 0; i < inner; ++i) n[size_t(i)] = d[rank - 1 - i];
+    if (rank >= kGgmlRank)
+        for (int i = 0; i <= rank - kGgmlRank; ++i) n[3] *= d[i];
+    return n;
+}
 
 // Same codes as dyngraph.fb.ExprOp.
 enum class ExprOp : uint8_t { Const = 0, Symbol, Add, Sub, Mul, FloorDiv, Mod, Min, Max };
@@ -101,6 +116,7 @@ struct Program {
 
     // Verify the FlatBuffer and check that every index is in range, ops come
     // in a valid order, and constant data has the right size. Throws IRError.
+    // `buf` must be 8-byte aligned (see aligned_ir).
     static Program parse(const uint8_t* buf, size_t size);
 
     // Nodes whose value depends on no symbol, evaluated once at parse.
@@ -115,6 +131,11 @@ struct Program {
     // Human-readable expression, for error messages ("seq + 1"); long ones are cut.
     std::string expr_string(int32_t node) const;
 };
+
+// `buf`, or a copy of it in `copy` when `buf` is not 8-byte aligned (FlatBuffers
+// reads its 8-byte scalars in place: the verifier checks their alignment
+// relative to the buffer's start).
+const uint8_t* aligned_ir(const uint8_t* buf, size_t size, class AlignedBuffer& copy);
 
 // Bytes a tensor of this shape takes in ggml type `t` (rows of ne0 elements).
 // Throws ShapeError when it is not representable or above limits::kMaxTensorBytes.

@@ -178,12 +178,11 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         const TensorDef& t = prog.tensors[i];
         if (t.property == Property::Variable) continue;
         auto shape = static_shape(prog, t);
-        int64_t ne[4] = {1, 1, 1, 1};
-        for (size_t d = 0; d < shape.size(); ++d) ne[shape.size() - 1 - d] = shape[d];
+        const std::array<int64_t, 4> ne = folded_ne(shape.data(), int(shape.size()));
         ggml_type type = ggml_type_of(t.storage, t.dtype);
         if (ne[0] % ggml_blck_size(type) != 0)
             fail<IRError>("tensor ", t.label(), ": rows of ", ne[0], " values cannot be stored as ", ggml_type_name(type));
-        ggml_tensor* g = ggml_new_tensor(ctx_, type, 4, ne);
+        ggml_tensor* g = ggml_new_tensor(ctx_, type, 4, ne.data());
         ggml_set_name(g, t.name.substr(0, GGML_MAX_NAME - 1).c_str());
         by_index_[i] = g;
         if (const uint8_t* p = borrowable(int32_t(i))) {

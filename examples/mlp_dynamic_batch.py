@@ -11,22 +11,14 @@ import dyngraph as dg
 HIDDEN, FFN, OUT = 256, 1024, 64
 
 
-def build_graph():
+def build_graph(W1, B1, W2) -> dg.GraphBuilder:
+    b = dg.GraphBuilder()
     batch = dg.Dim("batch", min=1, max=4096)  # a named dynamic dimension
-    U = dg.UNKNOWN_DIM  # inferred at finalize
-    x = dg.LogicalTensor(0, dg.f32, [batch, HIDDEN], name="x")
-    w1 = dg.LogicalTensor(1, dg.f32, [HIDDEN, FFN], property=dg.CONSTANT, name="w1")
-    b1 = dg.LogicalTensor(2, dg.f32, [FFN], property=dg.CONSTANT, name="b1")
-    w2 = dg.LogicalTensor(3, dg.f32, [FFN, OUT], property=dg.CONSTANT, name="w2")
-    h = dg.LogicalTensor(4, dg.f32, [U, U], name="h")
-    a = dg.LogicalTensor(5, dg.f32, [U, U], name="a")
-    y = dg.LogicalTensor(6, dg.f32, [U, U], name="y")
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w1, b1], [h], name="fc1"))
-    g.add_op(dg.Op(1, dg.OpKind.GELU, [h], [a], name="gelu"))
-    g.add_op(dg.Op(2, dg.OpKind.MatMul, [a, w2], [y], name="fc2"))
-    g.finalize()
-    return g, (x, w1, b1, w2), y
+    x = b.input("x", dg.f32, [batch, HIDDEN])
+    h = b.matmul(x, b.constant("w1", W1), b.constant("b1", B1), name="fc1")  # x @ W1 + B1
+    y = b.matmul(b.gelu(h, name="gelu"), b.constant("w2", W2), name="fc2")
+    b.output(y)  # y's shape was inferred as the op was added: [batch, OUT]
+    return b
 
 
 def reference(x, W1, B1, W2):
@@ -43,18 +35,19 @@ def main():
     B1 = rng.standard_normal(FFN, dtype=np.float32) * 0.1
     W2 = rng.standard_normal((FFN, OUT), dtype=np.float32) / np.sqrt(FFN)
 
-    g, (x, w1, b1, w2), y = build_graph()
-    (part,) = g.get_partitions()
-    print(f"graph: {len(g.get_ops())} ops -> {part}")
+    b = build_graph(W1, B1, W2)
+    (part,) = b.partitions()
+    print(f"graph: {len(b.graph.get_ops())} ops -> {part}")
     print(f"partition inputs: {part.get_input_ports()}")
+    print(f"output: {b.outputs[0]}")
 
     eng = dg.Engine(dg.Engine.CPU)
     stream = dg.Stream(eng)
-    cp = part.compile([x, w1, b1, w2], [y], eng, constants={1: W1, 2: B1, 3: W2})  # compile once
+    cp = b.compile(eng)  # compile once (the weights are the builder's constants)
     print(f"compiled: {cp}")
 
     for n in (1, 7, 64, 256, 7, 1):
-        x_n = dg.LogicalTensor(0, dg.f32, [n, HIDDEN])
+        x_n = cp.get_inputs()[0].with_shape([n, HIDDEN])
         (y_n,) = cp.infer_outputs([x_n])  # concrete output shape; builds the graph on a miss
         out = np.empty(y_n.shape, np.float32)  # the caller allocates the output
         data = rng.standard_normal((n, HIDDEN), dtype=np.float32)

@@ -75,6 +75,8 @@ CLASS_ENUM = {
     "int_or_f32": "IntOrF32",
 }
 
+HIGH_RANK_ENUM = {None: "No", "elementwise": "Elementwise", "lowering": "Lowering"}
+
 DTYPE_ENUM = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32", "i64": "I64", "boolean": "Bool"}
 
 
@@ -145,6 +147,9 @@ class Gen:
             "bool dtype_in(DTypeClass c, DType t);",
             "const char* dtype_class_words(DTypeClass c);  // \"a floating-point\"",
             "",
+            "// How the backend lowers the kind when a tensor has rank > 4 (dyngraph.ops.registry.HIGH_RANK).",
+            "enum class HighRank : uint8_t { No, Elementwise, Lowering };",
+            "",
             "using NoAttrs = std::monostate;",
             "",
         ]
@@ -184,6 +189,9 @@ class Gen:
             "    uint32_t shape_inputs;     // bit i: input i's values are read on the host",
             "    const char* const* input_names;",
             "    uint8_t n_input_names;",
+            "    uint32_t same_dtype_inputs;  // bit i: input i shares one dtype with the others set (all bits: every input)",
+            "    int8_t out_dtype_of;         // the outputs have this input's dtype, or -1",
+            "    HighRank high_rank;",
             "};",
             "",
             "extern const OpFacts kOpFacts[kNumOpKinds];",
@@ -233,7 +241,8 @@ class Gen:
             kind = reg.OpKind(k)
             s = self.schemas.get(kind)
             if s is None:
-                facts.append(f'    {{"{kind.name}", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0}},')
+                facts.append(f'    {{"{kind.name}", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0, 0, -1, '
+                             f'HighRank::No}},')
                 continue
             ic = ", ".join(f"DTypeClass::{CLASS_ENUM[c]}" for c in s.dtypes)
             oc = ", ".join(f"DTypeClass::{CLASS_ENUM[c]}" for c in s.out_dtypes)
@@ -246,10 +255,12 @@ class Gen:
             wi = sum(1 << i for i in s.weight_inputs)
             si = sum(1 << i for i in s.shape_inputs)
             w = -1 if s.writes_input is None else s.writes_input
+            same = 0xFFFFFFFF if s.same_dtypes == reg.ALL_INPUTS else sum(1 << i for i in s.same_dtypes)
+            od = -1 if s.out_dtype_of is None else s.out_dtype_of
             facts.append(
                 f'    {{"{kind.name}", true, {s.inputs[0]}, {s.inputs[1]}, {s.outputs[0]}, {s.outputs[1]}, '
                 f"k{kind.name}In, {len(s.dtypes)}, k{kind.name}Out, {len(s.out_dtypes)}, {w}, {wi}u, {si}u, "
-                f"{names}, {len(s.input_names)}}},"
+                f"{names}, {len(s.input_names)}, {same:#x}u, {od}, HighRank::{HIGH_RANK_ENUM[s.high_rank]}}},"
             )
         out += ["", "}  // namespace", "", "const OpFacts kOpFacts[kNumOpKinds] = {"] + facts + ["};", ""]
         # readers

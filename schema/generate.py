@@ -48,6 +48,10 @@ def main() -> int:
         generate(tmp)
         gen_py = tmp / "dyngraph" / "fb"
         gen_h = tmp / "dyngraph_ir_generated.h"
+        if not args.check:  # the op registry reads the op kinds from api/dyngraph/fb: those first
+            if PY_OUT.exists():
+                shutil.rmtree(PY_OUT)
+            shutil.copytree(gen_py, PY_OUT)
         ops_files = gen_ops.generate(tmp / "ops")
         if args.check:
             names = sorted(p.name for p in gen_py.glob("*.py"))
@@ -64,9 +68,6 @@ def main() -> int:
                 print("generated code is stale:", ", ".join(bad))
                 return 1
             return 0
-        if PY_OUT.exists():
-            shutil.rmtree(PY_OUT)
-        shutil.copytree(gen_py, PY_OUT)
         CPP_OUT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(gen_h, CPP_OUT)
         for f in ops_files:

@@ -10,7 +10,7 @@ import flatbuffers
 from dyngraph.fb.ExprNode import ExprNodeT
 from dyngraph.fb.Program import Program, ProgramT
 from dyngraph.ir_codes import ExprOp, IR_IDENTIFIER
-from dyngraph.serialization import CHECKSUM_CRC32C, FORMAT_VERSION, HEADER, HEADER_SIZE, MAGIC, checksum
+from dyngraph.serialization import HEADER_SIZE, seal
 
 
 def unpack(body: bytes) -> ProgramT:
@@ -21,10 +21,6 @@ def pack(t: ProgramT) -> bytes:
     b = flatbuffers.Builder(1024)
     b.Finish(t.Pack(b), file_identifier=IR_IDENTIFIER)
     return bytes(b.Output())
-
-
-def seal(body: bytes) -> bytes:
-    return HEADER.pack(MAGIC, FORMAT_VERSION, CHECKSUM_CRC32C, len(body), checksum(body), bytes(36)) + body
 
 
 def body_of(file_bytes: bytes) -> bytes:

@@ -21,27 +21,26 @@ def compile_op(
     engine: Optional[dg.Engine] = None,
     **options,
 ) -> dg.CompiledPartition:
-    """Compile one op. ``in_shapes`` use ints, dg.Dim expressions and DYNAMIC_DIM;
-    inputs whose id is in ``constants`` are CONSTANT. Output ids are 100, 101, ..."""
+    """Compile one op (built with dg.GraphBuilder). ``in_shapes`` use ints,
+    dg.Dim expressions and DYNAMIC_DIM; the inputs whose position is in
+    ``constants`` are CONSTANT (their tensor id is their position).
+    ``out_dtypes``: the outputs' declared dtype (else inferred)."""
     constants = constants or {}
     if isinstance(in_dtypes, dg.DataType):
         in_dtypes = [in_dtypes] * len(in_shapes)
-    ins = [
-        dg.LogicalTensor(i, dt, shape, property=dg.CONSTANT if i in constants else dg.VARIABLE, name=f"in{i}")
-        for i, (shape, dt) in enumerate(zip(in_shapes, in_dtypes))
-    ]
-    if out_dtypes is None:
-        out_dtypes = [in_dtypes[0]] * n_outputs
-    elif isinstance(out_dtypes, dg.DataType):
-        out_dtypes = [out_dtypes] * n_outputs
-    outs = [dg.LogicalTensor(100 + k, dt, None, name=f"out{k}") for k, dt in enumerate(out_dtypes)]
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, kind, ins, outs, attrs or {}))
-    g.finalize()
-    parts = g.get_partitions()
-    assert len(parts) == 1 and parts[0].is_supported(), parts
-    engine = engine or dg.Engine(dg.Engine.CPU, num_threads=1)
-    return parts[0].compile(ins, outs, engine, constants=constants, **options)
+    b = dg.GraphBuilder()
+    ins = []
+    for i, (shape, dt) in enumerate(zip(in_shapes, in_dtypes)):
+        if i in constants:
+            ins.append(b.constant(f"in{i}", np.asarray(constants[i]), dtype=dt))
+        else:
+            ins.append(b.input(f"in{i}", dt, shape))
+    if isinstance(out_dtypes, (list, tuple)):
+        assert len(set(out_dtypes)) == 1, "one declared dtype for all outputs"
+        out_dtypes = out_dtypes[0]
+    outs = b.op(kind, ins, attrs or {}, dtype=out_dtypes, n_outputs=n_outputs)
+    b.output(*(outs if n_outputs > 1 else [outs]))
+    return b.compile(engine or dg.Engine(dg.Engine.CPU, num_threads=1), **options)
 
 
 def run(cp: dg.CompiledPartition, *arrays) -> list:

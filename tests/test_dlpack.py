@@ -10,13 +10,13 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def relu():
+def relu(engine):
     x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 4])
     g = dg.Graph()
     g.add_op(dg.Op(0, dg.OpKind.ReLU, [x], [dg.LogicalTensor(1, dg.f32, None)]))
     g.finalize()
     (p,) = g.get_partitions()
-    return p.compile([x], p.get_output_ports(), dg.Engine(num_threads=1))
+    return p.compile([x], p.get_output_ports(), engine)
 
 
 class _Producer:
@@ -40,7 +40,8 @@ def test_a_torch_tensor_is_used_in_place(relu, engine):
     assert x.get_logical_tensor().shape == (3, 4)
 
 
-def test_an_output_tensor_backed_by_torch_is_written_in_place(relu, engine):
+def test_an_output_tensor_backed_by_torch_is_written_in_place(relu):
+    engine = relu.engine  # (execute takes tensors of the partition's engine)
     t = torch.randn(5, 4)
     out = torch.empty(5, 4)
     xl = dg.LogicalTensor(0, dg.f32, [5, 4])

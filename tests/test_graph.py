@@ -121,10 +121,15 @@ def test_partitions_need_finalize():
         g.get_partitions()
 
 
-def test_rank_above_four_is_refused():
-    with pytest.raises(dg.ShapeError, match="rank 5"):
+def test_rank_above_six_is_refused_and_above_four_for_kinds_that_take_four():
+    with pytest.raises(dg.ShapeError, match="rank 7"):
         g = dg.Graph()
-        g.add_op(dg.Op(0, dg.OpKind.ReLU, [lt(0, [1, 2, 3, 4, 5])], [lt(1, None)]))
+        g.add_op(dg.Op(0, dg.OpKind.ReLU, [lt(0, [1, 2, 3, 4, 5, 1, 2])], [lt(1, None)]))
+        g.finalize()
+    with pytest.raises(dg.ShapeError, match="rank 5; ScatterRows takes rank 4 at most"):
+        g = dg.Graph()
+        g.add_op(dg.Op(0, dg.OpKind.ScatterRows, [lt(0, [1, 2, 3, 4, 5]), lt(1, [2], dg.i64), lt(2, [1, 2, 3, 2, 5])],
+                       [lt(3, None)]))
         g.finalize()
 
 

@@ -170,3 +170,24 @@ def test_the_graph_api_refuses_what_the_reader_refuses():
         g.add_op(dg.Op(0, K.RMSNorm, [x], [y], {"epsilon": -1.0}))
     with pytest.raises(dg.GraphError, match="'epsilon' must be finite"):
         g.add_op(dg.Op(0, K.RMSNorm, [x], [y], {"epsilon": float("nan")}))
+
+
+@pytest.mark.parametrize("kind,attrs", [(K.SquaredDifference, {}), (K.FloorDivide, {}), (K.Pow, {}),
+                                        (K.Maximum, {}), (K.BiasAdd, {"data_format": "NXC"})])
+def test_binary_operands_of_different_dtypes_are_refused(engine, kind, attrs):
+    """Kernels that read both operands as one type (f32 read from f16 data would read past it)."""
+    x = dg.LogicalTensor(0, dg.f32, [dg.Dim("n"), 4])
+    b = dg.LogicalTensor(1, dg.f32, [4])
+    y = dg.LogicalTensor(2, dg.f32)
+
+    def ops(g):
+        g.add_op(dg.Op(0, kind, [x, b], [y], attrs))
+        return [y]
+
+    p = copy.deepcopy(compiled(engine, ops, [x, b]).program)
+    _backend.check_ir(write_program(p))  # untampered: accepted
+    p.tensors[p.inputs[1]].dtype = dg.f16
+    refused(p, rf"{kind.name}\): input 1 .* is f16, input 0 is f32; they must match")
+    p.tensors[p.inputs[1]].dtype = dg.f32
+    p.tensors[p.outputs[0]].dtype = dg.f16
+    refused(p, rf"{kind.name}\): output 0 .* is f16, the op's outputs have the dtype of input 0")

@@ -120,3 +120,31 @@ def test_compile_can_make_a_dynamic_dim_static():
     assert cp.get_outputs()[0].shape == (5, 3)
     with pytest.raises(dg.ShapeError, match="static, expected 5, got 6"):
         cp.infer_outputs([lt(0, [6, 4])])
+
+
+def test_sizes_no_input_gives_are_read_from_a_symbol_input(engine, tmp_path):
+    """A partition that makes a tensor of a dimension none of its inputs has
+    (an Arange of seq) compiles when the caller gives seq's value: one more
+    input, last, an i64 vector of the values of cp.symbol_inputs."""
+    seq, past = dg.Dim("seq", max=64), dg.Dim("past", max=64)
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [past, 2])
+    y = b.add(b.type_cast(b.arange(start=past, end=past + seq, dtype=dg.i64), dtype=dg.f32),
+              b.reduce_sum(x, axes=[0, 1]))
+    b.output(y)
+    (part,) = b.partitions()
+    with pytest.raises(dg.CompileError, match="'seq'.*cannot be determined"):
+        part.compile([x], [y], engine)
+    cp = part.compile([x], [y], engine, symbols=[seq, past])
+    assert cp.symbol_inputs == [seq.sym]  # past is x's: only seq is passed
+    assert [lt.dtype for lt in cp.get_inputs()] == [dg.f32, dg.i64]
+    xv = np.ones((3, 2), np.float32)
+    for n in (1, 5, 64):
+        (got,) = cp(xv, np.array([n], np.int64))
+        np.testing.assert_array_equal(got, np.arange(3, 3 + n) + 6.0)
+    with pytest.raises(dg.ShapeError, match="outside its range"):
+        cp(xv, np.array([65], np.int64))
+    cp.save(tmp_path / "p.dg")
+    loaded = dg.load(tmp_path / "p.dg", engine)
+    assert [s.name for s in loaded.symbol_inputs] == ["seq"]
+    np.testing.assert_array_equal(loaded(xv, np.array([4], np.int64))[0], np.arange(3, 7) + 6.0)

@@ -1,4 +1,5 @@
-"""The FlatBuffers code committed beside the schema is what flatc generates from it."""
+"""The code committed beside the schema is what flatc and schema/generate.py make of it; every op kind
+has its rule and lowering; the README lists the kinds as the registry declares them."""
 
 import os
 import subprocess
@@ -26,3 +27,26 @@ def test_every_op_with_a_lowering_has_a_shape_rule():
 
     lowered = {dg.OpKind(k) for k in _backend.supported_op_kinds()}
     assert lowered <= registered_kinds()
+
+
+def test_every_op_kind_but_wildcard_has_a_shape_rule_and_a_lowering():
+    """No kind in the schema without its rule and its lowering (Wildcard is the
+    placeholder for what the backend does not run)."""
+    from dyngraph import _backend
+    from dyngraph.ops import registered_kinds
+
+    kinds = set(dg.OpKind) - {dg.OpKind.Wildcard}
+    lowered = {dg.OpKind(k) for k in _backend.supported_op_kinds()}
+    assert sorted(k.name for k in kinds - registered_kinds()) == []
+    assert sorted(k.name for k in kinds - lowered) == []
+
+
+def test_the_readme_op_table_is_the_registry():
+    """README.md lists the supported op kinds as tools/op_table.py generates them from the registry."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "op_table.py"), "--check"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    for kind in set(dg.OpKind) - {dg.OpKind.Wildcard}:
+        assert f"| {kind.name} |" in text, kind.name

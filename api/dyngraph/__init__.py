@@ -30,6 +30,7 @@ from .errors import (  # noqa: E402
     ShapeError,
     UnsupportedError,
 )
+from .builder import GraphBuilder  # noqa: E402
 from .graph import Graph  # noqa: E402
 from .logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor, Property  # noqa: E402
 from .op import Op, OpKind  # noqa: E402
@@ -52,7 +53,7 @@ __all__ = [
     "StoredWeight",
     "CONSTANT", "DYNAMIC_DIM", "STATE", "UNKNOWN_DIM", "VARIABLE",
     "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "Dim", "DyngraphError", "Engine",
-    "EngineKind", "ExecutionError", "Expr", "Graph", "GraphError", "IRError", "LogicalTensor", "Op", "OpKind",
-    "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
+    "EngineKind", "ExecutionError", "Expr", "Graph", "GraphBuilder", "GraphError", "IRError", "LogicalTensor", "Op",
+    "OpKind", "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
     "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "set_verbose", "sym_max", "sym_min",
 ]

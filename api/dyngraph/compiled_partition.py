@@ -63,6 +63,21 @@ class _OpView:
         self.outputs = [prog.tensors[i].logical_tensor() for i in op.outputs]
 
 
+def _value_only_inputs(program: Program) -> list:
+    """The symbols of a last input that only carries symbol values (a program
+    read from a file: its compile-time list is not stored)."""
+    if not program.inputs:
+        return []
+    last = len(program.inputs) - 1
+    tidx = program.inputs[last]
+    if any(tidx in op.inputs for op in program.ops):
+        return []
+    srcs = [s for s in program.sources if s.input == last]
+    if not srcs or any(s.kind != "value" for s in srcs):
+        return []
+    return [s.symbol for s in sorted(srcs, key=lambda s: s.index)]
+
+
 class CompiledPartition:
     """The executable form of a partition.
 
@@ -80,6 +95,7 @@ class CompiledPartition:
         self._inputs = [program.tensors[i].logical_tensor() for i in program.inputs]
         self._outputs = [program.tensors[i].logical_tensor() for i in program.outputs]
         self._input_ids = [lt.id for lt in self._inputs]
+        self._symbol_inputs = list(program.symbol_inputs) or _value_only_inputs(program)
         self._out_dtypes = [lt.dtype.numpy for lt in self._outputs]
 
     @classmethod
@@ -110,6 +126,13 @@ class CompiledPartition:
     @property
     def program(self) -> Program:
         return self._program
+
+    @property
+    def symbol_inputs(self) -> List:
+        """The dimensions the last runtime input holds (an i64 vector, in this
+        order), when compile's ``symbols`` made one: sizes no other input's
+        shape gives. Empty otherwise."""
+        return list(self._symbol_inputs)
 
     @property
     def engine(self):

@@ -102,14 +102,15 @@ def _data_type(lt: LogicalTensor, arr: Optional[np.ndarray], port: LogicalTensor
     return TensorType(lt.dtype, tuple(Expr.const(s) for s in shape))
 
 
-def plan_sources(prog: Program, value_sources: List[SourceSpec] = ()) -> Tuple[List[SourceSpec], set]:
-    """Find, for every symbol, where its value is read at execution: first
-    plain ``dim == symbol`` occurrences in the runtime inputs' shapes, then
-    linear ones (``dim == coeff * symbol + already-bound expression``) and
-    shape-input values (once the shape of the tensor they resolve against is
-    bound), until nothing more can be bound."""
-    bound: set = set()
-    sources: List[SourceSpec] = []
+def plan_sources(prog: Program, value_sources: List[SourceSpec] = (),
+                 given: List[SourceSpec] = ()) -> Tuple[List[SourceSpec], set]:
+    """Find, for every symbol, where its value is read at execution: the
+    ``given`` sources first, then plain ``dim == symbol`` occurrences in the
+    runtime inputs' shapes, then linear ones (``dim == coeff * symbol +
+    already-bound expression``) and shape-input values (once the shape of the
+    tensor they resolve against is bound), until nothing more can be bound."""
+    bound: set = {g.symbol for g in given}
+    sources: List[SourceSpec] = list(given)
     pending = list(value_sources)
 
     def dim_pass(exact: bool) -> bool:
@@ -188,11 +189,13 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
     out_ports = {lt.id: lt for lt in part.get_output_ports()}
     given_in = [lt.id for lt in inputs]
     given_out = [lt.id for lt in outputs]
+    produced = {lt.id for op in part.get_ops() for lt in op.outputs}
     for what, given, ports in (("inputs", given_in, in_ports), ("outputs", given_out, out_ports)):
         if len(set(given)) != len(given):
             raise CompileError(f"compile {what}: a tensor id is listed twice: {given}")
         missing = [i for i in ports if i not in given]
-        extra = [i for i in given if i not in ports]
+        # any tensor the partition computes may be an output too, also one its ops read
+        extra = [i for i in given if i not in ports and not (what == "outputs" and i in produced)]
         if missing or extra:
             raise CompileError(
                 f"compile {what} must be the partition's {what} ports {sorted(ports)}; "
@@ -289,8 +292,19 @@ def build_program(part, inputs, outputs, constants: Mapping[int, object]):
     return prog, {index[tid]: arr for tid, arr in data.items()}, value_sources
 
 
-def finish_program(prog: Program, value_sources: List[SourceSpec] = ()) -> None:
-    """Symbols and their binding plan; fails if a symbol cannot be determined."""
+def _as_symbol(d) -> Symbol:
+    if isinstance(d, Symbol):
+        return d
+    s = as_expr(d).as_symbol() if isinstance(d, Expr) else None
+    if s is None:
+        raise CompileError(f"symbols: {d!r} is not a dimension (a dg.Dim)")
+    return s
+
+
+def finish_program(prog: Program, value_sources: List[SourceSpec] = (), symbols=()) -> None:
+    """Symbols and their binding plan; fails if a symbol cannot be determined.
+    Symbols no input's shape gives but ``symbols`` lists are read from one
+    more runtime input (an i64 vector, last)."""
     used = _symbols_used(prog)
     names: Dict[str, Symbol] = {}
     for s in used:
@@ -298,6 +312,15 @@ def finish_program(prog: Program, value_sources: List[SourceSpec] = ()) -> None:
         if other is not s:
             raise CompileError(f"two different dimensions are both named {s.name!r}; give them distinct names")
     sources, bound = plan_sources(prog, value_sources)
+    given = {_as_symbol(d) for d in symbols}
+    missing = [s for s in used if s not in bound and s in given]
+    if missing:  # the caller passes their values: an i64 vector, one more runtime input
+        tid = max((t.id for t in prog.tensors), default=-1) + 1
+        prog.tensors.append(TensorSpec(tid, "symbols", DataType.i64, (Expr.const(len(missing)),), Property.VARIABLE))
+        prog.inputs.append(len(prog.tensors) - 1)
+        prog.symbol_inputs = missing
+        pos = len(prog.inputs) - 1
+        sources, bound = plan_sources(prog, value_sources, [SourceSpec(s, "value", pos, j) for j, s in enumerate(missing)])
     unbound = [s for s in used if s not in bound]
     if unbound:
         desc = ", ".join(f"{s.name!r} (used by {used[s]})" for s in unbound)
@@ -308,7 +331,7 @@ def finish_program(prog: Program, value_sources: List[SourceSpec] = ()) -> None:
 
 def compile_partition(
     part, inputs, outputs, engine, constants, cache_capacity: int = 16, weight_type: Optional[str] = None,
-    repack_weights: bool = True,
+    repack_weights: bool = True, symbols=(),
 ):
     from .compiled_partition import CompiledPartition
     from .engine import Engine
@@ -320,7 +343,7 @@ def compile_partition(
     t0 = time.perf_counter()
     prog, data, value_sources = build_program(part, list(inputs), list(outputs), constants)
     run_passes(prog, data, weight_type=weight_type)
-    finish_program(prog, value_sources)
+    finish_program(prog, value_sources, symbols)
     t1 = time.perf_counter()
     cp = CompiledPartition.create(prog, data, engine, cache_capacity, repack_weights)
     log.info("compiled partition %d: %d ops, %d inputs, %d outputs, symbols [%s]: %.1f ms in Python, %.1f ms in the backend",

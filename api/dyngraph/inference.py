@@ -13,7 +13,7 @@ from .errors import DTypeError, GraphError, ShapeError
 from .logical_tensor import MAX_RANK, LogicalTensor
 from .op import Op
 from .ops import InferContext, TensorType, schema_of
-from .ops.registry import check_arity, check_dtypes, check_facts, normalize_attrs
+from .ops.registry import check_arity, check_dtypes, check_facts, check_ranks, normalize_attrs
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Expr, Symbol, as_expr, format_shape
 
 Guard = Tuple[Expr, Expr, str]
@@ -108,6 +108,13 @@ def infer_op(op: Op, in_types: Sequence[TensorType]) -> Tuple[List[TensorType], 
     if len(outs) != len(op.outputs):
         raise GraphError(f"{op.label}: produces {len(outs)} outputs, {len(op.outputs)} declared")
     check_dtypes(schema, [t.dtype for t in outs], op.label, "output")
+    check_ranks(schema, in_types, outs, op.label)
+    if schema.out_dtype_of is not None and schema.out_dtype_of < len(in_types):
+        want = in_types[schema.out_dtype_of].dtype
+        for k, t in enumerate(outs):
+            if t.dtype is not want:
+                raise DTypeError(f"{op.label}: output {k} is {t.dtype}, the op's outputs have the dtype of "
+                                 f"{schema.input_label(schema.out_dtype_of)} ({want})")
     outs = [reconcile(lt, t, ctx) for lt, t in zip(op.outputs, outs)]
     return outs, ctx, {**attrs, **ctx.backend_attrs}
 

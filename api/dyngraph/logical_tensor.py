@@ -20,7 +20,7 @@ VARIABLE = Property.VARIABLE
 CONSTANT = Property.CONSTANT
 STATE = Property.STATE
 
-MAX_RANK = 4
+MAX_RANK = 6  # ggml has 4 dimensions: see dyngraph.ops.registry.check_ranks
 
 
 def _norm_dim(d, where: str):

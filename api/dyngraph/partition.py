@@ -176,7 +176,12 @@ class Partition:
         ``cache_capacity`` (graphs kept per compiled partition), ``weight_type``
         (storage of matmul/embedding weights: "f32", "f16", "q8_0", "q4_0"),
         ``repack_weights`` (default True: quantized matmul weights in the layout
-        of ggml's faster CPU kernels, where ggml supports it).
+        of ggml's faster CPU kernels, where ggml supports it), ``symbols``
+        (dimensions, ``dg.Dim``, whose values the caller knows: a dimension the
+        partition uses that no input's shape gives - an Arange of a program's
+        length in a partition that does not see it - is then read from one more
+        runtime input, last: an i64 vector holding the values of
+        ``cp.symbol_inputs`` in that order).
         """
         if not self._supported:
             kinds = sorted({op.kind.name for op in self._ops})

@@ -73,6 +73,8 @@ class Program:
     symbols: List[Symbol] = field(default_factory=list)
     sources: List[SourceSpec] = field(default_factory=list)
     guards: List[Tuple[Expr, Expr, str]] = field(default_factory=list)
+    # the symbols the last runtime input holds, when some are given by the caller (compile's ``symbols``)
+    symbol_inputs: List[Symbol] = field(default_factory=list)
 
     def index_of(self, tensor_id: int) -> int:
         for i, t in enumerate(self.tensors):

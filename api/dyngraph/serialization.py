@@ -45,12 +45,21 @@ def checksum(body) -> int:
     return crc32c.crc32c(body)
 
 
+def header_for(body) -> bytes:
+    """The 64-byte header of a file holding ``body``."""
+    return HEADER.pack(MAGIC, FORMAT_VERSION, CHECKSUM_CRC32C, len(body), checksum(body), bytes(36))
+
+
+def seal(body: bytes) -> bytes:
+    """The bytes of a file holding ``body`` (header + body)."""
+    return header_for(body) + bytes(body)
+
+
 def write_file(path: "os.PathLike | str", body: bytes) -> None:
     """Write header + body to ``path`` atomically (a temporary file renamed over it)."""
-    header = HEADER.pack(MAGIC, FORMAT_VERSION, CHECKSUM_CRC32C, len(body), checksum(body), bytes(36))
     tmp = f"{os.fspath(path)}.tmp"
     with open(tmp, "wb") as f:
-        f.write(header)
+        f.write(header_for(body))
         f.write(body)
     os.replace(tmp, path)
 

@@ -143,18 +143,59 @@ const char* const kScatterRowsNames[] = {"dst", "indices", "src"};
 const DTypeClass kCopyToSliceIn[] = {DTypeClass::Any};
 const DTypeClass kCopyToSliceOut[] = {DTypeClass::Any};
 const char* const kCopyToSliceNames[] = {"dst", "src"};
+const DTypeClass kPowIn[] = {DTypeClass::Float};
+const DTypeClass kPowOut[] = {DTypeClass::Any};
+const char* const kPowNames[] = {"src", "exponent"};
+const DTypeClass kReciprocalIn[] = {DTypeClass::Float};
+const DTypeClass kReciprocalOut[] = {DTypeClass::Any};
+const DTypeClass kRsqrtIn[] = {DTypeClass::Float};
+const DTypeClass kRsqrtOut[] = {DTypeClass::Any};
 const DTypeClass kSinIn[] = {DTypeClass::Float};
 const DTypeClass kSinOut[] = {DTypeClass::Any};
 const DTypeClass kCosIn[] = {DTypeClass::Float};
 const DTypeClass kCosOut[] = {DTypeClass::Any};
+const DTypeClass kClampIn[] = {DTypeClass::Float};
+const DTypeClass kClampOut[] = {DTypeClass::Any};
 const DTypeClass kLogicalAndIn[] = {DTypeClass::Bool};
 const DTypeClass kLogicalAndOut[] = {DTypeClass::Bool};
 const DTypeClass kLogicalOrIn[] = {DTypeClass::Bool};
 const DTypeClass kLogicalOrOut[] = {DTypeClass::Bool};
 const DTypeClass kLogicalNotIn[] = {DTypeClass::Bool};
 const DTypeClass kLogicalNotOut[] = {DTypeClass::Bool};
+const DTypeClass kExpandIn[] = {DTypeClass::Any};
+const DTypeClass kExpandOut[] = {DTypeClass::Any};
+const DTypeClass kSoftPlusIn[] = {DTypeClass::Float};
+const DTypeClass kSoftPlusOut[] = {DTypeClass::Any};
 const DTypeClass kReduceMinIn[] = {DTypeClass::NonBool};
 const DTypeClass kReduceMinOut[] = {DTypeClass::Any};
+const DTypeClass kArgMaxIn[] = {DTypeClass::NonBool};
+const DTypeClass kArgMaxOut[] = {DTypeClass::Int};
+const DTypeClass kErfIn[] = {DTypeClass::Float};
+const DTypeClass kErfOut[] = {DTypeClass::Any};
+const DTypeClass kLeakyReLUIn[] = {DTypeClass::Float};
+const DTypeClass kLeakyReLUOut[] = {DTypeClass::Any};
+const DTypeClass kHardSwishIn[] = {DTypeClass::Float};
+const DTypeClass kHardSwishOut[] = {DTypeClass::Any};
+const DTypeClass kEluIn[] = {DTypeClass::Float};
+const DTypeClass kEluOut[] = {DTypeClass::Any};
+const DTypeClass kHardSigmoidIn[] = {DTypeClass::Float};
+const DTypeClass kHardSigmoidOut[] = {DTypeClass::Any};
+const DTypeClass kMishIn[] = {DTypeClass::Float};
+const DTypeClass kMishOut[] = {DTypeClass::Any};
+const DTypeClass kRoundIn[] = {DTypeClass::Float};
+const DTypeClass kRoundOut[] = {DTypeClass::Any};
+const DTypeClass kCeilIn[] = {DTypeClass::Float};
+const DTypeClass kCeilOut[] = {DTypeClass::Any};
+const DTypeClass kFloorIn[] = {DTypeClass::Float};
+const DTypeClass kFloorOut[] = {DTypeClass::Any};
+const DTypeClass kSquaredDifferenceIn[] = {DTypeClass::Float};
+const DTypeClass kSquaredDifferenceOut[] = {DTypeClass::Any};
+const DTypeClass kFloorDivideIn[] = {DTypeClass::NonBool};
+const DTypeClass kFloorDivideOut[] = {DTypeClass::Any};
+const DTypeClass kReduceProdIn[] = {DTypeClass::NonBool};
+const DTypeClass kReduceProdOut[] = {DTypeClass::Any};
+const DTypeClass kReorderIn[] = {DTypeClass::Any};
+const DTypeClass kReorderOut[] = {DTypeClass::Any};
 const DTypeClass kConvolutionIn[] = {DTypeClass::Float};
 const DTypeClass kConvolutionOut[] = {DTypeClass::Any};
 const char* const kConvolutionNames[] = {"src", "weights", "bias"};
@@ -179,78 +220,88 @@ const DTypeClass kInterpolateOut[] = {DTypeClass::Any};
 }  // namespace
 
 const OpFacts kOpFacts[kNumOpKinds] = {
-    {"Wildcard", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"MatMul", true, 2, 3, 1, 1, kMatMulIn, 1, kMatMulOut, 1, -1, 2u, 0u, kMatMulNames, 3},
-    {"Add", true, 2, 2, 1, 1, kAddIn, 1, kAddOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Subtract", true, 2, 2, 1, 1, kSubtractIn, 1, kSubtractOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Multiply", true, 2, 2, 1, 1, kMultiplyIn, 1, kMultiplyOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Divide", true, 2, 2, 1, 1, kDivideIn, 1, kDivideOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Maximum", true, 2, 2, 1, 1, kMaximumIn, 1, kMaximumOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Minimum", true, 2, 2, 1, 1, kMinimumIn, 1, kMinimumOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"BiasAdd", true, 2, 2, 1, 1, kBiasAddIn, 1, kBiasAddOut, 1, -1, 0u, 0u, kBiasAddNames, 2},
-    {"ReLU", true, 1, 1, 1, 1, kReLUIn, 1, kReLUOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"GELU", true, 1, 1, 1, 1, kGELUIn, 1, kGELUOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"SiLU", true, 1, 1, 1, 1, kSiLUIn, 1, kSiLUOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Sigmoid", true, 1, 1, 1, 1, kSigmoidIn, 1, kSigmoidOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Tanh", true, 1, 1, 1, 1, kTanhIn, 1, kTanhOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Exp", true, 1, 1, 1, 1, kExpIn, 1, kExpOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Log", true, 1, 1, 1, 1, kLogIn, 1, kLogOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Sqrt", true, 1, 1, 1, 1, kSqrtIn, 1, kSqrtOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Square", true, 1, 1, 1, 1, kSquareIn, 1, kSquareOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Abs", true, 1, 1, 1, 1, kAbsIn, 1, kAbsOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Neg", true, 1, 1, 1, 1, kNegIn, 1, kNegOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"SoftMax", true, 1, 1, 1, 1, kSoftMaxIn, 1, kSoftMaxOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"LayerNorm", true, 1, 3, 1, 1, kLayerNormIn, 1, kLayerNormOut, 1, -1, 0u, 0u, kLayerNormNames, 3},
-    {"RMSNorm", true, 1, 2, 1, 1, kRMSNormIn, 1, kRMSNormOut, 1, -1, 0u, 0u, kRMSNormNames, 2},
-    {"StaticReshape", true, 1, 1, 1, 1, kStaticReshapeIn, 1, kStaticReshapeOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"StaticTranspose", true, 1, 1, 1, 1, kStaticTransposeIn, 1, kStaticTransposeOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Concat", true, 1, -1, 1, 1, kConcatIn, 1, kConcatOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Slice", true, 1, 1, 1, 1, kSliceIn, 1, kSliceOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"TypeCast", true, 1, 1, 1, 1, kTypeCastIn, 1, kTypeCastOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"ReduceSum", true, 1, 1, 1, 1, kReduceSumIn, 1, kReduceSumOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"ReduceMean", true, 1, 1, 1, 1, kReduceMeanIn, 1, kReduceMeanOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"ReduceMax", true, 1, 1, 1, 1, kReduceMaxIn, 1, kReduceMaxOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Gather", true, 2, 2, 1, 1, kGatherIn, 2, kGatherOut, 1, -1, 1u, 0u, kGatherNames, 2},
-    {"RoPE", true, 2, 2, 1, 1, kRoPEIn, 2, kRoPEOut, 1, -1, 0u, 0u, kRoPENames, 2},
-    {"ScaledDotProductAttention", true, 3, 4, 1, 1, kScaledDotProductAttentionIn, 4, kScaledDotProductAttentionOut, 1, -1, 0u, 0u, kScaledDotProductAttentionNames, 4},
-    {"GenIndex", true, 1, 1, 1, 1, kGenIndexIn, 1, kGenIndexOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Arange", true, 0, 0, 1, 1, kArangeIn, 1, kArangeOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Full", true, 0, 0, 1, 1, kFullIn, 1, kFullOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Select", true, 3, 3, 1, 1, kSelectIn, 3, kSelectOut, 1, -1, 0u, 0u, kSelectNames, 3},
-    {"Equal", true, 2, 2, 1, 1, kEqualIn, 1, kEqualOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"NotEqual", true, 2, 2, 1, 1, kNotEqualIn, 1, kNotEqualOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Greater", true, 2, 2, 1, 1, kGreaterIn, 1, kGreaterOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"GreaterEqual", true, 2, 2, 1, 1, kGreaterEqualIn, 1, kGreaterEqualOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Less", true, 2, 2, 1, 1, kLessIn, 1, kLessOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"LessEqual", true, 2, 2, 1, 1, kLessEqualIn, 1, kLessEqualOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"DynamicReshape", true, 2, 2, 1, 1, kDynamicReshapeIn, 2, kDynamicReshapeOut, 1, -1, 0u, 2u, kDynamicReshapeNames, 2},
-    {"DynamicTranspose", true, 2, 2, 1, 1, kDynamicTransposeIn, 2, kDynamicTransposeOut, 1, -1, 0u, 2u, kDynamicTransposeNames, 2},
-    {"ScatterRows", true, 3, 3, 1, 1, kScatterRowsIn, 3, kScatterRowsOut, 1, 0, 0u, 0u, kScatterRowsNames, 3},
-    {"CopyToSlice", true, 2, 2, 1, 1, kCopyToSliceIn, 1, kCopyToSliceOut, 1, 0, 0u, 0u, kCopyToSliceNames, 2},
-    {"Pow", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Reciprocal", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Rsqrt", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Sin", true, 1, 1, 1, 1, kSinIn, 1, kSinOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Cos", true, 1, 1, 1, 1, kCosIn, 1, kCosOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Clamp", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"LogicalAnd", true, 2, 2, 1, 1, kLogicalAndIn, 1, kLogicalAndOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"LogicalOr", true, 2, 2, 1, 1, kLogicalOrIn, 1, kLogicalOrOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"LogicalNot", true, 1, 1, 1, 1, kLogicalNotIn, 1, kLogicalNotOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"Expand", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Softplus", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"ReduceMin", true, 1, 1, 1, 1, kReduceMinIn, 1, kReduceMinOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"ArgMax", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Erf", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"LeakyReLU", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"HardSwish", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0},
-    {"Convolution", true, 2, 3, 1, 1, kConvolutionIn, 1, kConvolutionOut, 1, -1, 0u, 0u, kConvolutionNames, 3},
-    {"ConvTranspose", true, 2, 3, 1, 1, kConvTransposeIn, 1, kConvTransposeOut, 1, -1, 0u, 0u, kConvTransposeNames, 3},
-    {"MaxPool", true, 1, 1, 1, 1, kMaxPoolIn, 1, kMaxPoolOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"AvgPool", true, 1, 1, 1, 1, kAvgPoolIn, 1, kAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"AdaptiveAvgPool", true, 1, 1, 1, 1, kAdaptiveAvgPoolIn, 1, kAdaptiveAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0},
-    {"BatchNormInference", true, 5, 5, 1, 1, kBatchNormInferenceIn, 1, kBatchNormInferenceOut, 1, -1, 0u, 0u, kBatchNormInferenceNames, 5},
-    {"GroupNorm", true, 1, 3, 1, 1, kGroupNormIn, 1, kGroupNormOut, 1, -1, 0u, 0u, kGroupNormNames, 3},
-    {"Interpolate", true, 1, 1, 1, 1, kInterpolateIn, 1, kInterpolateOut, 1, -1, 0u, 0u, nullptr, 0},
+    {"Wildcard", false, 0, -1, 0, -1, nullptr, 0, nullptr, 0, -1, 0, 0, nullptr, 0, 0, -1, HighRank::No},
+    {"MatMul", true, 2, 3, 1, 1, kMatMulIn, 1, kMatMulOut, 1, -1, 2u, 0u, kMatMulNames, 3, 0xffffffffu, 0, HighRank::Lowering},
+    {"Add", true, 2, 2, 1, 1, kAddIn, 1, kAddOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"Subtract", true, 2, 2, 1, 1, kSubtractIn, 1, kSubtractOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"Multiply", true, 2, 2, 1, 1, kMultiplyIn, 1, kMultiplyOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"Divide", true, 2, 2, 1, 1, kDivideIn, 1, kDivideOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"Maximum", true, 2, 2, 1, 1, kMaximumIn, 1, kMaximumOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"Minimum", true, 2, 2, 1, 1, kMinimumIn, 1, kMinimumOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"BiasAdd", true, 2, 2, 1, 1, kBiasAddIn, 1, kBiasAddOut, 1, -1, 0u, 0u, kBiasAddNames, 2, 0x3u, 0, HighRank::Lowering},
+    {"ReLU", true, 1, 1, 1, 1, kReLUIn, 1, kReLUOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"GELU", true, 1, 1, 1, 1, kGELUIn, 1, kGELUOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"SiLU", true, 1, 1, 1, 1, kSiLUIn, 1, kSiLUOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Sigmoid", true, 1, 1, 1, 1, kSigmoidIn, 1, kSigmoidOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Tanh", true, 1, 1, 1, 1, kTanhIn, 1, kTanhOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Exp", true, 1, 1, 1, 1, kExpIn, 1, kExpOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Log", true, 1, 1, 1, 1, kLogIn, 1, kLogOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Sqrt", true, 1, 1, 1, 1, kSqrtIn, 1, kSqrtOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Square", true, 1, 1, 1, 1, kSquareIn, 1, kSquareOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Abs", true, 1, 1, 1, 1, kAbsIn, 1, kAbsOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Neg", true, 1, 1, 1, 1, kNegIn, 1, kNegOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"SoftMax", true, 1, 1, 1, 1, kSoftMaxIn, 1, kSoftMaxOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"LayerNorm", true, 1, 3, 1, 1, kLayerNormIn, 1, kLayerNormOut, 1, -1, 0u, 0u, kLayerNormNames, 3, 0xffffffffu, 0, HighRank::Lowering},
+    {"RMSNorm", true, 1, 2, 1, 1, kRMSNormIn, 1, kRMSNormOut, 1, -1, 0u, 0u, kRMSNormNames, 2, 0xffffffffu, 0, HighRank::Lowering},
+    {"StaticReshape", true, 1, 1, 1, 1, kStaticReshapeIn, 1, kStaticReshapeOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"StaticTranspose", true, 1, 1, 1, 1, kStaticTransposeIn, 1, kStaticTransposeOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"Concat", true, 1, -1, 1, 1, kConcatIn, 1, kConcatOut, 1, -1, 0u, 0u, nullptr, 0, 0xffffffffu, 0, HighRank::Lowering},
+    {"Slice", true, 1, 1, 1, 1, kSliceIn, 1, kSliceOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"TypeCast", true, 1, 1, 1, 1, kTypeCastIn, 1, kTypeCastOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Elementwise},
+    {"ReduceSum", true, 1, 1, 1, 1, kReduceSumIn, 1, kReduceSumOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"ReduceMean", true, 1, 1, 1, 1, kReduceMeanIn, 1, kReduceMeanOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"ReduceMax", true, 1, 1, 1, 1, kReduceMaxIn, 1, kReduceMaxOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"Gather", true, 2, 2, 1, 1, kGatherIn, 2, kGatherOut, 1, -1, 1u, 0u, kGatherNames, 2, 0x0u, 0, HighRank::No},
+    {"RoPE", true, 2, 2, 1, 1, kRoPEIn, 2, kRoPEOut, 1, -1, 0u, 0u, kRoPENames, 2, 0x0u, 0, HighRank::No},
+    {"ScaledDotProductAttention", true, 3, 4, 1, 1, kScaledDotProductAttentionIn, 4, kScaledDotProductAttentionOut, 1, -1, 0u, 0u, kScaledDotProductAttentionNames, 4, 0x7u, 0, HighRank::No},
+    {"GenIndex", true, 1, 1, 1, 1, kGenIndexIn, 1, kGenIndexOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::No},
+    {"Arange", true, 0, 0, 1, 1, kArangeIn, 1, kArangeOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::No},
+    {"Full", true, 0, 0, 1, 1, kFullIn, 1, kFullOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Lowering},
+    {"Select", true, 3, 3, 1, 1, kSelectIn, 3, kSelectOut, 1, -1, 0u, 0u, kSelectNames, 3, 0x6u, 1, HighRank::Elementwise},
+    {"Equal", true, 2, 2, 1, 1, kEqualIn, 1, kEqualOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, -1, HighRank::Elementwise},
+    {"NotEqual", true, 2, 2, 1, 1, kNotEqualIn, 1, kNotEqualOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, -1, HighRank::Elementwise},
+    {"Greater", true, 2, 2, 1, 1, kGreaterIn, 1, kGreaterOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, -1, HighRank::Elementwise},
+    {"GreaterEqual", true, 2, 2, 1, 1, kGreaterEqualIn, 1, kGreaterEqualOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, -1, HighRank::Elementwise},
+    {"Less", true, 2, 2, 1, 1, kLessIn, 1, kLessOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, -1, HighRank::Elementwise},
+    {"LessEqual", true, 2, 2, 1, 1, kLessEqualIn, 1, kLessEqualOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, -1, HighRank::Elementwise},
+    {"DynamicReshape", true, 2, 2, 1, 1, kDynamicReshapeIn, 2, kDynamicReshapeOut, 1, -1, 0u, 2u, kDynamicReshapeNames, 2, 0x0u, 0, HighRank::Lowering},
+    {"DynamicTranspose", true, 2, 2, 1, 1, kDynamicTransposeIn, 2, kDynamicTransposeOut, 1, -1, 0u, 2u, kDynamicTransposeNames, 2, 0x0u, 0, HighRank::Lowering},
+    {"ScatterRows", true, 3, 3, 1, 1, kScatterRowsIn, 3, kScatterRowsOut, 1, 0, 0u, 0u, kScatterRowsNames, 3, 0x0u, 0, HighRank::No},
+    {"CopyToSlice", true, 2, 2, 1, 1, kCopyToSliceIn, 1, kCopyToSliceOut, 1, 0, 0u, 0u, kCopyToSliceNames, 2, 0x0u, 0, HighRank::No},
+    {"Pow", true, 1, 2, 1, 1, kPowIn, 1, kPowOut, 1, -1, 0u, 0u, kPowNames, 2, 0x3u, 0, HighRank::Elementwise},
+    {"Reciprocal", true, 1, 1, 1, 1, kReciprocalIn, 1, kReciprocalOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Rsqrt", true, 1, 1, 1, 1, kRsqrtIn, 1, kRsqrtOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Sin", true, 1, 1, 1, 1, kSinIn, 1, kSinOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Cos", true, 1, 1, 1, 1, kCosIn, 1, kCosOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Clamp", true, 1, 1, 1, 1, kClampIn, 1, kClampOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"LogicalAnd", true, 2, 2, 1, 1, kLogicalAndIn, 1, kLogicalAndOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Elementwise},
+    {"LogicalOr", true, 2, 2, 1, 1, kLogicalOrIn, 1, kLogicalOrOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Elementwise},
+    {"LogicalNot", true, 1, 1, 1, 1, kLogicalNotIn, 1, kLogicalNotOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Elementwise},
+    {"Expand", true, 1, 1, 1, 1, kExpandIn, 1, kExpandOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"SoftPlus", true, 1, 1, 1, 1, kSoftPlusIn, 1, kSoftPlusOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"ReduceMin", true, 1, 1, 1, 1, kReduceMinIn, 1, kReduceMinOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"ArgMax", true, 1, 1, 1, 1, kArgMaxIn, 1, kArgMaxOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Lowering},
+    {"Erf", true, 1, 1, 1, 1, kErfIn, 1, kErfOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"LeakyReLU", true, 1, 1, 1, 1, kLeakyReLUIn, 1, kLeakyReLUOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"HardSwish", true, 1, 1, 1, 1, kHardSwishIn, 1, kHardSwishOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Elu", true, 1, 1, 1, 1, kEluIn, 1, kEluOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"HardSigmoid", true, 1, 1, 1, 1, kHardSigmoidIn, 1, kHardSigmoidOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Mish", true, 1, 1, 1, 1, kMishIn, 1, kMishOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Round", true, 1, 1, 1, 1, kRoundIn, 1, kRoundOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Ceil", true, 1, 1, 1, 1, kCeilIn, 1, kCeilOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Floor", true, 1, 1, 1, 1, kFloorIn, 1, kFloorOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"SquaredDifference", true, 2, 2, 1, 1, kSquaredDifferenceIn, 1, kSquaredDifferenceOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"FloorDivide", true, 2, 2, 1, 1, kFloorDivideIn, 1, kFloorDivideOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
+    {"ReduceProd", true, 1, 1, 1, 1, kReduceProdIn, 1, kReduceProdOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"Reorder", true, 1, 1, 1, 1, kReorderIn, 1, kReorderOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Convolution", true, 2, 3, 1, 1, kConvolutionIn, 1, kConvolutionOut, 1, -1, 0u, 0u, kConvolutionNames, 3, 0xffffffffu, 0, HighRank::No},
+    {"ConvTranspose", true, 2, 3, 1, 1, kConvTransposeIn, 1, kConvTransposeOut, 1, -1, 0u, 0u, kConvTransposeNames, 3, 0xffffffffu, 0, HighRank::No},
+    {"MaxPool", true, 1, 1, 1, 1, kMaxPoolIn, 1, kMaxPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"AvgPool", true, 1, 1, 1, 1, kAvgPoolIn, 1, kAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"AdaptiveAvgPool", true, 1, 1, 1, 1, kAdaptiveAvgPoolIn, 1, kAdaptiveAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"BatchNormInference", true, 5, 5, 1, 1, kBatchNormInferenceIn, 1, kBatchNormInferenceOut, 1, -1, 0u, 0u, kBatchNormInferenceNames, 5, 0x0u, 0, HighRank::No},
+    {"GroupNorm", true, 1, 3, 1, 1, kGroupNormIn, 1, kGroupNormOut, 1, -1, 0u, 0u, kGroupNormNames, 3, 0x0u, 0, HighRank::No},
+    {"Interpolate", true, 1, 1, 1, 1, kInterpolateIn, 1, kInterpolateOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
 };
 
 namespace {
@@ -446,6 +497,72 @@ CopyToSliceAttrs read_CopyToSliceAttrs(AttrReader& r) {
     CopyToSliceAttrs a;
     a.starts = r.read_exprs("starts");
     r.check_rank_length("starts", a.starts.size(), 0);
+    r.finish();
+    return a;
+}
+
+PowAttrs read_PowAttrs(AttrReader& r) {
+    PowAttrs a;
+    a.beta = r.read_float("beta");
+    r.finish();
+    return a;
+}
+
+ClampAttrs read_ClampAttrs(AttrReader& r) {
+    ClampAttrs a;
+    a.min = r.read_float("min");
+    a.max = r.read_float("max");
+    r.finish();
+    return a;
+}
+
+ExpandAttrs read_ExpandAttrs(AttrReader& r) {
+    ExpandAttrs a;
+    a.shape = r.read_exprs("shape");
+    r.finish();
+    return a;
+}
+
+SoftPlusAttrs read_SoftPlusAttrs(AttrReader& r) {
+    SoftPlusAttrs a;
+    a.beta = r.read_float("beta");
+    r.check_finite("beta", a.beta);
+    r.finish();
+    return a;
+}
+
+ArgMaxAttrs read_ArgMaxAttrs(AttrReader& r) {
+    ArgMaxAttrs a;
+    a.axis = r.read_int("axis");
+    r.check_axis("axis", a.axis, 0);
+    a.keep_dims = r.read_bool("keep_dims");
+    r.finish();
+    return a;
+}
+
+LeakyReLUAttrs read_LeakyReLUAttrs(AttrReader& r) {
+    LeakyReLUAttrs a;
+    a.alpha = r.read_float("alpha");
+    r.check_finite("alpha", a.alpha);
+    r.finish();
+    return a;
+}
+
+EluAttrs read_EluAttrs(AttrReader& r) {
+    EluAttrs a;
+    a.alpha = r.read_float("alpha");
+    r.check_finite("alpha", a.alpha);
+    r.check_min("alpha", a.alpha, 0.0);
+    r.finish();
+    return a;
+}
+
+HardSigmoidAttrs read_HardSigmoidAttrs(AttrReader& r) {
+    HardSigmoidAttrs a;
+    a.alpha = r.read_float("alpha");
+    r.check_finite("alpha", a.alpha);
+    a.beta = r.read_float("beta");
+    r.check_finite("beta", a.beta);
     r.finish();
     return a;
 }
@@ -657,6 +774,8 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::LessEqual):
         case uint16_t(dyngraph::fb::OpKind::LogicalAnd):
         case uint16_t(dyngraph::fb::OpKind::LogicalOr):
+        case uint16_t(dyngraph::fb::OpKind::SquaredDifference):
+        case uint16_t(dyngraph::fb::OpKind::FloorDivide):
             return read_AddAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::BiasAdd):
             return read_BiasAddAttrs(r);
@@ -672,9 +791,18 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::Neg):
         case uint16_t(dyngraph::fb::OpKind::TypeCast):
         case uint16_t(dyngraph::fb::OpKind::ScatterRows):
+        case uint16_t(dyngraph::fb::OpKind::Reciprocal):
+        case uint16_t(dyngraph::fb::OpKind::Rsqrt):
         case uint16_t(dyngraph::fb::OpKind::Sin):
         case uint16_t(dyngraph::fb::OpKind::Cos):
         case uint16_t(dyngraph::fb::OpKind::LogicalNot):
+        case uint16_t(dyngraph::fb::OpKind::Erf):
+        case uint16_t(dyngraph::fb::OpKind::HardSwish):
+        case uint16_t(dyngraph::fb::OpKind::Mish):
+        case uint16_t(dyngraph::fb::OpKind::Round):
+        case uint16_t(dyngraph::fb::OpKind::Ceil):
+        case uint16_t(dyngraph::fb::OpKind::Floor):
+        case uint16_t(dyngraph::fb::OpKind::Reorder):
             r.finish();
             return NoAttrs{};
         case uint16_t(dyngraph::fb::OpKind::GELU):
@@ -698,6 +826,7 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::ReduceMean):
         case uint16_t(dyngraph::fb::OpKind::ReduceMax):
         case uint16_t(dyngraph::fb::OpKind::ReduceMin):
+        case uint16_t(dyngraph::fb::OpKind::ReduceProd):
             return read_ReduceSumAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::Gather):
             return read_GatherAttrs(r);
@@ -715,6 +844,22 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
             return read_DynamicTransposeAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::CopyToSlice):
             return read_CopyToSliceAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Pow):
+            return read_PowAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Clamp):
+            return read_ClampAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Expand):
+            return read_ExpandAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::SoftPlus):
+            return read_SoftPlusAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::ArgMax):
+            return read_ArgMaxAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::LeakyReLU):
+            return read_LeakyReLUAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Elu):
+            return read_EluAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::HardSigmoid):
+            return read_HardSigmoidAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::Convolution):
             return read_ConvolutionAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::ConvTranspose):

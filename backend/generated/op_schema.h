@@ -14,12 +14,15 @@ struct AttrDef;
 
 namespace ops {
 
-constexpr int kNumOpKinds = 72;
+constexpr int kNumOpKinds = 82;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
 enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32 };
 bool dtype_in(DTypeClass c, DType t);
 const char* dtype_class_words(DTypeClass c);  // "a floating-point"
+
+// How the backend lowers the kind when a tensor has rank > 4 (dyngraph.ops.registry.HIGH_RANK).
+enum class HighRank : uint8_t { No, Elementwise, Lowering };
 
 using NoAttrs = std::monostate;
 
@@ -46,6 +49,8 @@ using LessAttrs = AddAttrs;
 using LessEqualAttrs = AddAttrs;
 using LogicalAndAttrs = AddAttrs;
 using LogicalOrAttrs = AddAttrs;
+using SquaredDifferenceAttrs = AddAttrs;
+using FloorDivideAttrs = AddAttrs;
 
 struct BiasAddAttrs {
     enum class DataFormat : uint8_t { NXC, NCX };
@@ -103,6 +108,7 @@ struct ReduceSumAttrs {
 using ReduceMeanAttrs = ReduceSumAttrs;
 using ReduceMaxAttrs = ReduceSumAttrs;
 using ReduceMinAttrs = ReduceSumAttrs;
+using ReduceProdAttrs = ReduceSumAttrs;
 
 struct GatherAttrs {
     int64_t axis{};
@@ -142,6 +148,41 @@ struct DynamicTransposeAttrs {
 
 struct CopyToSliceAttrs {
     std::vector<int32_t> starts{};
+};
+
+struct PowAttrs {
+    double beta{};
+};
+
+struct ClampAttrs {
+    double min{};
+    double max{};
+};
+
+struct ExpandAttrs {
+    std::vector<int32_t> shape{};
+};
+
+struct SoftPlusAttrs {
+    double beta{};
+};
+
+struct ArgMaxAttrs {
+    int64_t axis{};
+    bool keep_dims{};
+};
+
+struct LeakyReLUAttrs {
+    double alpha{};
+};
+
+struct EluAttrs {
+    double alpha{};
+};
+
+struct HardSigmoidAttrs {
+    double alpha{};
+    double beta{};
 };
 
 struct ConvolutionAttrs {
@@ -241,7 +282,7 @@ struct InterpolateAttrs {
     DataFormat data_format{};
 };
 
-using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, ConvolutionAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptiveAvgPoolAttrs, BatchNormInferenceAttrs, GroupNormAttrs, InterpolateAttrs>;
+using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs, ConvolutionAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptiveAvgPoolAttrs, BatchNormInferenceAttrs, GroupNormAttrs, InterpolateAttrs>;
 
 // The facts of an op kind: its arity (max -1: any number), the dtype class
 // of each input / output (the last one repeats), its traits.
@@ -258,6 +299,9 @@ struct OpFacts {
     uint32_t shape_inputs;     // bit i: input i's values are read on the host
     const char* const* input_names;
     uint8_t n_input_names;
+    uint32_t same_dtype_inputs;  // bit i: input i shares one dtype with the others set (all bits: every input)
+    int8_t out_dtype_of;         // the outputs have this input's dtype, or -1
+    HighRank high_rank;
 };
 
 extern const OpFacts kOpFacts[kNumOpKinds];

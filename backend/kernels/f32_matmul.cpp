@@ -112,7 +112,7 @@ bool half_weights_to_ggml(ggml_type type) {
 }
 
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
-    if (half_weights_to_ggml(x->type)) return ggml_mul_mat(ctx, x, y);
+    if (half_weights_to_ggml(x->type)) return gg::mul_mat(ctx, x, y);
     const int64_t min_rows = x->type == GGML_TYPE_F32     ? kF32KernelMinRows
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;

@@ -15,15 +15,15 @@ void lower_dynamic_reshape(LowerCtx& c) { c.out = {c.reshape(c.in[0], c.out_shap
 void lower_dynamic_transpose(LowerCtx& c) {
     Dims s = c.in_shape(0);
     const auto& axes = c.attrs<ops::DynamicTransposeAttrs>().perm;  // one per axis (checked at parse)
-    int perm[4] = {0, 1, 2, 3};
-    bool seen[4] = {false, false, false, false};
+    int perm[kMaxRank] = {0, 1, 2, 3, 4, 5};
+    bool seen[kMaxRank] = {false, false, false, false, false, false};
     for (int i = 0; i < s.rank; ++i) {
         int64_t a = c.eval(axes[size_t(i)]);
         if (a < 0 || a >= s.rank || seen[a]) fail<ShapeError>("op '", c.op.name, "': the order is not a permutation");
         seen[a] = true;
         perm[i] = int(a);
     }
-    c.out = {c.cont(c.permute(c.in[0], s.rank, perm))};
+    c.out = {c.transposed(c.in[0], s, perm)};
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
-// Elementwise ops: binary with numpy broadcasting, unary activations, BiasAdd.
+// Elementwise ops: binary with numpy broadcasting, unary activations, Expand,
+// Reorder, BiasAdd. ggml's float kernels where they are exact enough; our own
+// (kernels/kernels.h) where ggml has none or a less accurate one.
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/kernels.h"
 #include "../gg.h"
@@ -7,7 +9,7 @@
 namespace dg {
 
 using K = dyngraph::fb::OpKind;
-using GgmlBinary = ggml_tensor* (*)(ggml_context*, ggml_tensor*, ggml_tensor*);
+using GgBinary = ggml_tensor* (*)(ggml_context*, ggml_tensor*, ggml_tensor*);
 
 namespace {
 
@@ -16,7 +18,7 @@ bool same_ne(const ggml_tensor* t, const std::array<int64_t, 4>& ne) {
 }
 
 // ggml's float binary ops broadcast their second operand only: repeat the first when it is the smaller.
-template <GgmlBinary OP, kernels::Binary INT_OP>
+template <GgBinary OP, kernels::Binary INT_OP>
 void lower_arith(LowerCtx& c) {
     auto ne = c.out_shape(0).ne();
     ggml_tensor* a = c.in[0];
@@ -33,8 +35,9 @@ void lower_arith(LowerCtx& c) {
     c.out = {OP(c.ctx, a, b)};
 }
 
+// Binary ops of our kernel (F32 or I32): f16 and bf16 are computed in f32.
 template <kernels::Binary OP>
-void lower_minmax(LowerCtx& c) {
+void lower_binary_kernel(LowerCtx& c) {
     auto ne = c.out_shape(0).ne();
     ggml_tensor* a = c.in[0];
     ggml_tensor* b = c.in[1];
@@ -65,14 +68,53 @@ void lower_unary_f32(LowerCtx& c) {
     c.out = {c.cast(gg::unary(c.ctx, OP, x), t)};
 }
 
-// Unary ops whose ggml kernel is not accurate enough in f32 run as our own kernel (on f32).
-template <kernels::Unary OP>
-void lower_unary_kernel(LowerCtx& c) {
+// Unary ops that ggml lacks, or computes less accurately, run as our own kernel (on f32).
+void unary_kernel(LowerCtx& c, kernels::Unary op, double p0 = 0.0, double p1 = 0.0) {
     ggml_tensor* x = c.in[0];
     ggml_type t = x->type;
-    if (t != GGML_TYPE_F32) x = gg::cast(c.ctx, x, GGML_TYPE_F32);
-    c.out = {c.cast(kernels::unary(c.ctx, OP, x), t)};
+    if (t != GGML_TYPE_F32) x = gg::cast(c.ctx, c.cont(x), GGML_TYPE_F32);
+    c.out = {c.cast(kernels::unary(c.ctx, op, x, float(p0), float(p1)), t)};
 }
+
+template <kernels::Unary OP>
+void lower_unary_kernel(LowerCtx& c) {
+    unary_kernel(c, OP);
+}
+
+void lower_pow(LowerCtx& c) {
+    if (c.n_in() == 2) return lower_binary_kernel<kernels::Binary::Pow>(c);
+    unary_kernel(c, kernels::Unary::Pow, c.attrs<ops::PowAttrs>().beta);
+}
+
+void lower_clamp(LowerCtx& c) {
+    const auto& a = c.attrs<ops::ClampAttrs>();
+    unary_kernel(c, kernels::Unary::Clamp, a.min, a.max);
+}
+
+void lower_elu(LowerCtx& c) { unary_kernel(c, kernels::Unary::Elu, c.attrs<ops::EluAttrs>().alpha); }
+
+void lower_leaky_relu(LowerCtx& c) { unary_kernel(c, kernels::Unary::LeakyRelu, c.attrs<ops::LeakyReLUAttrs>().alpha); }
+
+void lower_hard_sigmoid(LowerCtx& c) {
+    const auto& a = c.attrs<ops::HardSigmoidAttrs>();
+    unary_kernel(c, kernels::Unary::HardSigmoid, a.alpha, a.beta);
+}
+
+void lower_soft_plus(LowerCtx& c) { unary_kernel(c, kernels::Unary::SoftPlus, c.attrs<ops::SoftPlusAttrs>().beta); }
+
+// numpy broadcast_to: the input, aligned right with leading 1s, repeated to the output's shape.
+void lower_expand(LowerCtx& c) {
+    Dims in = c.in_shape(0), out = c.out_shape(0);
+    Dims aligned;
+    aligned.rank = out.rank;
+    for (int i = 0; i < out.rank; ++i) aligned.d[i] = i < out.rank - in.rank ? 1 : in.d[i - (out.rank - in.rank)];
+    ggml_tensor* x = c.reshape(c.in[0], aligned);
+    auto ne = out.ne();
+    c.out = {same_ne(x, ne) ? x : gg::repeat_4d(c.ctx, x, ne[0], ne[1], ne[2], ne[3])};
+}
+
+// A copy (never the input itself: the output is a tensor of its own).
+void lower_reorder(LowerCtx& c) { c.out = {gg::dup(c.ctx, c.in[0])}; }
 
 void lower_gelu(LowerCtx& c) {
     // ggml_gelu reads a table indexed by the input rounded to f16 (about 1e-3 relative error)
@@ -85,24 +127,33 @@ void lower_bias_add(LowerCtx& c) {
     if (c.in[0]->type == GGML_TYPE_I32) c.unsupported("BiasAdd on integer tensors");
     ggml_tensor* x = c.cont(c.in[0]);
     ggml_tensor* bias = c.cont(c.in[1]);
-    Dims xs = c.in_shape(0);
+    const Dims xs = c.in_shape(0);
     if (c.attrs<ops::BiasAddAttrs>().data_format == ops::BiasAddAttrs::DataFormat::NCX && xs.rank > 1) {
-        int64_t ne[4] = {1, 1, 1, 1};
-        ne[ggml_dim(1, xs.rank)] = bias->ne[0];
-        bias = gg::reshape_4d(c.ctx, bias, ne[0], ne[1], ne[2], ne[3]);
+        // x viewed as [N, C, the rest] (any rank up to 6), the bias along C
+        Dims m;
+        m.rank = 3;
+        m.d[0] = xs.d[0];
+        m.d[1] = xs.d[1];
+        for (int a = 2; a < xs.rank; ++a) m.d[2] *= xs.d[a];
+        bias = gg::reshape_4d(c.ctx, bias, 1, bias->ne[0], 1, 1);
+        c.out = {c.reshape(gg::add(c.ctx, c.reshape(x, m), bias), xs)};
+        return;
     }
-    c.out = {gg::add(c.ctx, x, bias)};
+    c.out = {gg::add(c.ctx, x, bias)};  // NXC: the bias along ne[0], the innermost axis at every rank
 }
 
 }  // namespace
 
 void register_elementwise(LoweringTable& t) {
-    t.add(uint16_t(K::Add), lower_arith<ggml_add, kernels::Binary::Add>);
-    t.add(uint16_t(K::Subtract), lower_arith<ggml_sub, kernels::Binary::Sub>);
-    t.add(uint16_t(K::Multiply), lower_arith<ggml_mul, kernels::Binary::Mul>);
+    t.add(uint16_t(K::Add), lower_arith<gg::add, kernels::Binary::Add>);
+    t.add(uint16_t(K::Subtract), lower_arith<gg::sub, kernels::Binary::Sub>);
+    t.add(uint16_t(K::Multiply), lower_arith<gg::mul, kernels::Binary::Mul>);
     t.add(uint16_t(K::Divide), lower_divide);
-    t.add(uint16_t(K::Maximum), lower_minmax<kernels::Binary::Max>);
-    t.add(uint16_t(K::Minimum), lower_minmax<kernels::Binary::Min>);
+    t.add(uint16_t(K::Maximum), lower_binary_kernel<kernels::Binary::Max>);
+    t.add(uint16_t(K::Minimum), lower_binary_kernel<kernels::Binary::Min>);
+    t.add(uint16_t(K::SquaredDifference), lower_binary_kernel<kernels::Binary::SquaredDiff>);
+    t.add(uint16_t(K::FloorDivide), lower_binary_kernel<kernels::Binary::FloorDiv>);
+    t.add(uint16_t(K::Pow), lower_pow);
     t.add(uint16_t(K::BiasAdd), lower_bias_add);
     t.add(uint16_t(K::ReLU), lower_unary_kernel<kernels::Unary::Relu>);  // ggml_relu maps NaN to 0
     t.add(uint16_t(K::GELU), lower_gelu);
@@ -117,6 +168,21 @@ void register_elementwise(LoweringTable& t) {
     t.add(uint16_t(K::Neg), lower_unary_f32<gg::Unary::Neg>);
     t.add(uint16_t(K::Sin), lower_unary_f32<gg::Unary::Sin>);
     t.add(uint16_t(K::Cos), lower_unary_f32<gg::Unary::Cos>);
+    t.add(uint16_t(K::Erf), lower_unary_kernel<kernels::Unary::Erf>);
+    t.add(uint16_t(K::Reciprocal), lower_unary_kernel<kernels::Unary::Reciprocal>);
+    t.add(uint16_t(K::Rsqrt), lower_unary_kernel<kernels::Unary::Rsqrt>);
+    t.add(uint16_t(K::HardSwish), lower_unary_kernel<kernels::Unary::HardSwish>);
+    t.add(uint16_t(K::Mish), lower_unary_kernel<kernels::Unary::Mish>);
+    t.add(uint16_t(K::Round), lower_unary_kernel<kernels::Unary::Round>);
+    t.add(uint16_t(K::Ceil), lower_unary_kernel<kernels::Unary::Ceil>);
+    t.add(uint16_t(K::Floor), lower_unary_kernel<kernels::Unary::Floor>);
+    t.add(uint16_t(K::Clamp), lower_clamp);
+    t.add(uint16_t(K::Elu), lower_elu);
+    t.add(uint16_t(K::LeakyReLU), lower_leaky_relu);
+    t.add(uint16_t(K::HardSigmoid), lower_hard_sigmoid);
+    t.add(uint16_t(K::SoftPlus), lower_soft_plus);
+    t.add(uint16_t(K::Expand), lower_expand);
+    t.add(uint16_t(K::Reorder), lower_reorder);
 }
 
 }  // namespace dg

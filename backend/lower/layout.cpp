@@ -1,4 +1,5 @@
-// Data movement: reshape, transpose, concat, slice, type cast.
+// Data movement: reshape, transpose, concat, slice, type cast. Each takes
+// tensors of rank up to 6 (held folded, see program.h).
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/kernels.h"
 #include "../gg.h"
@@ -20,27 +21,40 @@ void lower_reshape(LowerCtx& c) {
 void lower_transpose(LowerCtx& c) {
     Dims s = c.in_shape(0);
     const std::vector<int64_t>& order = c.attrs<ops::StaticTransposeAttrs>().order;  // a permutation or empty
-    int perm[4] = {0, 1, 2, 3};
+    int perm[kMaxRank] = {0, 1, 2, 3, 4, 5};
     for (int i = 0; i < s.rank; ++i) {
         int64_t a = order.empty() ? s.rank - 1 - i : order[size_t(i)];
         perm[i] = int(a < 0 ? a + s.rank : a);
     }
-    c.out = {c.cont(c.permute(c.in[0], s.rank, perm))};
+    c.out = {c.transposed(c.in[0], s, perm)};
+}
+
+// Above rank 4, each input is viewed as [outer, axis, inner] (dense) and joined along the middle.
+Dims around(const Dims& s, int axis) {
+    Dims m;
+    m.rank = 3;
+    m.d[0] = m.d[2] = 1;
+    for (int i = 0; i < axis; ++i) m.d[0] *= s.d[i];
+    m.d[1] = s.d[axis];
+    for (int i = axis + 1; i < s.rank; ++i) m.d[2] *= s.d[i];
+    return m;
 }
 
 void lower_concat(LowerCtx& c) {
     Dims s = c.out_shape(0);
     int64_t axis = c.attrs<ops::ConcatAttrs>().axis;
     if (axis < 0) axis += s.rank;
-    int dim = ggml_dim(int(axis), s.rank);
-    ggml_tensor* r = c.cont(c.in[0]);
+    const bool high = s.rank > kGgmlRank;
+    int dim = high ? 1 : ggml_dim(int(axis), s.rank);
+    auto input = [&](size_t k) { return high ? c.reshape(c.in[k], around(c.in_shape(k), int(axis))) : c.cont(c.in[k]); };
+    ggml_tensor* r = input(0);
     for (size_t k = 1; k < c.n_in(); ++k) {
-        ggml_tensor* b = c.cont(c.in[k]);
+        ggml_tensor* b = input(k);
         for (int d = 0; d < 4; ++d)  // ggml_concat aborts on a mismatch; the shape rule's guards prevent one
             if (d != dim && r->ne[d] != b->ne[d]) c.unsupported("concat inputs of different sizes off the concat axis");
         r = gg::concat(c.ctx, r, b, dim);
     }
-    c.out = {r};
+    c.out = {high ? c.reshape(r, s) : r};
 }
 
 // One axis of a slice as a strided view. ggml views cannot stride the
@@ -66,6 +80,17 @@ void lower_slice(LowerCtx& c) {
     const auto& a = c.attrs<ops::SliceAttrs>();
     const auto& starts = a.starts;  // resolved by the shape rule: one per axis, strides >= 1 (checked at parse)
     const auto& strides = a.strides;
+    if (s.rank > kGgmlRank) {  // one strided copy of the selected elements
+        Strided st = c.strides_of(c.in[0], s);
+        int64_t offset = 0;
+        for (int ax = 0; ax < s.rank; ++ax) {
+            offset += c.eval(starts[size_t(ax)]) * st.nb[ax];
+            st.nb[ax] *= strides[size_t(ax)];
+            st.ne[ax] = o.d[ax];
+        }
+        c.out = {c.gather_strided(c.in[0], st, offset)};
+        return;
+    }
     ggml_tensor* x = c.in[0];
     for (int a = 0; a < s.rank; ++a) {
         int64_t start = c.eval(starts[size_t(a)]), step = strides[size_t(a)];

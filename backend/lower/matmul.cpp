@@ -13,7 +13,35 @@ namespace {
 
 ggml_tensor* transposed(LowerCtx& c, ggml_tensor* t) { return gg::cont(c.ctx, gg::transpose(c.ctx, t)); }
 
+// Above rank 4 the batch axes of each operand are folded (program.h): ggml
+// broadcasts an operand's folded batch only where it is all 1s, so an operand
+// (or bias) whose batch axes are neither all 1 nor the output's is broadcast
+// to them by a copy first.
+void fold_batches(LowerCtx& c) {
+    const Dims out = c.out_shape(0);
+    for (size_t k = 0; k < c.n_in(); ++k) {
+        const Dims s = c.in_shape(k);
+        const int lead = out.rank - s.rank;
+        bool ones = true, same = true;
+        for (int a = 0; a < out.rank - 2; ++a) {
+            const int64_t d = a < lead ? 1 : s.d[a - lead];
+            ones = ones && d == 1;
+            same = same && d == out.d[a];
+        }
+        if (ones || same) continue;
+        Dims full;
+        full.rank = out.rank;
+        for (int a = 0; a < out.rank; ++a) full.d[a] = out.d[a];
+        if (k < 2) {  // the matrix keeps its own last two axes
+            full.d[out.rank - 2] = s.rank >= 2 ? s.d[s.rank - 2] : 1;
+            full.d[out.rank - 1] = s.d[s.rank - 1];
+        }
+        c.in[k] = c.broadcast(c.in[k], s, full);
+    }
+}
+
 void lower_matmul(LowerCtx& c) {
+    if (c.out_shape(0).rank > kGgmlRank) fold_batches(c);
     ggml_tensor* a = c.in[0];
     ggml_tensor* b = c.in[1];
     const bool ta = c.attrs<ops::MatMulAttrs>().transpose_a;

@@ -19,6 +19,17 @@ void lower_softmax(LowerCtx& c) {
     if (axis < 0) axis += rank;
     ggml_type t = c.in[0]->type;
     ggml_tensor* x = c.in[0];
+    if (rank > kGgmlRank) {  // [outer, axis, inner]: the same softmax over a rank-3 view
+        Dims m;
+        m.rank = 3;
+        m.d[0] = m.d[2] = 1;
+        for (int i = 0; i < axis; ++i) m.d[0] *= s.d[i];
+        m.d[1] = s.d[axis];
+        for (int i = axis + 1; i < rank; ++i) m.d[2] *= s.d[i];
+        x = c.reshape(x, m);
+        rank = 3;
+        axis = 1;
+    }
     if (axis == rank - 1 || rank == 0) {
         x = gg::soft_max(c.ctx, to_f32(c, x));
     } else {
@@ -28,7 +39,7 @@ void lower_softmax(LowerCtx& c) {
         x = gg::soft_max(c.ctx, to_f32(c, c.permute(x, rank, perm)));
         x = gg::cont(c.ctx, c.permute(x, rank, perm));
     }
-    c.out = {c.cast(x, t)};
+    c.out = {c.cast(c.reshape(x, s), t)};
 }
 
 template <ggml_tensor* (*NORM)(ggml_context*, ggml_tensor*, float)>

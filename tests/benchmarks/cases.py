@@ -145,13 +145,10 @@ def mlp_cases(engine: dg.Engine, batches: Sequence[int] = MLP_BATCHES) -> Dict[s
 
 def one_op_step(engine) -> Step:
     """x + x on a [n, 64] input with a dynamic n, prepared and run once at n = 16."""
-    n = dg.Dim("n")
-    x = dg.LogicalTensor(0, dg.f32, [n, 64])
-    y = dg.LogicalTensor(1, dg.f32, [n, 64])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.Add, [x, x], [y]))
-    g.finalize()
-    cp = g.get_partitions()[0].compile([x], [y], engine)
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [dg.Dim("n"), 64])
+    b.output(b.add(x, x))
+    cp = b.compile(engine)
     step = Step(cp, [np.ones((16, 64), np.float32)])
     step()
     return step

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import Dict
+from typing import Tuple
 
 import numpy as np
 
@@ -33,18 +33,16 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class MLP:
-    cp_inputs: list
-    output: dg.LogicalTensor
-    partition: dg.Partition
-    constants: Dict[int, np.ndarray]
+    builder: dg.GraphBuilder
+    weights: Tuple[np.ndarray, np.ndarray, np.ndarray]  # W1, B1, W2
     hidden: int
 
     def compile(self, engine: dg.Engine, **options) -> dg.CompiledPartition:
-        return self.partition.compile(self.cp_inputs, [self.output], engine, constants=self.constants, **options)
+        return self.builder.compile(engine, **options)
 
     def reference(self, x: np.ndarray) -> np.ndarray:
         """numpy float32 forward (GELU through the vectorized erf above)."""
-        W1, B1, W2 = (self.constants[i] for i in (1, 2, 3))
+        W1, B1, W2 = self.weights
         h = x @ W1
         h += B1
         g = 0.5 * h * (1.0 + erf(h * np.float32(1.0 / np.sqrt(2.0))))
@@ -57,6 +55,4 @@ def build_mlp(seed: int = 0) -> MLP:
     W1 = rng.standard_normal((ex.HIDDEN, ex.FFN), dtype=np.float32) / np.float32(np.sqrt(ex.HIDDEN))
     B1 = rng.standard_normal(ex.FFN, dtype=np.float32) * np.float32(0.1)
     W2 = rng.standard_normal((ex.FFN, ex.OUT), dtype=np.float32) / np.float32(np.sqrt(ex.FFN))
-    g, (x, w1, b1, w2), y = ex.build_graph()
-    (part,) = g.get_partitions()
-    return MLP([x, w1, b1, w2], y, part, {1: W1, 2: B1, 3: W2}, ex.HIDDEN)
+    return MLP(ex.build_graph(W1, B1, W2), (W1, B1, W2), ex.HIDDEN)

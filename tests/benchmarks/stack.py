@@ -108,31 +108,18 @@ def reference_forward(p: Dict[str, np.ndarray], x: np.ndarray, mask: np.ndarray,
     return _rms_norm(h, p["final_norm"])
 
 
-class _Builder:
-    """Hands out tensor and op ids and collects constants."""
+class _Weights:
+    """Random weights as constants of the builder, also kept by name for the reference."""
 
-    def __init__(self, rng: np.random.Generator):
-        self.g = dg.Graph(dg.Engine.CPU)
+    def __init__(self, b: dg.GraphBuilder, rng: np.random.Generator):
+        self.b = b
         self.rng = rng
-        self.next_tensor = 2  # 0: x, 1: mask
-        self.next_op = 0
-        self.weights: List[dg.LogicalTensor] = []
-        self.constants: Dict[int, np.ndarray] = {}
         self.params: Dict[str, np.ndarray] = {}
-
-    def tensor(self, name: str) -> dg.LogicalTensor:
-        lt = dg.LogicalTensor(self.next_tensor, dg.f32, None, name=name)
-        self.next_tensor += 1
-        return lt
 
     def const(self, name: str, data: np.ndarray) -> dg.LogicalTensor:
         data = np.ascontiguousarray(data, dtype=np.float32)
-        lt = dg.LogicalTensor(self.next_tensor, dg.f32, list(data.shape), property=dg.CONSTANT, name=name)
-        self.next_tensor += 1
-        self.weights.append(lt)
-        self.constants[lt.id] = data
         self.params[name] = data
-        return lt
+        return self.b.constant(name, data)
 
     def linear(self, name: str, fan_in: int, fan_out: int) -> dg.LogicalTensor:
         w = self.rng.standard_normal((fan_in, fan_out), dtype=np.float32) / np.float32(np.sqrt(fan_in))
@@ -140,12 +127,6 @@ class _Builder:
 
     def gamma(self, name: str, n: int) -> dg.LogicalTensor:
         return self.const(name, 1.0 + 0.1 * self.rng.standard_normal(n, dtype=np.float32))
-
-    def op(self, kind: dg.OpKind, ins, name: str, **attrs) -> dg.LogicalTensor:
-        out = self.tensor(name)
-        self.g.add_op(dg.Op(self.next_op, kind, ins, [out], attrs, name=name))
-        self.next_op += 1
-        return out
 
 
 def build_stack(
@@ -164,57 +145,55 @@ def build_stack(
     if hidden % heads:
         raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
     d = hidden // heads
-    b = _Builder(np.random.default_rng(seed))
-    K = dg.OpKind
-    x = dg.LogicalTensor(0, dg.f32, [seq, hidden], name="x")
-    mask = dg.LogicalTensor(1, dg.f32, [seq, seq], name="mask")
-    scale = b.const("scale", np.array([1.0 / np.sqrt(d)], np.float32))
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [seq, hidden])  # id 0
+    mask = b.input("mask", dg.f32, [seq, seq])  # id 1
+    w = _Weights(b, np.random.default_rng(seed))
+    scale = w.const("scale", np.array([1.0 / np.sqrt(d)], np.float32))
 
     h = x
     for i in range(layers):
         p = f"l{i}."
-        wq, wk, wv, wo = (b.linear(p + w, hidden, hidden) for w in ("wq", "wk", "wv", "wo"))
-        w1, w2 = b.linear(p + "w1", hidden, ffn), b.linear(p + "w2", ffn, hidden)
-        g_attn, g_mlp = b.gamma(p + "attn_norm", hidden), b.gamma(p + "mlp_norm", hidden)
+        wq, wk, wv, wo = (w.linear(p + n, hidden, hidden) for n in ("wq", "wk", "wv", "wo"))
+        w1, w2 = w.linear(p + "w1", hidden, ffn), w.linear(p + "w2", ffn, hidden)
+        g_attn, g_mlp = w.gamma(p + "attn_norm", hidden), w.gamma(p + "mlp_norm", hidden)
 
-        a = b.op(K.RMSNorm, [h, g_attn], p + "attn_norm_out", epsilon=EPS)
+        a = b.rms_norm(h, g_attn, epsilon=EPS, name=p + "attn_norm_out")
         heads_of = {}
-        for nm, w in (("q", wq), ("k", wk), ("v", wv)):
-            t = b.op(K.MatMul, [a, w], p + nm)
-            t = b.op(K.StaticReshape, [t], p + nm + "_split", shape=[seq, heads, d])
-            heads_of[nm] = b.op(K.StaticTranspose, [t], p + nm + "_heads", order=[1, 0, 2])
-        s = b.op(K.MatMul, [heads_of["q"], heads_of["k"]], p + "scores", transpose_b=True)  # [heads, seq, seq]
-        s = b.op(K.Multiply, [s, scale], p + "scores_scaled")
-        s = b.op(K.Add, [s, mask], p + "scores_masked")
-        s = b.op(K.SoftMax, [s], p + "probs", axis=-1)
-        o = b.op(K.MatMul, [s, heads_of["v"]], p + "attn")  # [heads, seq, d]
-        o = b.op(K.StaticTranspose, [o], p + "attn_merge_t", order=[1, 0, 2])
-        o = b.op(K.StaticReshape, [o], p + "attn_merged", shape=[seq, hidden])
-        o = b.op(K.MatMul, [o, wo], p + "attn_out")
-        h = b.op(K.Add, [h, o], p + "resid_attn")
+        for nm, wt in (("q", wq), ("k", wk), ("v", wv)):
+            t = b.matmul(a, wt, name=p + nm)
+            t = b.static_reshape(t, shape=[seq, heads, d], name=p + nm + "_split")
+            heads_of[nm] = b.static_transpose(t, order=[1, 0, 2], name=p + nm + "_heads")
+        s = b.matmul(heads_of["q"], heads_of["k"], transpose_b=True, name=p + "scores")  # [heads, seq, seq]
+        s = b.multiply(s, scale, name=p + "scores_scaled")
+        s = b.add(s, mask, name=p + "scores_masked")
+        s = b.softmax(s, axis=-1, name=p + "probs")
+        o = b.matmul(s, heads_of["v"], name=p + "attn")  # [heads, seq, d]
+        o = b.static_transpose(o, order=[1, 0, 2], name=p + "attn_merge_t")
+        o = b.static_reshape(o, shape=[seq, hidden], name=p + "attn_merged")
+        o = b.matmul(o, wo, name=p + "attn_out")
+        h = b.add(h, o, name=p + "resid_attn")
 
-        m = b.op(K.RMSNorm, [h, g_mlp], p + "mlp_norm_out", epsilon=EPS)
-        m = b.op(K.MatMul, [m, w1], p + "up")
-        m = b.op(K.SiLU, [m], p + "act")
-        m = b.op(K.MatMul, [m, w2], p + "down")
-        h = b.op(K.Add, [h, m], p + "resid_mlp")
+        m = b.rms_norm(h, g_mlp, epsilon=EPS, name=p + "mlp_norm_out")
+        m = b.matmul(m, w1, name=p + "up")
+        m = b.silu(m, name=p + "act")
+        m = b.matmul(m, w2, name=p + "down")
+        h = b.add(h, m, name=p + "resid_mlp")
 
-    g_final = b.gamma("final_norm", hidden)
-    y = b.op(K.RMSNorm, [h, g_final], "y", epsilon=EPS)
-
-    b.g.finalize()
-    parts = b.g.get_partitions()
+    y = b.rms_norm(h, w.gamma("final_norm", hidden), epsilon=EPS, name="y")
+    b.output(y)
+    parts = b.partitions()
     if len(parts) != 1 or not parts[0].is_supported():
         raise RuntimeError(f"the stack should be one supported partition, got {parts}")
     return Stack(
-        graph=b.g,
+        graph=b.graph,
         partition=parts[0],
         x=x,
         mask=mask,
-        weights=b.weights,
+        weights=b.constant_tensors,
         output=y,
         constants=b.constants,
-        params=b.params,
+        params=w.params,
         seq=seq,
         layers=layers,
         hidden=hidden,

@@ -133,17 +133,20 @@ class Sealer:
         return file[body_offset(file):]
 
 
-def discover(sample_file: bytes) -> Sealer:
-    """A Sealer for the format of ``sample_file`` (a file the library saved)."""
-    try:
-        from dyngraph import serialization
+def discover(sample_file: bytes, use_library: bool = True) -> Sealer:
+    """A Sealer for the format of ``sample_file`` (a file the library saved):
+    the library's own sealing function when it has one (and ``use_library``),
+    else the header fields found by comparing the header with the body."""
+    if use_library:
+        try:
+            from dyngraph import serialization
 
-        for name in ("seal", "seal_ir"):
-            fn = getattr(serialization, name, None)
-            if callable(fn):
-                return Sealer("library", seal_fn=fn)
-    except ImportError:
-        pass
+            for name in ("seal", "seal_ir"):
+                fn = getattr(serialization, name, None)
+                if callable(fn):
+                    return Sealer("library", seal_fn=fn)
+        except ImportError:
+            pass
     off = body_offset(sample_file)
     if off == 0:
         return Sealer("bare")

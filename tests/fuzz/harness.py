@@ -123,7 +123,7 @@ def _exercise_loaded(cp, dg, engine, steps, phase):
     cp.cache_info()
 
 
-def _exercise_raw(impl, backend, body: bytes, steps, phase):
+def _exercise_raw(impl, backend, engine, body: bytes, steps, phase):
     try:
         m = irmodel.decode(body)
         tensors, inputs, outputs = m.tensors or [], m.inputs or [], m.outputs or []
@@ -141,14 +141,14 @@ def _exercise_raw(impl, backend, body: bytes, steps, phase):
     out_dtypes = [NP_OF_CODE.get(t.dtype, np.float32) for t in outs_t]
     for k, arrays in enumerate(_candidates(steps, dtypes, ranks, shapes)):
         phase("infer")
-        hts = [backend.Tensor(t.id, t.dtype, list(a.shape), a) for t, a in zip(ins_t, arrays)]
+        hts = [backend.Tensor(t.id, t.dtype, list(a.shape), a, engine) for t, a in zip(ins_t, arrays)]
         impl.infer(hts, False, True)
         shapes_out = impl.infer(hts, True, True)
         _check_shapes(shapes_out)
         if any(_nbytes(s, d) > MAX_OUT_BYTES for s, d in zip(shapes_out, out_dtypes)):
             Counters.oversized += 1
             return
-        outs = [backend.Tensor(t.id, t.dtype, list(s), np.empty(s, dtype=d)) for t, s, d in zip(outs_t, shapes_out, out_dtypes)]
+        outs = [backend.Tensor(t.id, t.dtype, list(s), np.empty(s, dtype=d), engine) for t, s, d in zip(outs_t, shapes_out, out_dtypes)]
         phase("execute")
         impl.execute(hts, outs)
         if k == 0:
@@ -169,7 +169,7 @@ def run_case(data: bytes, mode: str, steps, engine, tmpdir: str, phase: Callable
         if mode == "raw":
             phase("load")
             impl = _backend.CompiledPartition(data, {}, engine.impl, 16)
-            _exercise_raw(impl, _backend, data, steps, phase)
+            _exercise_raw(impl, _backend, engine.impl, data, steps, phase)
             del impl
         else:
             path = os.path.join(tmpdir, f"{name}.dg")

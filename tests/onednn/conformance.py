@@ -252,9 +252,9 @@ def family(feature: str) -> str:
     if feature.startswith(("SoftMax output", "LayerNorm output", "LayerNorm keep_stats")):
         return "stats outputs (SoftMax stats, LayerNorm mean/variance)"
     if feature.startswith("rank "):
-        return "rank > 4"
+        return "a rank the op does not take (> 6, or > 4 for MatMul, norms...)"
     if feature.startswith("op kind "):
-        return "other op kinds (Elu, Clamp, Dropout, ReduceL2, ...)"
+        return "other op kinds (Dropout, ReduceL2, PReLU, LogSoftmax, ...)"
     return feature
 
 

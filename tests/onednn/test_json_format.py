@@ -195,7 +195,10 @@ def test_random_truncations_and_byte_flips_are_typed_errors_or_graphs():
 
 
 def test_non_finite_attribute_values_are_read():
-    d = unary("Clamp")  # refused (no Clamp rule), but its NaN / inf values are read first
+    d = unary("Clamp")
     d["graph"][0]["attrs"] = {"min": attr(-math.inf, "f32"), "max": attr(math.nan, "f32")}
-    with pytest.raises(dg.UnsupportedError):
+    with pytest.raises(dg.ShapeError, match=r"bounds \[-inf, nan\] must not be NaN"):  # read, and refused by the rule
         dg.Graph.from_json(json.dumps(d))
+    d["graph"][0]["attrs"]["max"] = attr(math.inf, "f32")
+    (op,) = dg.Graph.from_json(json.dumps(d)).get_ops()
+    assert (op.attrs["min"], op.attrs["max"]) == (-math.inf, math.inf)

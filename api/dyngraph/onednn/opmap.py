@@ -1,8 +1,8 @@
 """oneDNN Graph's op kinds, their attributes (types and defaults, from
 oneDNN's operation pages) and how they map to dyngraph's.
 
-A oneDNN kind maps to the dyngraph kind of the same name (``SoftPlus`` is
-``Softplus``) when dyngraph has a shape rule for it. Its attributes map by
+A oneDNN kind maps to the dyngraph kind of the same name when dyngraph has
+a shape rule for it. Its attributes map by
 name: an attribute dyngraph's rule has is passed (translated where the two
 spell a value differently, e.g. GELU's ``gelu_erf`` / ``erf``), with
 oneDNN's default when the file leaves it out (dyngraph's defaults differ:
@@ -81,7 +81,7 @@ ONEDNN_KINDS: Dict[str, KindInfo] = {
     "HardSigmoid": KindInfo(("src",), attrs={"alpha": _a("f32"), "beta": _a("f32")}),
     "LeakyReLU": KindInfo(("src",), attrs={"alpha": _a("f32")}),
     "Pow": KindInfo(("src",), attrs={"beta": _a("f32")}),
-    "SoftPlus": KindInfo(("src",), attrs={"beta": _a("f32", 1.0)}, dyngraph="Softplus"),
+    "SoftPlus": KindInfo(("src",), attrs={"beta": _a("f32", 1.0)}),
     "PReLU": KindInfo(("src", "slope"), attrs={"data_format": _a("string", "NXC"),
                                                 "per_channel_broadcast": _a("bool", True)}),
     "Add": _BINARY, "Subtract": _BINARY, "Multiply": _BINARY, "Divide": _BINARY, "Maximum": _BINARY,

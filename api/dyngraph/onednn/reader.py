@@ -338,16 +338,18 @@ def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0
     return import_graph(src, ov, decompose, wildcards).graph
 
 
-_RANK_RE = re.compile(r"rank (\d+) is above the supported maximum")
+# a rank above what tensors (6) or the op's kind (4: Gather, RoPE, attention...) take (dyngraph.ops.registry.check_ranks)
+_RANK_RE = re.compile(r"rank (\d+) is above the supported maximum|a tensor of rank (\d+); (\w+) takes rank")
 
 
 def classify(e: DyngraphError, ops: List[Op], kinds: Dict[int, str]) -> DyngraphError:
     """A rule's refusal of a well-formed oneDNN op, named as the gap it is
-    (mixed precision, rank > 4, 1-D MatMul); other errors as they are."""
+    (mixed precision, a rank the op takes not, 1-D MatMul); other errors as they are."""
     msg = str(e)
     m = _RANK_RE.search(msg)
     if m:
-        return UnsupportedError(f"rank {m.group(1)} tensors: {msg}", [f"rank {m.group(1)} tensors"])
+        what = f"rank {m.group(1) or m.group(2)} tensors" + (f" ({m.group(3)})" if m.group(3) else "")
+        return UnsupportedError(f"{what}: {msg}", [what])
     op = _op_named(e, ops)
     if op is None:
         return e

@@ -22,6 +22,7 @@ from .. import reference
 from ..dtypes import DataType
 from ..engine import Engine
 from ..errors import DyngraphError, UnsupportedError
+from ..logical_tensor import MAX_RANK
 from ..logical_tensor import Property
 from ..partition import backend_supported_kinds
 from ..symbolic import UNKNOWN_DIM, Expr
@@ -102,7 +103,7 @@ def unsupported_partitions(graph, parts) -> List[str]:
                 features.append(f"no backend lowering for op kind {op.kind.name}")
             for lt in list(op.inputs) + list(op.outputs):
                 shape = graph.logical_tensor(lt.id).shape
-                if shape is not None and len(shape) > 4:
+                if shape is not None and len(shape) > MAX_RANK:
                     features.append(f"rank {len(shape)} tensors")
     return sorted(set(features)) or ["a partition the backend does not support"]
 

@@ -27,6 +27,8 @@ def _finite(attrs, name: str, label: str) -> float:
     attrs={"scale": AttrSpec("float", 0.0, finite=True), "is_causal": AttrSpec("bool", False)},
     dtypes=("float", "float", "float", "float_or_bool"),
     input_names=("q", "k", "v", "mask"),
+    same_dtypes=(0, 1, 2),
+    out_dtype_of=0,
 )
 def scaled_dot_product_attention(attrs, ins, ctx):
     """softmax(q @ k^T * scale + mask) @ v, as torch.nn.functional.scaled_dot_product_attention.
@@ -111,6 +113,7 @@ def scaled_dot_product_attention(attrs, ins, ctx):
     },
     dtypes=("float", "int"),
     input_names=("x", "positions"),
+    out_dtype_of=0,
 )
 def rope(attrs, ins, ctx):
     """Rotary position embedding of x ``[B, S, H, D]`` (or ``[S, H, D]``) at

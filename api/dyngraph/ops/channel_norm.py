@@ -23,7 +23,7 @@ def _channels(x, fmt: str, ctx):
 
 @register(K.BatchNormInference, inputs=(5, 5),
           attrs={"epsilon": AttrSpec("float", min=0.0, finite=True), "data_format": DATA_FORMAT},
-          dtypes=("float",), input_names=("src", "gamma", "beta", "mean", "variance"))
+          dtypes=("float",), input_names=("src", "gamma", "beta", "mean", "variance"), out_dtype_of=0)
 def batch_norm_inference(attrs, ins, ctx):
     """dst = (src - mean[c]) / sqrt(variance[c] + epsilon) * gamma[c] + beta[c], c the channel."""
     x = ins[0]
@@ -42,7 +42,7 @@ def batch_norm_inference(attrs, ins, ctx):
               "epsilon": AttrSpec("float", 1e-5, min=0.0, finite=True),
               "data_format": DATA_FORMAT,
           },
-          dtypes=("float",), input_names=("src", "gamma", "beta"))
+          dtypes=("float",), input_names=("src", "gamma", "beta"), out_dtype_of=0)
 def group_norm(attrs, ins, ctx):
     """The channels split into `groups` consecutive groups; each group of each
     batch element is normalized over its channels and spatial positions

@@ -48,7 +48,7 @@ def _all_equal(dims, ctx, what):
     return d
 
 
-@register(COMPARE, inputs=(2, 2), attrs=_BROADCAST, out_dtypes=("bool",))
+@register(COMPARE, inputs=(2, 2), attrs=_BROADCAST, out_dtypes=("bool",), same_dtypes=(0, 1), high_rank="elementwise")
 def compare(attrs, ins, ctx):
     """a (==, !=, >, >=, <, <=) b elementwise, with numpy broadcasting; a and b
     share one dtype; the output is bool."""
@@ -58,7 +58,7 @@ def compare(attrs, ins, ctx):
     return [TensorType(DataType.boolean, result_shape(ins, attrs["auto_broadcast"], ctx))]
 
 
-@register(LOGICAL_BINARY, inputs=(2, 2), attrs=_BROADCAST, dtypes=("bool",), out_dtypes=("bool",))
+@register(LOGICAL_BINARY, inputs=(2, 2), attrs=_BROADCAST, dtypes=("bool",), out_dtypes=("bool",), high_rank="elementwise")
 def logical_binary(attrs, ins, ctx):
     """a and b / a or b on bool tensors, with numpy broadcasting."""
     for k, t in enumerate(ins):
@@ -66,7 +66,7 @@ def logical_binary(attrs, ins, ctx):
     return [TensorType(DataType.boolean, result_shape(ins, attrs["auto_broadcast"], ctx))]
 
 
-@register(K.LogicalNot, dtypes=("bool",), out_dtypes=("bool",))
+@register(K.LogicalNot, dtypes=("bool",), out_dtypes=("bool",), high_rank="elementwise")
 def logical_not(attrs, ins, ctx):
     """not x, on a bool tensor."""
     require_bool(ins[0], ctx, "the input")
@@ -74,7 +74,7 @@ def logical_not(attrs, ins, ctx):
 
 
 @register(K.Select, inputs=(3, 3), attrs=_BROADCAST, dtypes=("bool", "any", "any"),
-          input_names=("condition", "then", "else"))
+          input_names=("condition", "then", "else"), same_dtypes=(1, 2), out_dtype_of=1, high_rank="elementwise")
 def select(attrs, ins, ctx):
     """cond ? then : else elementwise (numpy ``where``), numpy broadcasting over
     all three; cond is bool, then and else share the output's dtype."""

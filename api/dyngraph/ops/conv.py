@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..op import OpKind as K
 from ..symbolic import Expr, format_shape
 from .common import require_float, same_dtype
-from .registry import AttrSpec, TensorType, register
+from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 from .spatial import (RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank, per_axis,
                       require_positive, spatial_axes, static_dim, window_out, with_spatial)
 
@@ -56,7 +56,7 @@ def _divisible(c: Expr, groups: int, ctx, what: str) -> None:
 
 
 @register(K.Convolution, inputs=(2, 3), attrs=CONV_ATTRS, resolved=RESOLVED_PADS, dtypes=("float",),
-          input_names=("src", "weights", "bias"))
+          input_names=("src", "weights", "bias"), same_dtypes=ALL_INPUTS, out_dtype_of=0)
 def convolution(attrs, ins, ctx):
     """dst[n, g*OG + o, y] = bias[g*OG + o] + sum over i < C/groups and the
     kernel of src[n, g*C/groups + i, y*stride + k*dilation - pads_begin] *
@@ -89,7 +89,7 @@ def convolution(attrs, ins, ctx):
 
 
 @register(K.ConvTranspose, inputs=(2, 3), attrs=CONV_TRANSPOSE_ATTRS, resolved=RESOLVED_PADS, dtypes=("float",),
-          input_names=("src", "weights", "bias"))
+          input_names=("src", "weights", "bias"), same_dtypes=ALL_INPUTS, out_dtype_of=0)
 def conv_transpose(attrs, ins, ctx):
     """The transpose of Convolution: each src element adds its weights,
     scaled, to a window of dst (src position times stride, minus pads_begin)."""

@@ -5,6 +5,7 @@ graph cache key), and are checked there."""
 
 from __future__ import annotations
 
+from ..logical_tensor import MAX_RANK
 from ..op import OpKind as K
 from ..symbolic import format_shape
 from .indexing import require_indices
@@ -18,7 +19,7 @@ def _static_length(t: TensorType, ctx, what: str) -> int:
 
 
 @register(K.DynamicReshape, inputs=(2, 2), attrs={"special_zero": AttrSpec("bool", False)}, dtypes=("any", "int"),
-          shape_inputs=(1,), input_names=("src", "shape"))
+          shape_inputs=(1,), input_names=("src", "shape"), out_dtype_of=0, high_rank="lowering")
 def dynamic_reshape(attrs, ins, ctx):
     """Reshape src to the shape held by the second input (i32/i64, 1-D, static
     length = the output rank): at most one -1 (inferred), 0 copies src's
@@ -27,8 +28,8 @@ def dynamic_reshape(attrs, ins, ctx):
     src, shape = ins
     require_indices(shape, ctx, "the shape input")
     n = _static_length(shape, ctx, "the shape input")
-    if not 1 <= n <= 4:
-        raise ctx.error(f"the target rank must be 1 to 4, got {n}")
+    if not 1 <= n <= MAX_RANK:
+        raise ctx.error(f"the target rank must be 1 to {MAX_RANK}, got {n}")
     dims = tuple(
         ctx.value_symbol(f"dim{k}", "reshape", input=1, index=k, ref=0, flag=int(attrs["special_zero"])) for k in range(n)
     )
@@ -36,7 +37,7 @@ def dynamic_reshape(attrs, ins, ctx):
 
 
 @register(K.DynamicTranspose, inputs=(2, 2), dtypes=("any", "int"), shape_inputs=(1,), input_names=("src", "order"),
-          resolved={"perm": AttrSpec("exprs", rank_of=0)})
+          resolved={"perm": AttrSpec("exprs", rank_of=0)}, out_dtype_of=0, high_rank="lowering")
 def dynamic_transpose(attrs, ins, ctx):
     """Transpose src by the order held by the second input (i32/i64, 1-D of
     length rank, or empty to reverse the axes); negative axes count from the

@@ -28,7 +28,7 @@ def output_dtype(ctx, allowed=None):
     """The dtype declared on the op's output logical tensor (these ops have no
     input to take it from)."""
     if not ctx.declared_outputs or ctx.declared_outputs[0] is None:
-        raise ctx.error("the output dtype is taken from the output logical tensor, which is missing")
+        raise ctx.error("the output dtype is taken from the output logical tensor (dtype= of GraphBuilder), which is missing")
     dt = ctx.declared_outputs[0].dtype
     if allowed is not None and dt not in allowed:
         raise ctx.dtype_error(f"the output must be one of {', '.join(str(d) for d in allowed)}, got {dt}")
@@ -78,7 +78,7 @@ def gen_index(attrs, ins, ctx):
     return [TensorType(dt, src.shape)]
 
 
-@register(K.Full, inputs=(0, 0), attrs={"shape": AttrSpec("exprs"), "value": AttrSpec("float")})
+@register(K.Full, inputs=(0, 0), attrs={"shape": AttrSpec("exprs"), "value": AttrSpec("float")}, high_rank="lowering")
 def full(attrs, ins, ctx):
     """A tensor of `shape` (ints or dimension expressions; [] is a scalar)
     with every element `value`, in the output logical tensor's dtype.

@@ -18,7 +18,7 @@ def require_indices(t: TensorType, ctx, what: str = "indices") -> None:
 
 
 @register(K.Gather, inputs=(2, 2), attrs={"axis": AttrSpec("int", 0, axis_of=0)}, dtypes=("any", "int"), weight_inputs=(0,),
-          input_names=("table", "indices"))
+          input_names=("table", "indices"), out_dtype_of=0)
 def gather(attrs, ins, ctx):
     """numpy ``take(table, indices, axis)``: out.shape = table.shape[:axis] +
     indices.shape + table.shape[axis+1:]. Indices must lie in [0, table.shape[axis])
@@ -33,7 +33,7 @@ def gather(attrs, ins, ctx):
 
 
 @register(K.ScatterRows, inputs=(3, 3), dtypes=("float", "int", "float"), writes_input=0,
-          input_names=("dst", "indices", "src"))
+          input_names=("dst", "indices", "src"), out_dtype_of=0)
 def scatter_rows(attrs, ins, ctx):
     """out = dst with out[..., indices[i], :] = src[..., i, :] along dst's
     second-to-last axis (the rows of a [..., rows, width] tensor, e.g. the
@@ -60,7 +60,7 @@ def scatter_rows(attrs, ins, ctx):
 
 
 @register(K.CopyToSlice, inputs=(2, 2), attrs={"starts": AttrSpec("exprs", rank_of=0)}, writes_input=0,
-          input_names=("dst", "src"))
+          input_names=("dst", "src"), out_dtype_of=0)
 def copy_to_slice(attrs, ins, ctx):
     """out = dst with dst[starts[0]:starts[0]+src.shape[0], ...] = src; one
     start per dst axis (ints or dimension expressions). Written in place when

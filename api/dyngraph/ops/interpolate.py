@@ -50,6 +50,7 @@ def scale_ratio(scale: float, ctx) -> Fraction:
         "data_format": DATA_FORMAT,
     },
     dtypes=("float",),
+    out_dtype_of=0,
 )
 def interpolate(attrs, ins, ctx):
     """Resize the spatial axes: nearest neighbour or (bi)linear."""

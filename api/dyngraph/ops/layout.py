@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..op import OpKind as K
 from ..symbolic import Expr, as_expr, format_shape, sym_max, sym_min
 from .common import exact_quotient, normalize_axis, numel, same_dtype
-from .registry import AttrSpec, TensorType, register
+from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 
 # Slice bounds at or above this mean "to the end" (like INT64_MAX in ONNX / torch).
 TO_END = 2**62
@@ -50,7 +50,8 @@ def reshape_target(src: TensorType, target, special_zero: bool, ctx) -> tuple:
     return tuple(dims)
 
 
-@register(K.StaticReshape, attrs={"shape": AttrSpec("exprs"), "special_zero": AttrSpec("bool", False)})
+@register(K.StaticReshape, attrs={"shape": AttrSpec("exprs"), "special_zero": AttrSpec("bool", False)}, out_dtype_of=0,
+          high_rank="lowering")
 def static_reshape(attrs, ins, ctx):
     """Reshape to `shape`: ints or dimension expressions, one -1 inferred, 0 copies when special_zero."""
     return [TensorType(ins[0].dtype, reshape_target(ins[0], attrs["shape"], attrs["special_zero"], ctx))]
@@ -67,7 +68,7 @@ def permutation(order, rank: int, ctx) -> tuple:
     return perm
 
 
-@register(K.StaticTranspose, attrs={"order": AttrSpec("ints", perm_of=0)})
+@register(K.StaticTranspose, attrs={"order": AttrSpec("ints", perm_of=0)}, out_dtype_of=0, high_rank="lowering")
 def static_transpose(attrs, ins, ctx):
     """out.shape[i] = in.shape[order[i]]; negative axes count from the end, empty order reverses."""
     x = ins[0]
@@ -75,7 +76,8 @@ def static_transpose(attrs, ins, ctx):
     return [TensorType(x.dtype, tuple(x.shape[p] for p in perm))]
 
 
-@register(K.Concat, inputs=(1, -1), attrs={"axis": AttrSpec("int", axis_of=0)})
+@register(K.Concat, inputs=(1, -1), attrs={"axis": AttrSpec("int", axis_of=0)}, same_dtypes=ALL_INPUTS, out_dtype_of=0,
+          high_rank="lowering")
 def concat(attrs, ins, ctx):
     """Join inputs along `axis`; every other dimension must match."""
     dt = same_dtype(ins, ctx)
@@ -120,6 +122,8 @@ def _clamp(v: Expr, dim: Expr) -> Expr:
         "steps": AttrSpec("ints", (), min=1),
     },
     resolved={"starts": AttrSpec("exprs", rank_of=0), "strides": AttrSpec("ints", rank_of=0, min=1)},
+    out_dtype_of=0,
+    high_rank="lowering",
 )
 def slice_(attrs, ins, ctx):
     """x[begin:end:step] along `axes` (default: the first len(begin) axes).
@@ -152,7 +156,7 @@ def slice_(attrs, ins, ctx):
     return [TensorType(x.dtype, tuple(shape))]
 
 
-@register(K.TypeCast)
+@register(K.TypeCast, high_rank="elementwise")
 def type_cast(attrs, ins, ctx):
     """Convert to the dtype declared on the output logical tensor."""
     if not ctx.declared_outputs or ctx.declared_outputs[0] is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..op import OpKind as K
 from ..symbolic import format_shape
 from .common import broadcast_shapes, require_float, require_rank, same_dtype
-from .registry import AttrSpec, TensorType, register
+from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 
 
 @register(
@@ -15,6 +15,9 @@ from .registry import AttrSpec, TensorType, register
     dtypes=("float",),
     weight_inputs=(1,),
     input_names=("a", "b", "bias"),
+    same_dtypes=ALL_INPUTS,
+    out_dtype_of=0,
+    high_rank="lowering",
 )
 def matmul(attrs, ins, ctx):
     """a[..., M, K] @ b[..., K, N] (+ bias) with broadcast batch dimensions."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 from ..op import OpKind as K
 from ..symbolic import format_shape
 from .common import normalize_axis, require_float, same_dtype
-from .registry import AttrSpec, TensorType, register
+from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 
 
-@register(K.SoftMax, attrs={"axis": AttrSpec("int", -1, axis_of=0)}, dtypes=("float",))
+@register(K.SoftMax, attrs={"axis": AttrSpec("int", -1, axis_of=0)}, dtypes=("float",), out_dtype_of=0,
+          high_rank="lowering")
 def softmax(attrs, ins, ctx):
     """softmax along `axis` (default: the last)."""
     require_float(ins[0], ctx)
@@ -38,6 +39,9 @@ def _check_affine(x: TensorType, params, begin: int, ctx, names) -> None:
     },
     dtypes=("float",),
     input_names=("x", "gamma", "beta"),
+    same_dtypes=ALL_INPUTS,
+    out_dtype_of=0,
+    high_rank="lowering",
 )
 def layer_norm(attrs, ins, ctx):
     """(x - mean) / sqrt(var + eps) over the axes from begin_norm_axis, then * gamma + beta."""
@@ -65,6 +69,9 @@ def layer_norm(attrs, ins, ctx):
     },
     dtypes=("float",),
     input_names=("x", "gamma"),
+    same_dtypes=ALL_INPUTS,
+    out_dtype_of=0,
+    high_rank="lowering",
 )
 def rms_norm(attrs, ins, ctx):
     """x / sqrt(mean(x^2) + eps) over the axes from begin_norm_axis, then * gamma."""

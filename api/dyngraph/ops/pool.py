@@ -48,14 +48,14 @@ def _pool(attrs, ins, ctx, dilations):
 
 
 @register(K.MaxPool, attrs={**_POOL_ATTRS, "dilations": AttrSpec("ints", (), min=1)}, resolved=RESOLVED_PADS,
-          dtypes=("float",))
+          dtypes=("float",), out_dtype_of=0)
 def max_pool(attrs, ins, ctx):
     """The largest value of each window (padding never wins; NaN propagates)."""
     return _pool(attrs, ins, ctx, dilations=True)
 
 
 @register(K.AvgPool, attrs={**_POOL_ATTRS, "exclude_pad": AttrSpec("bool")}, resolved=RESOLVED_PADS,
-          dtypes=("float",))
+          dtypes=("float",), out_dtype_of=0)
 def avg_pool(attrs, ins, ctx):
     """The mean of each window: over its input elements (exclude_pad), or over
     its positions inside the padded input (padding counts as zeros)."""
@@ -63,7 +63,7 @@ def avg_pool(attrs, ins, ctx):
 
 
 @register(K.AdaptiveAvgPool, attrs={"sizes": AttrSpec("ints", min=1), "data_format": DATA_FORMAT},
-          dtypes=("float",))
+          dtypes=("float",), out_dtype_of=0)
 def adaptive_avg_pool(attrs, ins, ctx):
     """PyTorch's adaptive average pooling to `sizes` (one per spatial axis):
     output i of an axis of size L averages input [floor(i*L/n), ceil((i+1)*L/n))."""

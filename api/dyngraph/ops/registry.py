@@ -34,6 +34,15 @@ class TensorType(NamedTuple):
 
 ATTR_KINDS = ("int", "bool", "float", "str", "ints", "floats", "expr", "exprs", "dtype")
 
+# Tensors have rank <= MAX_RANK (6); ggml has 4 dimensions. A kind takes tensors
+# of rank > 4 when it says how (``high_rank=``): "elementwise" - its inputs
+# broadcast to its one output like numpy's, and the backend merges the axes
+# every input treats alike before lowering it; "lowering" - its lowering handles
+# rank 6 itself. Other kinds take rank 4 at most.
+GGML_RANK = 4
+HIGH_RANK = (None, "elementwise", "lowering")
+ALL_INPUTS = (-1,)  # same_dtypes: every input of the op
+
 # Classes of dtypes an op input or output may have (the C++ side checks the same table).
 DTYPE_CLASSES: Dict[str, Tuple[DataType, ...]] = {
     "any": tuple(DataType),
@@ -101,6 +110,9 @@ class OpSchema:
     weight_inputs: Tuple[int, ...] = ()  # inputs read as weights (stored in a weight type)
     shape_inputs: Tuple[int, ...] = ()  # inputs whose values are read on the host (shape tensors)
     input_names: Tuple[str, ...] = ()  # for messages: "input 3 (mask)"
+    same_dtypes: Tuple[int, ...] = ()  # inputs that share one dtype (ALL_INPUTS: every input)
+    out_dtype_of: Optional[int] = None  # the outputs have this input's dtype
+    high_rank: Optional[str] = None  # how tensors of rank > 4 are lowered (HIGH_RANK)
 
     def input_label(self, i: int) -> str:
         return f"input {i} ({self.input_names[i]})" if i < len(self.input_names) else f"input {i}"
@@ -174,7 +186,8 @@ _SCHEMAS: Dict[OpKind, OpSchema] = {}
 def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] = (1, 1), attrs=None, *,
              resolved=None, dtypes: Tuple[str, ...] = ("any",), out_dtypes: Tuple[str, ...] = ("any",),
              writes_input: Optional[int] = None, weight_inputs: Tuple[int, ...] = (),
-             shape_inputs: Tuple[int, ...] = (), input_names: Tuple[str, ...] = ()):
+             shape_inputs: Tuple[int, ...] = (), input_names: Tuple[str, ...] = (),
+             same_dtypes: Tuple[int, ...] = (), out_dtype_of: Optional[int] = None, high_rank: Optional[str] = None):
     """Decorator registering a shape rule for one or several op kinds, with
     the facts of those kinds (see :class:`OpSchema`)."""
     if isinstance(kinds, OpKind):
@@ -182,6 +195,8 @@ def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] =
     for c in tuple(dtypes) + tuple(out_dtypes):
         if c not in DTYPE_CLASSES:
             raise ValueError(f"unknown dtype class {c!r}")
+    if high_rank not in HIGH_RANK:
+        raise ValueError(f"high_rank must be one of {HIGH_RANK}, got {high_rank!r}")
 
     def deco(fn):
         for k in kinds:
@@ -189,7 +204,8 @@ def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] =
                 raise RuntimeError(f"op kind {k.name} registered twice")
             _SCHEMAS[k] = OpSchema(k, inputs, outputs, dict(attrs or {}), fn, fn.__doc__ or "", dict(resolved or {}),
                                    tuple(dtypes), tuple(out_dtypes), writes_input, tuple(weight_inputs),
-                                   tuple(shape_inputs), tuple(input_names))
+                                   tuple(shape_inputs), tuple(input_names), tuple(same_dtypes), out_dtype_of,
+                                   high_rank)
         return fn
 
     return deco
@@ -338,10 +354,22 @@ def check_dtypes(schema: OpSchema, in_dtypes: Sequence[DataType], label: str, wh
             raise DTypeError(f"{label}: {name} must be {_DTYPE_WORDS[c]} tensor, got {dt}")
 
 
+def same_dtype_inputs(schema: OpSchema, n_in: int) -> List[int]:
+    if schema.same_dtypes == ALL_INPUTS:
+        return list(range(n_in))
+    return [i for i in schema.same_dtypes if i < n_in]
+
+
 def check_facts(schema: OpSchema, attrs: Dict[str, Any], in_types: Sequence[TensorType], label: str) -> None:
-    """What an op's declaration says of its inputs: dtype classes and the
-    rank-dependent attribute constraints (the rule checks the rest)."""
+    """What an op's declaration says of its inputs: dtype classes, inputs that
+    share a dtype, and the rank-dependent attribute constraints (the rule
+    checks the rest)."""
     check_dtypes(schema, [t.dtype for t in in_types], label)
+    same = same_dtype_inputs(schema, len(in_types))
+    for i in same[1:]:
+        if in_types[i].dtype is not in_types[same[0]].dtype:
+            raise DTypeError(f"{label}: {schema.input_label(i)} has dtype {in_types[i].dtype}, "
+                             f"{schema.input_label(same[0])} has {in_types[same[0]].dtype}; they must match")
     ranks = [t.rank for t in in_types]
     for name, spec in schema.attrs.items():
         if attrs.get(name) is not None:
@@ -367,6 +395,19 @@ def normalize_attrs(schema: OpSchema, attrs: Dict[str, Any], label: str) -> Dict
     return out
 
 
+def check_ranks(schema: OpSchema, in_types: Sequence[TensorType], out_types: Sequence[TensorType], label: str) -> None:
+    """Every tensor has rank <= MAX_RANK; above 4 only for kinds whose lowering
+    takes it (``high_rank``)."""
+    from ..logical_tensor import MAX_RANK
+
+    ranks = [t.rank for t in list(in_types) + list(out_types) if t is not None]
+    top = max(ranks, default=0)
+    if top > MAX_RANK:
+        raise ShapeError(f"{label}: rank {top} is above the supported maximum of {MAX_RANK}")
+    if top > GGML_RANK and schema.high_rank is None:
+        raise ShapeError(f"{label}: a tensor of rank {top}; {schema.kind.name} takes rank {GGML_RANK} at most")
+
+
 def check_arity(schema: OpSchema, n_in: int, n_out: int, label: str) -> None:
     lo, hi = schema.inputs
     if n_in < lo or (hi >= 0 and n_in > hi):
@@ -384,8 +425,10 @@ __all__ = [
     "OpSchema",
     "REQUIRED",
     "TensorType",
+    "ALL_INPUTS",
     "DTYPE_CLASSES",
     "check_arity",
+    "check_ranks",
     "check_dtypes",
     "check_facts",
     "format_shape",

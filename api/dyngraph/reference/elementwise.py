@@ -1,4 +1,5 @@
-"""Elementwise ops: binary with numpy broadcasting, unary, GELU, BiasAdd."""
+"""Elementwise ops: binary with numpy broadcasting, unary, GELU, the
+activations with attributes (oneDNN's), Expand, Reorder, BiasAdd."""
 
 from __future__ import annotations
 
@@ -65,6 +66,67 @@ _UNARY = {
     K.Sin: np.sin,
     K.Cos: np.cos,
 }
+
+
+def softplus(x, beta=1.0):
+    bx = beta * x
+    with np.errstate(all="ignore"):
+        return (np.maximum(bx, 0.0) + np.log1p(np.exp(-np.abs(bx)))) / beta
+
+
+_UNARY.update({
+    K.Reciprocal: lambda x: 1.0 / x,
+    K.Rsqrt: lambda x: 1.0 / np.sqrt(x),
+    K.Erf: erf,
+    K.HardSwish: lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    K.Mish: lambda x: x * np.tanh(softplus(x)),
+    K.Round: np.round,  # ties to even
+    K.Ceil: np.ceil,
+    K.Floor: np.floor,
+})
+
+
+@implements(K.SquaredDifference, K.FloorDivide)
+def binary_more(attrs, ins, ctx):
+    a, b = ins
+    _broadcast_check(attrs, a, b)
+    if ctx.op.kind is K.SquaredDifference:
+        return [np.square(a - b)]
+    with np.errstate(all="ignore"):
+        if a.dtype.kind == "i":  # x // 0 is 0, as numpy's integers
+            return [np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b)))]
+        return [np.floor_divide(a, b)]
+
+
+@implements(K.Pow)
+def pow_(attrs, ins, ctx):
+    with np.errstate(all="ignore"):
+        return [np.power(ins[0], ins[1] if len(ins) == 2 else attrs["beta"])]
+
+
+@implements(K.Clamp, K.Elu, K.LeakyReLU, K.HardSigmoid, K.SoftPlus)
+def activation(attrs, ins, ctx):
+    x, k = ins[0], ctx.op.kind
+    with np.errstate(all="ignore"):
+        if k is K.Clamp:
+            return [np.clip(x, attrs["min"], attrs["max"])]
+        if k is K.Elu:
+            return [np.where(x >= 0, x, attrs["alpha"] * np.expm1(np.minimum(x, 0.0)))]
+        if k is K.LeakyReLU:
+            return [np.where(x >= 0, x, attrs["alpha"] * x)]
+        if k is K.HardSigmoid:
+            return [np.clip(attrs["alpha"] * x + attrs["beta"], 0.0, 1.0)]
+        return [softplus(x, attrs["beta"])]
+
+
+@implements(K.Expand)
+def expand(attrs, ins, ctx):
+    return [np.broadcast_to(ins[0], [ctx.value(d) for d in attrs["shape"]]).copy()]
+
+
+@implements(K.Reorder)
+def reorder(attrs, ins, ctx):
+    return [ins[0].copy()]
 
 
 @implements(*_UNARY)

@@ -43,7 +43,7 @@ from .dtypes import from_numpy, to_numpy
 from .export import decompose, decomposition_table, dim_names, export
 from .fallback import format_report, resolve
 from .functional import functional_program
-from .lowering import Fallback, ForceFallback, Lowered, Lowering, Ref, RunnerBuffer
+from .convert import Fallback, ForceFallback, Converted, Converter, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
 from .saving import NotSavableError, savable_partition
 from .symbols import SymbolTable
@@ -54,11 +54,11 @@ MAX_ATTEMPTS = 32
 class CompiledProgram:
     """A torch.export program compiled on dyngraph: call it like the module."""
 
-    def __init__(self, ep, lowered: Lowered, steps, owners, partitions, engine):
+    def __init__(self, ep, converted: Converted, steps, owners, partitions, engine):
         self.exported_program = ep  # as converted (made functional, or decomposed)
         self.engine = engine
         self.partitions = partitions  # the dyngraph partitions, supported and not
-        self._lowered = lowered
+        self._converted = converted
         self._steps = steps
         self._owners = owners
         spec = ep.call_spec
@@ -66,21 +66,21 @@ class CompiledProgram:
         self._kw_keys = _kwarg_keys(self._in_spec)
         self._n_args = _n_positional(self._in_spec)
         self._simple = self._in_spec == pytree.tree_flatten((tuple(range(self._n_args)), {}))[1]
-        self._inputs = lowered.inputs
-        self._consts = [(k, v) for k, v in enumerate(lowered.input_values) if lowered.inputs[k] is None]
-        self._sym_sources = symbol_sources(lowered)
-        self._buffers = lowered.buffers
-        self._buffer_init = {tid: t.clone() for tid, t in lowered.buffers.items()}
+        self._inputs = converted.inputs
+        self._consts = [(k, v) for k, v in enumerate(converted.input_values) if converted.inputs[k] is None]
+        self._sym_sources = symbol_sources(converted)
+        self._buffers = converted.buffers
+        self._buffer_init = {tid: t.clone() for tid, t in converted.buffers.items()}
         self._constants = {}
         needed = set()
         for s in steps:
             if not isinstance(s, DgStep):
                 _collect_ids(s.args, needed)
                 _collect_ids(s.kwargs, needed)
-        _collect_ids(lowered.outputs, needed)
+        _collect_ids(converted.outputs, needed)
         for tid in needed:
-            if tid in lowered.torch_constants and tid not in lowered.buffers:
-                self._constants[tid] = lowered.torch_constants[tid]
+            if tid in converted.torch_constants and tid not in converted.buffers:
+                self._constants[tid] = converted.torch_constants[tid]
         self._fast = self._fast_plan()
 
     # ------------------------------------------------------------------ calling
@@ -104,10 +104,12 @@ class CompiledProgram:
     def _fast_plan(self):
         """One dyngraph partition fed by the inputs, producing every output: the
         call is one backend run, with numpy views of the tensors in and out."""
-        lw = self._lowered
+        lw = self._converted
         if len(self._steps) != 1 or not isinstance(self._steps[0], DgStep) or self._buffers or lw.input_mutations:
             return None
         step = self._steps[0]
+        if step.symbols:  # sizes passed as values: the general path evaluates them
+            return None
         pos = {tid: k for k, tid in enumerate(self._inputs) if tid is not None}
         if not all(i in pos for i in step.in_ids):
             return None
@@ -167,10 +169,10 @@ class CompiledProgram:
                 step(env, symenv)
         except (TypeError, RuntimeError, AttributeError) as e:
             raise ExecutionError(f"{type(e).__name__}: {e}") from None
-        res = [resolve(o, env, symenv) for o in self._lowered.outputs]
-        for k, tid in self._lowered.input_mutations:
+        res = [resolve(o, env, symenv) for o in self._converted.outputs]
+        for k, tid in self._converted.input_mutations:
             flat[k].copy_(env[tid])
-        for _, bid, vid in self._lowered.buffer_writes:
+        for _, bid, vid in self._converted.buffer_writes:
             self._buffers[bid].copy_(env[vid])
         return pytree.tree_unflatten(res, self._out_spec)
 
@@ -189,8 +191,8 @@ class CompiledProgram:
         """The current value of a mutated buffer (a copy), by its name in the module."""
         if name in self._owners:
             cp, tid = self._owners[name]
-            return from_numpy(cp.read_state(tid), self._lowered.torch_dtypes[tid])
-        for bname, bid, _ in self._lowered.buffer_writes:
+            return from_numpy(cp.read_state(tid), self._converted.torch_dtypes[tid])
+        for bname, bid, _ in self._converted.buffer_writes:
             if bname == name:
                 return self._buffers[bid].clone()
         raise KeyError(f"{name!r} is not a buffer the program mutates")
@@ -205,13 +207,13 @@ class CompiledProgram:
         values. Only a program that converted whole can be saved: else
         :class:`NotSavableError` says which nodes run in PyTorch."""
         names = _input_names(self.exported_program, len(self._inputs))
-        savable_partition(self._lowered, self._steps, names).save(path)
+        savable_partition(self._converted, self._steps, names).save(path)
 
     # --------------------------------------------------------------- reporting
     @property
     def fallbacks(self) -> List[Fallback]:
         """The nodes that run in PyTorch: (node, target, reason)."""
-        return list(self._lowered.fallbacks)
+        return list(self._converted.fallbacks)
 
     @property
     def compiled_partitions(self):
@@ -220,14 +222,14 @@ class CompiledProgram:
     @property
     def dims(self) -> Dict[str, Any]:
         """The dyngraph dimensions (by name) the program's sizes are expressions of."""
-        return {d.name: d for d in self._lowered.symbols.dims.values()}
+        return {d.name: d for d in self._converted.symbols.dims.values()}
 
     def cache_info(self):
         return [cp.cache_info() for cp in self.compiled_partitions]
 
     def report(self) -> str:
         n_ops = sum(s.n_ops for s in self._steps if isinstance(s, DgStep))
-        return format_report(self._lowered.fallbacks, n_ops, len(self.compiled_partitions))
+        return format_report(self._converted.fallbacks, n_ops, len(self.compiled_partitions))
 
     def __repr__(self) -> str:
         return f"CompiledProgram({len(self.compiled_partitions)} dyngraph partition(s), {len(self.fallbacks)} node(s) in PyTorch)"
@@ -388,11 +390,11 @@ def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
     runner_buffers: set = set()
     for _ in range(MAX_ATTEMPTS):
         try:
-            lowered = Lowering(ep, symbols, forced, runner_buffers).run()
-            if whole and lowered.fallbacks:
+            converted = Converter(ep, symbols, forced, runner_buffers).run()
+            if whole and converted.fallbacks:
                 raise _NotWhole()
-            graph = build_graph(lowered)
-            steps, owners, parts = build_steps(lowered, graph, eng, options)
+            graph = build_graph(converted)
+            steps, owners, parts = build_steps(converted, graph, eng, options)
         except ForceFallback as e:
             if whole:
                 raise _NotWhole() from None
@@ -413,7 +415,7 @@ def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
             if whole:
                 raise _NotWhole() from None
             raise
-        return CompiledProgram(ep, lowered, steps, owners, parts, eng)
+        return CompiledProgram(ep, converted, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
 
 __all__ = ["CompiledProgram", "Fallback", "NotSavableError", "compile", "decomposition_table", "export"]

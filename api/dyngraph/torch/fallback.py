@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import List
 
-from .lowering import Fallback, Ref, WildcardInfo
+from .convert import Fallback, Ref, WildcardInfo
 
 
 def resolve(t, env: dict, symenv):

@@ -68,7 +68,7 @@ def _is_view(target) -> bool:
 
 
 def _handled(node: fx.Node, ignored) -> bool:
-    """Whether the lowering converts ``node`` (or evaluates it as a size)."""
+    """Whether ``node`` is converted (or evaluated as a size)."""
     t = node.target
     val = node.meta.get("val")
     if isinstance(val, (torch.SymFloat, torch.SymBool)):
@@ -88,7 +88,7 @@ def functional_program(ep: torch.export.ExportedProgram) -> Optional[torch.expor
 
 
 def _rewrite(ep):
-    from .lowering import IGNORED
+    from .convert import IGNORED
 
     sig = ep.graph_signature
     old = ep.graph

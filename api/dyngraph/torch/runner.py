@@ -12,12 +12,14 @@ import re
 from fnmatch import fnmatchcase
 from typing import Dict, List, Mapping, Sequence
 
+import numpy as np
+
 from ..errors import CompileError, DyngraphError
 from ..graph import Graph
 from ..logical_tensor import CONSTANT, STATE
 from .dtypes import DG_TO_TORCH, from_numpy, numpy_out_dtype, to_numpy
 from .fallback import TorchStep
-from .lowering import Lowered, Ref, RunnerBuffer
+from .convert import Converted, Ref, RunnerBuffer
 
 
 class PartitionFailure(Exception):
@@ -29,21 +31,28 @@ class PartitionFailure(Exception):
 
 
 class DgStep:
-    """One compiled dyngraph partition."""
+    """One compiled dyngraph partition. Sizes of the program that none of its
+    inputs' shapes give (an arange of the sequence length after a node that ran
+    in PyTorch) come in its last input, evaluated from the program's inputs."""
 
-    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops")
+    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops", "symbols")
 
     def __init__(self, cp, in_ids, out_ids, torch_dtypes, n_ops):
         self.cp = cp
         self.run = cp._impl.run  # the raw call: numpy in, numpy out
-        self.in_ids = in_ids
+        self.symbols = cp.symbol_inputs
+        self.in_ids = in_ids[:-1] if self.symbols else in_ids
         self.out_ids = out_ids
         self.torch_dtypes = torch_dtypes
         self.np_dtypes = [numpy_out_dtype(dt) for dt in torch_dtypes]
         self.n_ops = n_ops
 
     def __call__(self, env: dict, symenv) -> None:
-        outs = self.run([to_numpy(env[i]) for i in self.in_ids], self.np_dtypes)
+        ins = [to_numpy(env[i]) for i in self.in_ids]
+        if self.symbols:
+            values = symenv()
+            ins.append(np.array([values[s] for s in self.symbols], np.int64))
+        outs = self.run(ins, self.np_dtypes)
         for i, o, dt in zip(self.out_ids, outs, self.torch_dtypes):
             env[i] = from_numpy(o, dt)
 
@@ -51,9 +60,9 @@ class DgStep:
 _OP_ID = re.compile(r"\bop (\d+) \(")
 
 
-def build_graph(lowered: Lowered) -> Graph:
+def build_graph(converted: Converted) -> Graph:
     g = Graph()
-    for op in lowered.ops:
+    for op in converted.ops:
         g.add_op(op)
     try:
         g.finalize()
@@ -62,13 +71,13 @@ def build_graph(lowered: Lowered) -> Graph:
     return g
 
 
-def weight_types_by_id(lowered: Lowered, ins, patterns: Mapping[str, str], used: set) -> Dict[int, str]:
+def weight_types_by_id(converted: Converted, ins, patterns: Mapping[str, str], used: set) -> Dict[int, str]:
     """A partition's weight types (tensor id -> type) from glob patterns on the
     state-dict names of its float constants (the first that matches decides);
     the patterns that matched go into ``used``."""
     out: Dict[int, str] = {}
     for lt in ins:
-        name = lowered.param_names.get(lt.id)
+        name = converted.param_names.get(lt.id)
         if lt.property is not CONSTANT or name is None or not lt.dtype.is_float:
             continue
         for pat, wt in patterns.items():
@@ -79,7 +88,7 @@ def weight_types_by_id(lowered: Lowered, ins, patterns: Mapping[str, str], used:
     return out
 
 
-def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
+def build_steps(converted: Converted, graph: Graph, engine, options: dict):
     """Compile the supported partitions; returns (steps, state owners, partitions)."""
     steps: List = []
     options = dict(options)
@@ -88,46 +97,48 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
     by_name = isinstance(patterns, Mapping)
     used: set = set()
     owners: Dict[str, tuple] = {}
-    state_names = {tid: name for name, tid in lowered.states.items()}
+    state_names = {tid: name for name, tid in converted.states.items()}
     state_users: Dict[int, int] = {}
+    # the sizes the program's inputs give: a partition that needs one no input of its own has takes it as a value
+    options["symbols"] = [s for s, *_ in symbol_sources(converted)]
     parts = graph.get_partitions()
     failures: dict = {}  # every partition is tried: one retry handles all that failed
     for part in parts:
         ops = part.get_ops()
         if not part.is_supported():
-            if len(ops) == 1 and ops[0].id == lowered.sink_id:
+            if len(ops) == 1 and ops[0].id == converted.sink_id:
                 continue
             (op,) = ops
-            info = lowered.wildcards[op.id]
+            info = converted.wildcards[op.id]
             for lt in op.inputs:
                 if lt.property is STATE:
                     raise RunnerBuffer(state_names.get(lt.id, str(lt.id)), f"{info.node.name} runs in PyTorch and reads it")
             steps.append(TorchStep(info))
             continue
-        ins = _in_user_order(part.get_input_ports(), lowered.inputs)
-        outs = _in_user_order(part.get_output_ports(), [o.value for o in lowered.outputs
+        ins = _in_user_order(part.get_input_ports(), converted.inputs)
+        outs = _in_user_order(part.get_output_ports(), [o.value for o in converted.outputs
                                                         if isinstance(o, Ref) and o.kind == Ref.TENSOR])
         for lt in ins:
             if lt.property is STATE:
                 if lt.id in state_users:
                     raise RunnerBuffer(state_names.get(lt.id, str(lt.id)), "two compiled partitions use it")
                 state_users[lt.id] = part.get_id()
-        consts = {lt.id: lowered.data[lt.id] for lt in ins if lt.property in (CONSTANT, STATE) and lt.id in lowered.data}
+        consts = {lt.id: converted.data[lt.id] for lt in ins if lt.property in (CONSTANT, STATE) and lt.id in converted.data}
         for lt in ins:
-            name = lowered.param_names.get(lt.id)
+            name = converted.param_names.get(lt.id)
             if name in stored:
                 consts[lt.id] = stored[name]
         opts = options
         if by_name:
-            opts = dict(options, weight_type=weight_types_by_id(lowered, ins, patterns, used))
+            opts = dict(options, weight_type=weight_types_by_id(converted, ins, patterns, used))
         try:
             cp = part.compile(ins, outs, engine, constants=consts, **opts)
         except DyngraphError as e:
-            failures.update(_failure(e, ops, lowered))
+            failures.update(_failure(e, ops, converted))
             continue
         in_ids = [lt.id for lt in cp.get_inputs()]
         out_ids = [lt.id for lt in cp.get_outputs()]
-        tdts = [lowered.torch_dtypes.get(i) or DG_TO_TORCH[lt.dtype] for i, lt in zip(out_ids, cp.get_outputs())]
+        tdts = [converted.torch_dtypes.get(i) or DG_TO_TORCH[lt.dtype] for i, lt in zip(out_ids, cp.get_outputs())]
         step = DgStep(cp, in_ids, out_ids, tdts, len(ops))
         for lt in ins:
             if lt.property is STATE:
@@ -137,7 +148,7 @@ def build_steps(lowered: Lowered, graph: Graph, engine, options: dict):
         raise PartitionFailure(failures)
     if by_name and set(patterns) - used:
         raise CompileError(f"weight_type patterns {sorted(set(patterns) - used)} match no float parameter of the "
-                           f"converted program (names like {sorted(lowered.param_names.values())[:4]})")
+                           f"converted program (names like {sorted(converted.param_names.values())[:4]})")
     return steps, owners, parts
 
 
@@ -152,13 +163,13 @@ def _in_user_order(ports, user_ids):
     return sorted(ports, key=lambda lt: rank.get(lt.id, len(rank)))
 
 
-def _failure(e: DyngraphError, ops, lowered: Lowered) -> dict:
+def _failure(e: DyngraphError, ops, converted: Converted) -> dict:
     """Which nodes to run in PyTorch when a partition does not compile: ops
     that make tensors from sizes alone when the partition's inputs do not
     tell those sizes (in PyTorch, their results become inputs that do); the
     op an error names; else the whole partition."""
     msg = str(e)
-    nodes_of = lowered.op_nodes
+    nodes_of = converted.op_nodes
     if "cannot be determined" in msg:
         gens = list(dict.fromkeys(nodes_of[op.id] for op in ops if not op.inputs and op.id in nodes_of))
         if gens:
@@ -169,16 +180,16 @@ def _failure(e: DyngraphError, ops, lowered: Lowered) -> dict:
     return {n: f"its partition did not compile: {msg}" for n in nodes}
 
 
-def symbol_sources(lowered: Lowered) -> list:
+def symbol_sources(converted: Converted) -> list:
     """(symbol, flat input index, dimension, coeff, offset) for every symbol a
     user input's dimension gives (``dim == coeff * symbol + offset``): how
     sizes are known when nodes run in PyTorch."""
     found = {}
     for exact in (True, False):
-        for k, tid in enumerate(lowered.inputs):
+        for k, tid in enumerate(converted.inputs):
             if tid is None:
                 continue
-            for d, e in enumerate(lowered.tensors[tid].shape or ()):
+            for d, e in enumerate(converted.tensors[tid].shape or ()):
                 if not hasattr(e, "free_symbols"):
                     continue
                 free = e.free_symbols()

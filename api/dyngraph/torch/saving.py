@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import List
 
 from ..errors import CompileError
-from .lowering import Lowered, Ref
+from .convert import Converted, Ref
 
 
 class NotSavableError(CompileError):
@@ -24,35 +24,37 @@ class NotSavableError(CompileError):
         self.reasons = reasons
 
 
-def savable_partition(lowered: Lowered, steps, input_names: List[str]):
+def savable_partition(converted: Converted, steps, input_names: List[str]):
     """The compiled partition that is the whole program, or NotSavableError."""
     from .runner import DgStep
 
     reasons = []
-    if lowered.fallbacks:
-        nodes = ", ".join(str(f) for f in lowered.fallbacks)
-        reasons.append(f"{len(lowered.fallbacks)} node(s) run in PyTorch: {nodes}")
+    if converted.fallbacks:
+        nodes = ", ".join(str(f) for f in converted.fallbacks)
+        reasons.append(f"{len(converted.fallbacks)} node(s) run in PyTorch: {nodes}")
     dg_steps = [s for s in steps if isinstance(s, DgStep)]
-    if len(dg_steps) != 1 and not lowered.fallbacks:
+    if len(dg_steps) != 1 and not converted.fallbacks:
         reasons.append(f"it has {len(dg_steps)} dyngraph partitions (one is saved)")
-    if lowered.buffer_writes:
-        names = ", ".join(name for name, _, _ in lowered.buffer_writes)
+    if converted.buffer_writes:
+        names = ", ".join(name for name, _, _ in converted.buffer_writes)
         reasons.append(f"buffers the runner keeps in PyTorch: {names}")
-    if lowered.input_mutations:
-        ks = ", ".join(input_names[k] for k, _ in lowered.input_mutations)
+    if converted.input_mutations:
+        ks = ", ".join(input_names[k] for k, _ in converted.input_mutations)
         reasons.append(f"it writes its inputs in place: {ks}")
     if reasons:
         raise NotSavableError(reasons)
     (step,) = dg_steps
-    want_in = [tid for tid in lowered.inputs if tid is not None]
+    want_in = [tid for tid in converted.inputs if tid is not None]
     if step.in_ids != want_in:
-        unused = [input_names[k] for k, tid in enumerate(lowered.inputs) if tid is not None and tid not in step.in_ids]
+        unused = [input_names[k] for k, tid in enumerate(converted.inputs) if tid is not None and tid not in step.in_ids]
         why = f"inputs not used by the program: {', '.join(unused)}" if unused else "its inputs are not the program's"
         reasons.append(why)
-    for j, o in enumerate(lowered.outputs):
+    if step.symbols:
+        reasons.append(f"it reads sizes no input of its own gives ({', '.join(s.name for s in step.symbols)})")
+    for j, o in enumerate(converted.outputs):
         if not (isinstance(o, Ref) and o.kind == Ref.TENSOR):
             reasons.append(f"output {j} is not a computed tensor ({o!r})")
-    want_out = [o.value for o in lowered.outputs if isinstance(o, Ref) and o.kind == Ref.TENSOR]
+    want_out = [o.value for o in converted.outputs if isinstance(o, Ref) and o.kind == Ref.TENSOR]
     if not reasons and step.out_ids != want_out:
         reasons.append("its outputs are not the partition's (an output repeated, or an input returned as is)")
     if reasons:

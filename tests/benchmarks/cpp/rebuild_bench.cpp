@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "binder.h"
@@ -57,8 +58,11 @@ Sizes read_sizes(const dg::Program& prog) {
     const dg::TensorDef& x = prog.tensors[size_t(prog.inputs[0])];
     s.hidden = prog.const_value(x.shape[1]);
     for (const dg::OpDef& op : prog.ops) {
-        if (op.name == "l0.q_split") s.heads = op.get_exprs("shape").size() == 3 ? prog.const_value(op.get_exprs("shape")[1]) : 0;
-        if (op.name == "l0.attn_norm_out") s.eps = float(op.get_float("epsilon", 1e-6));
+        if (op.name == "l0.q_split") {
+            const auto& shape = std::get<dg::ops::StaticReshapeAttrs>(op.attrs).shape;
+            s.heads = shape.size() == 3 ? prog.const_value(shape[1]) : 0;
+        }
+        if (op.name == "l0.attn_norm_out") s.eps = float(std::get<dg::ops::RMSNormAttrs>(op.attrs).epsilon);
         if (op.name.size() > 3 && op.name.compare(op.name.size() - 3, 3, ".up") == 0) {
             ++s.layers;
             s.ffn = prog.const_value(prog.tensors[size_t(op.outputs[0])].shape[1]);

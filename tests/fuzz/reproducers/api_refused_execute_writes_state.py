@@ -1,7 +1,7 @@
 """Positions computed inside the graph (pos + 1): an execute refused for an
 out-of-range position must write nothing (the README's promise), but the
 state row has already been written when the refusal comes."""
-# fails-in: release asan
+# fails-in: asan
 # reason: in-graph computed indices are checked after the ScatterRows has written the state
 import sys
 import numpy as np

@@ -1,6 +1,6 @@
 """A Tensor made for another Engine, and execute with stream=None, are accepted
 silently; both should be typed errors."""
-# fails-in: release asan
+# fails-in: asan
 # reason: execute does not check a Tensor's engine against the partition's, nor the stream
 import sys
 import numpy as np

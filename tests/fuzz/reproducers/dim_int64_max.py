@@ -1,5 +1,5 @@
 """A STATE dimension of INT64_MAX: the buffer reservation rounds it up and wraps."""
-# fails-in: release asan
+# fails-in: asan
 # reason: AlignedBuffer::reserve rounding wraps, memset with a negative size (SIGSEGV): sizes not bounded
 from tests.fuzz.reproducers._common import compiled, const, expect_typed, load, model_of, run, tensor
 from tests.fuzz.seeds import ops

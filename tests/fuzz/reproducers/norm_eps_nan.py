@@ -1,5 +1,5 @@
 """A LayerNorm epsilon that is NaN in a loaded file."""
-# fails-in: release asan
+# fails-in: asan
 # reason: GGML_ASSERT(eps >= 0.0f) aborts at execute (NaN fails the comparison): eps not checked at load
 from tests.fuzz.reproducers._common import attr, compiled, expect_typed, load, model_of, op, run
 from tests.fuzz.seeds import mlp

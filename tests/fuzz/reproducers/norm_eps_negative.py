@@ -1,5 +1,5 @@
 """An RMSNorm epsilon that is negative in a loaded file."""
-# fails-in: release asan
+# fails-in: asan
 # reason: GGML_ASSERT(eps >= 0.0f) aborts at execute: eps not checked at load
 from tests.fuzz.reproducers._common import attr, compiled, expect_typed, load, model_of, op, run
 from tests.fuzz.seeds import quant_q8

@@ -1,6 +1,6 @@
 """A DynamicReshape whose input has a 0 dimension (a static 0 in the IR): the
 reshape resolution divides by the product of the known dims."""
-# fails-in: release asan
+# fails-in: asan
 # reason: division by zero in the binder's reshape resolution (SIGFPE)
 from tests.fuzz.reproducers._common import compiled, const, expect_typed, load, model_of, run, tensor
 from tests.fuzz.seeds import shape

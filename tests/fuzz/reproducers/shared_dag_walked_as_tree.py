@@ -1,6 +1,6 @@
 """A few KB of expression DAG whose nodes are shared: x_{k+1} = (x_k + x_k) - x_k
 keeps the value (8) but is 3^64 nodes as a tree. Loading must be linear in the file."""
-# fails-in: release asan
+# fails-in: asan
 # timeout: 10
 # reason: the DAG is walked as a tree (exponential) while holding the GIL: load never finishes
 from tests.fuzz.reproducers._common import compiled, const, expect_typed, load, model_of, run, tensor

@@ -1,6 +1,6 @@
 """A STATE tensor whose byte size wraps 2^64 (4 bytes x 8 x (2^62 + 1) rows = 2^67 + 32):
 the state is allocated at the wrapped size and ScatterRows writes past it."""
-# fails-in: release asan
+# fails-in: asan
 # reason: the state byte size wraps to 32 bytes (unchecked arithmetic): ScatterRows writes past it, SIGSEGV (ASan: heap-buffer-overflow WRITE)
 from tests.fuzz.reproducers._common import compiled, const, expect_typed, load, model_of, run, tensor
 from tests.fuzz.seeds import ops

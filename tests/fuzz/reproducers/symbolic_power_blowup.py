@@ -1,5 +1,5 @@
 """x_{k+1} = x_k * x_k from a symbol: the Python reader expands batch^(2^40)."""
-# fails-in: release asan
+# fails-in: asan
 # timeout: 10
 # reason: the Python reader multiplies out the polynomial (exponential size) before any bound applies
 from tests.fuzz.reproducers._common import compiled, expect_typed, load, model_of, run

@@ -1,6 +1,6 @@
 """2 million unused expression nodes (48 MB): loading must stay linear (and fast)
 in the file size, or refuse the file: here, within the test's time limit."""
-# fails-in: release asan
+# fails-in: asan
 # timeout: 10
 # reason: ~43 s to load 2 million unused nodes (per-node Python objects and checks)
 from tests.fuzz.reproducers._common import compiled, expect_typed, load, model_of

@@ -124,9 +124,21 @@ def div(cx, node, a):
 
 @converter(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(cx, node, a):
-    if a.rounding_mode is not None:
-        raise Unsupported(f"rounding_mode={a.rounding_mode!r}")
-    return _binary(cx, K.Divide, a.self, a.other)
+    if a.rounding_mode is None:
+        return _binary(cx, K.Divide, a.self, a.other)
+    if a.rounding_mode == "floor":
+        return _binary(cx, K.FloorDivide, a.self, a.other)
+    if a.rounding_mode == "trunc" and cx.out_dtype().is_float:
+        # torch: trunc(a / b), the quotient rounded once
+        q = _binary(cx, K.Divide, a.self, a.other)
+        neg = cx.emit(K.Less, [q, cx.full(0.0, q.dtype)])
+        return cx.emit(K.Select, [neg, cx.emit(K.Ceil, [q]), cx.emit(K.Floor, [q])])
+    raise Unsupported(f"rounding_mode={a.rounding_mode!r} on {cx.out_dtype()}")
+
+
+@converter(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(cx, node, a):
+    return _binary(cx, K.FloorDivide, a.self, a.other)
 
 
 @converter(aten.maximum.default)
@@ -142,6 +154,10 @@ def minimum(cx, node, a):
 def _clamp(cx, x, lo, hi):
     dt = cx.out_dtype()
     y = cx.cast(cx.tensor(x), dt)
+    blo, bhi = number(lo), number(hi)
+    if dt.is_float and (lo is None or blo is not None) and (hi is None or bhi is not None):
+        return cx.emit(K.Clamp, [y], {"min": -math.inf if lo is None else float(blo),
+                                      "max": math.inf if hi is None else float(bhi)})
     if lo is not None:
         y = cx.emit(K.Maximum, [y, cx.operand(lo, dt)])
     if hi is not None:
@@ -183,13 +199,23 @@ _UNARY = {
     aten.cos.default: K.Cos,
     aten.erf.default: K.Erf,
     aten.square.default: K.Square,
+    aten.reciprocal.default: K.Reciprocal,
+    aten.rsqrt.default: K.Rsqrt,
+    aten.hardswish.default: K.HardSwish,
+    aten.mish.default: K.Mish,
+    aten.round.default: K.Round,
+    aten.ceil.default: K.Ceil,
+    aten.floor.default: K.Floor,
 }
+_IDENTITY_ON_INTEGERS = (K.Round, K.Ceil, K.Floor)
 
 
 @converter(*_UNARY)
 def unary(cx, node, a):
     x = _same(cx, a.self)
     kind = _UNARY[node.target]
+    if not x.dtype.is_float and kind in _IDENTITY_ON_INTEGERS:
+        return x
     if not x.dtype.is_float and kind in (K.Neg, K.Abs, K.Square):
         # integers: 0 - x, max(x, 0 - x), x * x (dyngraph's unary ops are floating point)
         neg = cx.emit(K.Subtract, [cx.full(0, x.dtype), x])
@@ -205,18 +231,15 @@ def gelu(cx, node, a):
     return cx.emit(K.GELU, [_same(cx, a.self)], {"mode": mode})
 
 
+@converter(aten.round.decimals)
+def round_decimals(cx, node, a):
+    if number(a.decimals) != 0:
+        raise Unsupported(f"decimals={a.decimals}")
+    return cx.emit(K.Round, [_same(cx, a.self)])
+
+
 def _reciprocal(cx, x):
-    return cx.emit(K.Divide, [cx.full(1.0, x.dtype), x])
-
-
-@converter(aten.rsqrt.default)
-def rsqrt(cx, node, a):
-    return _reciprocal(cx, cx.emit(K.Sqrt, [_same(cx, a.self)]))
-
-
-@converter(aten.reciprocal.default)
-def reciprocal(cx, node, a):
-    return _reciprocal(cx, _same(cx, a.self))
+    return cx.emit(K.Reciprocal, [x])
 
 
 @converter(aten.pow.Tensor_Scalar)
@@ -248,54 +271,55 @@ def pow_scalar(cx, node, a):
         return _reciprocal(cx, x)
     if e == -2:
         return _reciprocal(cx, cx.emit(K.Square, [x]))
-    raise Unsupported(f"exponent {e}")
+    return cx.emit(K.Pow, [x], {"beta": float(e)})
 
 
-@converter(aten.pow.Scalar)
-def pow_base(cx, node, a):
-    """c ** x = exp(x * ln c) for a positive base c."""
-    base = number(a.self)
-    if base is None or isinstance(base, bool) or base <= 0:
-        raise Unsupported(f"base {a.self!r}")
+@converter(aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def pow_tensor(cx, node, a):
+    """base ** exponent elementwise (powf; a number becomes a 0-d constant)."""
     dt = cx.out_dtype()
-    x = cx.operand(a.exponent, dt)
-    return cx.emit(K.Exp, [cx.emit(K.Multiply, [x, cx.full(math.log(base), dt)])])
+    if not dt.is_float:
+        raise Unsupported(f"integer power ({dt})")
+    return cx.emit(K.Pow, [cx.operand(a.self, dt), cx.operand(a.exponent, dt)])
 
 
 @converter(aten.leaky_relu.default)
 def leaky_relu(cx, node, a):
     slope = number(a.negative_slope)
-    if slope is None or not 0 <= slope <= 1:
+    if slope is None or isinstance(slope, bool):
         raise Unsupported(f"negative_slope {a.negative_slope!r}")
-    x = _same(cx, a.self)
-    return cx.emit(K.Maximum, [x, cx.emit(K.Multiply, [x, cx.full(slope, x.dtype)])])
+    return cx.emit(K.LeakyReLU, [_same(cx, a.self)], {"alpha": float(slope)})
 
 
-@converter(aten.hardswish.default)
-def hardswish(cx, node, a):
-    """x * clamp(x + 3, 0, 6) / 6"""
-    x = _same(cx, a.self)
-    dt = x.dtype
-    t = cx.emit(K.Add, [x, cx.full(3.0, dt)])
-    t = cx.emit(K.Minimum, [cx.emit(K.Maximum, [t, cx.full(0.0, dt)]), cx.full(6.0, dt)])
-    return cx.emit(K.Divide, [cx.emit(K.Multiply, [x, t]), cx.full(6.0, dt)])
+@converter(aten.hardsigmoid.default)
+def hardsigmoid(cx, node, a):
+    """relu6(x + 3) / 6 = max(0, min(1, x / 6 + 1 / 2))"""
+    return cx.emit(K.HardSigmoid, [_same(cx, a.self)], {"alpha": 1.0 / 6.0, "beta": 0.5})
+
+
+@converter(aten.elu.default)
+def elu(cx, node, a):
+    alpha, scale, input_scale = number(a.alpha), number(a.scale), number(a.input_scale)
+    if alpha is None or alpha < 0 or scale != 1 or input_scale != 1:
+        raise Unsupported(f"alpha={a.alpha}, scale={a.scale}, input_scale={a.input_scale}")
+    return cx.emit(K.Elu, [_same(cx, a.self)], {"alpha": float(alpha)})
 
 
 @converter(aten.softplus.default)
 def softplus(cx, node, a):
-    """log(1 + exp(beta x)) / beta, x where beta x > threshold (as torch)."""
+    """log(1 + exp(beta x)) / beta, x where beta x > threshold (as torch).
+    Above a threshold of 16 the switch changes no f32 value (log1p(e^-16) / 16
+    is below half an ulp) when beta is a power of two, so SoftPlus alone is
+    torch's result."""
     beta, threshold = number(a.beta), number(a.threshold)
-    if beta is None or threshold is None:
-        raise Unsupported("symbolic beta or threshold")
+    if beta is None or threshold is None or beta == 0:
+        raise Unsupported(f"beta={a.beta}, threshold={a.threshold}")
     x = _same(cx, a.self)
-    dt = x.dtype
-    bx = x if beta == 1 else cx.emit(K.Multiply, [x, cx.full(beta, dt)])
-    # exp overflows where the threshold switches to x anyway: clamp before
-    safe = cx.emit(K.Minimum, [bx, cx.full(float(threshold), dt)])
-    sp = cx.emit(K.Log, [cx.emit(K.Add, [cx.emit(K.Exp, [safe]), cx.full(1.0, dt)])])
-    if beta != 1:
-        sp = cx.emit(K.Divide, [sp, cx.full(beta, dt)])
-    big = cx.emit(K.Greater, [bx, cx.full(float(threshold), dt)])
+    sp = cx.emit(K.SoftPlus, [x], {"beta": float(beta)})
+    if threshold >= 16 and beta > 0 and math.frexp(beta)[0] == 0.5:  # (a power of two scales exactly)
+        return sp
+    bx = x if beta == 1 else cx.emit(K.Multiply, [x, cx.full(beta, x.dtype)])
+    big = cx.emit(K.Greater, [bx, cx.full(float(threshold), x.dtype)])
     return cx.emit(K.Select, [big, x, sp])
 
 

@@ -12,6 +12,7 @@ held as STATE they update it in place.
 from __future__ import annotations
 
 from ...dtypes import DataType
+from ...logical_tensor import CONSTANT, LogicalTensor
 from ...op import OpKind as K
 from ...symbolic import as_expr
 from .common import aten, non_negative, norm_dim, number
@@ -77,6 +78,10 @@ def index(cx, node, a):
         raise Unsupported("index tensors that are not adjacent")
     xs = cx.shape_of(a.self)
     d0, m = pos[0], len(pos)
+    if m == 1:
+        sliced = _constant_range(cx, idx[d0], xs[d0], d0, cx.tensor(a.self))
+        if sliced is not None:
+            return cx.reshape(sliced, cx.out_shape())
     flat, stride = None, as_expr(1)
     for k in reversed(range(m)):
         size = xs[d0 + k]
@@ -88,6 +93,27 @@ def index(cx, node, a):
         x = cx.reshape(x, tuple(xs[:d0]) + (_numel(xs[d0:d0 + m]),) + tuple(xs[d0 + m:]))
     y = cx.emit(K.Gather, [x, flat], {"axis": d0})
     return cx.reshape(y, cx.out_shape())
+
+
+def _constant_range(cx, arg, size, axis, x):
+    """x indexed along ``axis`` by a constant 1-D index whose values step
+    evenly upward (``qkv[:, :, :, [-2]]``, ``x[:, [0, 2, 4]]``): a Slice,
+    which any rank takes (a Gather takes rank 4 at most). None otherwise."""
+    v = cx.value(arg)
+    data = cx.data.get(v.id) if isinstance(v, LogicalTensor) and v.property is CONSTANT else None
+    if data is None or data.ndim != 1 or data.size == 0:
+        return None
+    vals = [int(t) for t in data]
+    if any(t < 0 for t in vals):
+        if not isinstance(size, int):
+            return None
+        vals = [t + size if t < 0 else t for t in vals]
+    step = vals[1] - vals[0] if len(vals) > 1 else 1
+    if step < 1 or any(b - a != step for a, b in zip(vals, vals[1:])) or vals[0] < 0:
+        return None
+    if isinstance(size, int) and vals[-1] >= size:
+        return None  # (out of range: torch raises; leave it to the Gather's check)
+    return cx.emit(K.Slice, [x], {"begin": [vals[0]], "end": [vals[-1] + 1], "axes": [axis], "steps": [step]})
 
 
 @converter(aten.gather.default)

@@ -9,6 +9,7 @@ program's size expressions, so the target is never a trace-time number.
 from __future__ import annotations
 
 from ...dtypes import DataType
+from ...logical_tensor import MAX_RANK
 from ...op import OpKind as K
 from ...ops.layout import TO_END
 from ...symbolic import as_expr
@@ -275,16 +276,28 @@ def expand(cx, node, a):
 
 @converter(aten.repeat.default)
 def repeat(cx, node, a):
-    """x.repeat(r0, r1, ...) as a Concat of copies per repeated axis (static repeats)."""
+    """x.repeat(r0, r1, ...) (counts may be sizes of the program): each
+    repeated axis gets a new axis of its count in front of it, the input is
+    broadcast over those (Expand) and the pairs are merged (a reshape)."""
     x = cx.tensor(a.self)
     reps = [cx.size(r) for r in a.repeats]
-    if not all(isinstance(r, int) for r in reps):
-        raise Unsupported("symbolic repeats")
-    rank = cx.rank_of(a.self)
-    if len(reps) > rank:
-        x = cx.reshape(x, (1,) * (len(reps) - rank) + tuple(cx.shape_of(a.self)))
-    for d, r in enumerate(reps):
-        if r > 1:
-            x = cx.emit(K.Concat, [x] * r, {"axis": d})
-    return x
-
+    shape = [1] * (len(reps) - cx.rank_of(a.self)) + list(cx.shape_of(a.self))
+    src, target = [], []
+    for r, d in zip(reps, shape):
+        if not (isinstance(r, int) and r == 1):
+            src.append(1)
+            target.append(r)
+        src.append(d)
+        target.append(d)
+    if len(target) == len(shape):
+        return cx.reshape(x, cx.out_shape())
+    if len(target) > MAX_RANK:
+        if not all(isinstance(r, int) for r in reps):
+            raise Unsupported(f"repeats {reps} of a rank-{len(shape)} tensor need rank {len(target)}")
+        x = cx.reshape(x, shape)
+        for d, r in enumerate(reps):
+            if r > 1:
+                x = cx.emit(K.Concat, [x] * r, {"axis": d})
+        return x
+    y = cx.emit(K.Expand, [cx.reshape(x, src)], {"shape": target})
+    return cx.reshape(y, cx.out_shape())

@@ -39,7 +39,7 @@ def layer_norm(cx, node, a):
 @converter(aten.native_layer_norm.default)
 def native_layer_norm(cx, node, a):
     """(normalized, mean, rstd): only the first is computed."""
-    from ..lowering import _Missing
+    from ..convert import _Missing
 
     y = _layer_norm(cx, a.input, a.normalized_shape, a.weight, a.bias, a.eps)
     return (y, _Missing(node, 1), _Missing(node, 2))

@@ -47,16 +47,43 @@ def amin(cx, node, a):
 
 @converter(aten.max.dim, aten.min.dim)
 def max_dim(cx, node, a):
-    """(values, indices): only the values are computed."""
-    from ..lowering import _Missing
+    """(values, indices): max's indices are an ArgMax; min's are not computed."""
+    from ..convert import _Missing
 
-    kind = K.ReduceMax if node.target is aten.max.dim else K.ReduceMin
+    is_max = node.target is aten.max.dim
     dt = cx.meta(a.self).dtype
     from ..dtypes import dg_dtype
 
     v = cx.cast(cx.tensor(a.self), dg_dtype(dt))
-    y = cx.emit(kind, [v], {"axes": [norm_dim(a.dim, cx.rank_of(a.self))], "keep_dims": bool(a.keepdim)})
-    return (y, _Missing(node, 1))
+    axis = norm_dim(a.dim, cx.rank_of(a.self))
+    y = cx.emit(K.ReduceMax if is_max else K.ReduceMin, [v], {"axes": [axis], "keep_dims": bool(a.keepdim)})
+    if not is_max:
+        return (y, _Missing(node, 1))
+    return (y, cx.emit(K.ArgMax, [v], {"axis": axis, "keep_dims": bool(a.keepdim)}))
+
+
+@converter(aten.argmax.default)
+def argmax(cx, node, a):
+    """Along a dimension, or (dim=None) over the flattened tensor."""
+    x = cx.tensor(a.self)
+    rank = cx.rank_of(a.self)
+    if rank == 0:
+        return cx.emit(K.Full, [], {"shape": [], "value": 0.0}, dtype=DataType.i64)
+    if a.dim is None:
+        n = 1
+        for d in cx.shape_of(a.self):
+            n = n * d
+        x, axis = cx.reshape(x, (n,)), 0
+    else:
+        axis = norm_dim(a.dim, rank)
+    y = cx.emit(K.ArgMax, [x], {"axis": axis, "keep_dims": bool(a.keepdim) and a.dim is not None})
+    return cx.reshape(y, cx.out_shape())
+
+
+@converter(aten.prod.dim_int, aten.prod.default)
+def prod(cx, node, a):
+    dim = getattr(a, "dim", None)
+    return _reduce(cx, K.ReduceProd, a.self, None if dim is None else [dim], getattr(a, "keepdim", False))
 
 
 @converter(aten.linalg_vector_norm.default)

@@ -1,7 +1,7 @@
 """The converter table: one function per ATen op (or small family of ops).
 
-A converter is called with the lowering context ``cx`` (see
-:class:`dyngraph.torch.lowering.Lowering`), the FX node, and the node's
+A converter is called with the conversion context ``cx`` (see
+:class:`dyngraph.torch.convert.Converter`), the FX node, and the node's
 arguments bound by name to the op's schema (``a.self``, ``a.other``,
 ``a.dim``...; defaults filled in). It emits dyngraph ops through ``cx`` and
 returns the node's value: a logical tensor, a tuple of them, or a size.

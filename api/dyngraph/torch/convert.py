@@ -1,4 +1,6 @@
-"""FX graph (of a decomposed ExportedProgram) -> dyngraph graph.
+"""Conversion of an FX graph (of an ExportedProgram) to a dyngraph graph.
+
+("Lowering" is the backend's word, for IR -> ggml, in backend/lower/.)
 
 Every node of the program is converted in order. Placeholders become logical
 tensors (user inputs VARIABLE, weights CONSTANT, mutated buffers STATE);
@@ -30,11 +32,10 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..dtypes import DataType
 from ..errors import CompileError, DyngraphError
-from ..inference import check_rank
-from ..logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
+from ..logical_tensor import CONSTANT, MAX_RANK, STATE, VARIABLE, LogicalTensor
 from ..op import Op, OpKind
 from ..ops import InferContext, TensorType, schema_of
-from ..ops.registry import check_arity, normalize_attrs
+from ..ops.registry import check_arity, check_ranks, normalize_attrs
 from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, as_expr
@@ -70,7 +71,7 @@ class Fallback(NamedTuple):
 
 
 @dataclass
-class Lowered:
+class Converted:
     """What the runner needs: the ops (in order), the tensors, data, and where
     the program's inputs and outputs are."""
 
@@ -135,7 +136,7 @@ class _Missing:
         self.index = index
 
 
-class Lowering:
+class Converter:
     """The conversion context handed to converters (``cx``)."""
 
     def __init__(self, ep, symbols: SymbolTable, forced: Dict[fx.Node, str], runner_buffers: set):
@@ -153,7 +154,7 @@ class Lowering:
         self.torch_constants: Dict[int, torch.Tensor] = {}
         self.param_names: Dict[int, str] = {}  # constant tensor id -> state-dict name
         self.torch_dtypes: Dict[int, torch.dtype] = {}
-        self.opaque: set = set()  # tensor ids dyngraph cannot hold (float64, rank > 4...)
+        self.opaque: set = set()  # tensor ids dyngraph cannot hold (float64, rank > 6...)
         self.wildcards: Dict[int, WildcardInfo] = {}
         self.fallbacks: Dict[int, Fallback] = {}
         self.node: Optional[fx.Node] = None
@@ -179,7 +180,7 @@ class Lowering:
             shape = None
         lt = self.new_tensor(dt or DataType.f32, shape, prop, name)
         self.torch_dtypes[lt.id] = fake.dtype
-        if dt is None or shape is None or len(shape) > 4 or any(isinstance(d, int) and d == 0 for d in shape):
+        if dt is None or shape is None or len(shape) > MAX_RANK or any(isinstance(d, int) and d == 0 for d in shape):
             self.opaque.add(lt.id)  # (dyngraph sizes are at least 1)
         elif shape is not None:
             self.types[lt.id] = TensorType(dt, tuple(as_expr(d) for d in shape))
@@ -270,9 +271,9 @@ class Lowering:
             check_arity(schema, len(inputs), n_out, op.label)
             norm = normalize_attrs(schema, op.attrs, op.label)
             ctx = InferContext(op.label, op.outputs, op.name)
-            types = schema.infer(norm, [self.types[lt.id] for lt in inputs], ctx)
-            for t in types:
-                check_rank(op.label, t)
+            in_types = [self.types[lt.id] for lt in inputs]
+            types = schema.infer(norm, in_types, ctx)
+            check_ranks(schema, in_types, types, op.label)
         except DyngraphError as e:
             raise Unsupported(str(e)) from None
         if ctx.value_symbols:
@@ -373,7 +374,7 @@ class Lowering:
         return self.emit(OpKind.StaticTranspose, [lt], {"order": order})
 
     # --------------------------------------------------------------- conversion
-    def run(self) -> Lowered:
+    def run(self) -> Converted:
         ep = self.ep
         sig = ep.graph_signature
         graph = ep.graph
@@ -504,8 +505,8 @@ class Lowering:
             if isinstance(v, torch.Tensor):
                 if dg_dtype(v.dtype) is None:
                     raise Unsupported(f"{what} has dtype {v.dtype}")
-                if v.dim() > 4:
-                    raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most 4 dimensions)")
+                if v.dim() > MAX_RANK:
+                    raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most {MAX_RANK} dimensions)")
                 if v.device.type != "cpu":
                     raise Unsupported(f"{what} is on {v.device}")
                 if any(isinstance(d, int) and d == 0 for d in v.shape):
@@ -610,7 +611,7 @@ class Lowering:
         self.values[node] = value
 
     # ------------------------------------------------------------------- finish
-    def _finish(self, out_node: fx.Node) -> Lowered:
+    def _finish(self, out_node: fx.Node) -> Converted:
         sig = self.ep.graph_signature
         results = out_node.args[0]
         outputs, roots, user_roots = [], [], []
@@ -652,7 +653,7 @@ class Lowering:
             sink_id = sink.id
         live_ids = {op.id for op in live_ops}
         used = {lt.id for op in live_ops for lt in op.inputs}
-        return Lowered(
+        return Converted(
             ops=live_ops,
             op_nodes={k: v for k, v in self.op_nodes.items() if k in live_ids},
             tensors=self.tensors,
