@@ -282,6 +282,32 @@ ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* a, float eps) {
     return ggml_rms_norm(ctx, a, eps);
 }
 
+ggml_tensor* group_norm(ggml_context* ctx, ggml_tensor* a, int n_groups, float eps) {
+    const char* fn = "ggml_group_norm";
+    need_room(ctx);
+    need_types(fn, "a", a, {GGML_TYPE_F32});
+    if (!dense_rows(a)) violated(fn, "a must be dense along ne0");
+    if (n_groups < 1 || n_groups > a->ne[2] || a->ne[2] % n_groups != 0)
+        violated(fn, cat(n_groups, " groups do not divide the ", a->ne[2], " channels of ", describe(a)));
+    if (!(eps >= 0.0f) || !std::isfinite(eps)) violated(fn, cat("eps must be >= 0 and finite, got ", eps));
+    return ggml_group_norm(ctx, a, n_groups, eps);
+}
+
+ggml_tensor* interpolate(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                         uint32_t mode) {
+    const char* fn = "ggml_interpolate";
+    need_room(ctx);
+    need_types(fn, "a", a, {GGML_TYPE_F32});
+    const int64_t ne[4] = {ne0, ne1, ne2, ne3};
+    need_positive(fn, ne);
+    const uint32_t base = mode & 0xFF, flags = mode & ~0xFFu;
+    const bool ok = base < GGML_SCALE_MODE_COUNT &&
+                    (flags == 0 || (flags == GGML_SCALE_FLAG_ALIGN_CORNERS && base == GGML_SCALE_MODE_BILINEAR));
+    if (!ok) violated(fn, cat("mode ", mode, " is not a scale mode with the flags it takes"));
+    if (ne2 != a->ne[2] || ne3 != a->ne[3]) violated(fn, cat("ne2 and ne3 of ", describe(a), " must be kept"));
+    return ggml_interpolate(ctx, a, ne0, ne1, ne2, ne3, mode);
+}
+
 ggml_tensor* get_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b) {
     const char* fn = "ggml_get_rows";
     need_room(ctx);

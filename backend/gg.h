@@ -97,6 +97,19 @@ ggml_tensor* soft_max_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* mask, 
 ggml_tensor* norm(ggml_context* ctx, ggml_tensor* a, float eps);
 ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* a, float eps);
 
+// Group normalization over ne0 * ne1 * (ne2 / n_groups) values of each
+// group of ne2 and each ne3 (no affine): a F32 and dense along ne0;
+// n_groups in [1, ne2] and dividing ne2 (ggml would make the last group
+// smaller); eps >= 0 and finite.
+ggml_tensor* group_norm(ggml_context* ctx, ggml_tensor* a, int n_groups, float eps);
+
+// Resize to ne0..ne3 (ggml_interpolate): a F32; every ne >= 1; mode
+// GGML_SCALE_MODE_BILINEAR (with or without GGML_SCALE_FLAG_ALIGN_CORNERS)
+// or NEAREST / BICUBIC (without flags); ne2 and ne3 kept (ggml resizes
+// them by nearest neighbour, which no caller means).
+ggml_tensor* interpolate(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                         uint32_t mode);
+
 // Rows of a at indices b: b I32 with b->ne[3] == 1, a->ne[2] == b->ne[1],
 // a->ne[3] == b->ne[2]; a of a type get_rows reads (not I32 with quantized).
 // Index values are the caller's to keep in range (LowerCtx::safe_indices).

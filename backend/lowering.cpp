@@ -284,6 +284,11 @@ const LoweringTable& lowerings() {
         register_compare(t);
         register_attention(t);
         register_rope(t);
+        // vision / audio
+        register_conv(t);
+        register_pool(t);
+        register_channel_norm(t);
+        register_interpolate(t);
         return t;
     }();
     return table;

@@ -1,5 +1,8 @@
 """Compile-time rewrites of a Program, applied before it is serialized.
 
+- BatchNormInference after a Convolution (both with constant parameters,
+  the convolution's output read by nothing else): folded into the
+  convolution's weights and bias (``fold_batch_norm``).
 - MatMul with a constant right-hand side: the weight is stored transposed
   (``transpose_b=True``), the layout ggml's matrix product reads without a copy.
 - ``weight_type``: constants read only by MatMul (as its weight) or Gather
@@ -129,7 +132,72 @@ def assign_weight_storage(prog: Program, data: Dict[int, np.ndarray], weight_typ
         prog.tensors[tidx].storage = wt
 
 
+def _constant(prog: Program, data, tidx: int) -> bool:
+    return prog.tensors[tidx].property is Property.CONSTANT and tidx in data and \
+        isinstance(data[tidx], np.ndarray) and data[tidx].dtype.kind == "f"
+
+
+def _own_copy(prog: Program, data, op, pos: int, arr: np.ndarray, suffix: str) -> None:
+    """Give op input `pos` the data `arr`: in place when nothing else reads
+    the tensor, else as a new constant."""
+    tidx = op.inputs[pos]
+    if len(_users(prog, tidx)) == 1:
+        data[tidx] = arr
+        return
+    t = prog.tensors[tidx]
+    prog.tensors.append(TensorSpec(max(x.id for x in prog.tensors) + 1, f"{t.name or t.id}.{suffix}", t.dtype, t.shape,
+                                   Property.CONSTANT))
+    op.inputs[pos] = len(prog.tensors) - 1
+    data[op.inputs[pos]] = arr
+
+
+def fold_batch_norm(prog: Program, data: Dict[int, np.ndarray]) -> int:
+    """Convolution -> BatchNormInference with constant weights, bias and
+    statistics becomes one Convolution: weights scaled by a = gamma /
+    sqrt(variance + epsilon) per output channel, bias (b - mean) * a + beta
+    (computed in float64, stored in the weights' dtype). Returns the number
+    of ops folded."""
+    producer = {o: op for op in prog.ops for o in op.outputs}
+    folded = []
+    for bn in prog.ops:
+        if bn.kind is not OpKind.BatchNormInference:
+            continue
+        conv = producer.get(bn.inputs[0])
+        if conv is None or conv.kind is not OpKind.Convolution or conv.attrs["data_format"] != bn.attrs["data_format"]:
+            continue
+        out = conv.outputs[0]
+        if len(_users(prog, out)) != 1 or out in prog.outputs:
+            continue
+        params = conv.inputs[1:] + bn.inputs[1:]
+        if not all(_constant(prog, data, i) for i in params):
+            continue
+        gamma, beta, mean, var = (data[i].astype(np.float64) for i in bn.inputs[1:])
+        a = gamma / np.sqrt(var + bn.attrs["epsilon"])
+        w = data[conv.inputs[1]]
+        axis = 0 if conv.attrs["weights_format"] == "OIX" else w.ndim - 1
+        shape = [1] * w.ndim
+        shape[axis] = -1
+        new_w = (w.astype(np.float64) * a.reshape(shape)).astype(w.dtype)
+        b = data[conv.inputs[2]].astype(np.float64) if len(conv.inputs) == 3 else np.zeros_like(a)
+        new_b = ((b - mean) * a + beta).astype(w.dtype)
+        _own_copy(prog, data, conv, 1, new_w, "bn_folded")
+        if len(conv.inputs) == 3:
+            _own_copy(prog, data, conv, 2, new_b, "bn_folded")
+        else:
+            wt = prog.tensors[conv.inputs[1]]
+            prog.tensors.append(TensorSpec(max(x.id for x in prog.tensors) + 1, f"{wt.name or wt.id}.bn_bias", wt.dtype,
+                                           prog.tensors[bn.inputs[1]].shape, Property.CONSTANT))
+            conv.inputs.append(len(prog.tensors) - 1)
+            data[conv.inputs[2]] = new_b
+        conv.outputs[0] = bn.outputs[0]  # (the convolution's old output is read by nothing now)
+        producer[bn.outputs[0]] = conv
+        folded.append(bn)
+    prog.ops = [op for op in prog.ops if not any(op is f for f in folded)]
+    return len(folded)
+
+
 def run_passes(prog: Program, data: Dict[int, np.ndarray], weight_type: Optional[WeightType] = None) -> None:
+    fold_batch_norm(prog, data)
     copies = pretranspose_matmul_weights(prog, data)
     for i, d in data.items():
         if isinstance(d, StoredWeight):

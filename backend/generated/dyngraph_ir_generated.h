@@ -377,12 +377,20 @@ enum class OpKind : uint16_t {
   FloorDivide = 71,
   ReduceProd = 72,
   Reorder = 73,
-  End = 74,
+  Convolution = 74,
+  ConvTranspose = 75,
+  MaxPool = 76,
+  AvgPool = 77,
+  AdaptiveAvgPool = 78,
+  BatchNormInference = 79,
+  GroupNorm = 80,
+  Interpolate = 81,
+  End = 82,
   MIN = Wildcard,
   MAX = End
 };
 
-inline const OpKind (&EnumValuesOpKind())[75] {
+inline const OpKind (&EnumValuesOpKind())[83] {
   static const OpKind values[] = {
     OpKind::Wildcard,
     OpKind::MatMul,
@@ -458,13 +466,21 @@ inline const OpKind (&EnumValuesOpKind())[75] {
     OpKind::FloorDivide,
     OpKind::ReduceProd,
     OpKind::Reorder,
+    OpKind::Convolution,
+    OpKind::ConvTranspose,
+    OpKind::MaxPool,
+    OpKind::AvgPool,
+    OpKind::AdaptiveAvgPool,
+    OpKind::BatchNormInference,
+    OpKind::GroupNorm,
+    OpKind::Interpolate,
     OpKind::End
   };
   return values;
 }
 
 inline const char * const *EnumNamesOpKind() {
-  static const char * const names[76] = {
+  static const char * const names[84] = {
     "Wildcard",
     "MatMul",
     "Add",
@@ -539,6 +555,14 @@ inline const char * const *EnumNamesOpKind() {
     "FloorDivide",
     "ReduceProd",
     "Reorder",
+    "Convolution",
+    "ConvTranspose",
+    "MaxPool",
+    "AvgPool",
+    "AdaptiveAvgPool",
+    "BatchNormInference",
+    "GroupNorm",
+    "Interpolate",
     "End",
     nullptr
   };

@@ -196,6 +196,26 @@ const DTypeClass kReduceProdIn[] = {DTypeClass::NonBool};
 const DTypeClass kReduceProdOut[] = {DTypeClass::Any};
 const DTypeClass kReorderIn[] = {DTypeClass::Any};
 const DTypeClass kReorderOut[] = {DTypeClass::Any};
+const DTypeClass kConvolutionIn[] = {DTypeClass::Float};
+const DTypeClass kConvolutionOut[] = {DTypeClass::Any};
+const char* const kConvolutionNames[] = {"src", "weights", "bias"};
+const DTypeClass kConvTransposeIn[] = {DTypeClass::Float};
+const DTypeClass kConvTransposeOut[] = {DTypeClass::Any};
+const char* const kConvTransposeNames[] = {"src", "weights", "bias"};
+const DTypeClass kMaxPoolIn[] = {DTypeClass::Float};
+const DTypeClass kMaxPoolOut[] = {DTypeClass::Any};
+const DTypeClass kAvgPoolIn[] = {DTypeClass::Float};
+const DTypeClass kAvgPoolOut[] = {DTypeClass::Any};
+const DTypeClass kAdaptiveAvgPoolIn[] = {DTypeClass::Float};
+const DTypeClass kAdaptiveAvgPoolOut[] = {DTypeClass::Any};
+const DTypeClass kBatchNormInferenceIn[] = {DTypeClass::Float};
+const DTypeClass kBatchNormInferenceOut[] = {DTypeClass::Any};
+const char* const kBatchNormInferenceNames[] = {"src", "gamma", "beta", "mean", "variance"};
+const DTypeClass kGroupNormIn[] = {DTypeClass::Float};
+const DTypeClass kGroupNormOut[] = {DTypeClass::Any};
+const char* const kGroupNormNames[] = {"src", "gamma", "beta"};
+const DTypeClass kInterpolateIn[] = {DTypeClass::Float};
+const DTypeClass kInterpolateOut[] = {DTypeClass::Any};
 
 }  // namespace
 
@@ -274,6 +294,14 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"FloorDivide", true, 2, 2, 1, 1, kFloorDivideIn, 1, kFloorDivideOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
     {"ReduceProd", true, 1, 1, 1, 1, kReduceProdIn, 1, kReduceProdOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
     {"Reorder", true, 1, 1, 1, 1, kReorderIn, 1, kReorderOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Convolution", true, 2, 3, 1, 1, kConvolutionIn, 1, kConvolutionOut, 1, -1, 0u, 0u, kConvolutionNames, 3, 0xffffffffu, 0, HighRank::No},
+    {"ConvTranspose", true, 2, 3, 1, 1, kConvTransposeIn, 1, kConvTransposeOut, 1, -1, 0u, 0u, kConvTransposeNames, 3, 0xffffffffu, 0, HighRank::No},
+    {"MaxPool", true, 1, 1, 1, 1, kMaxPoolIn, 1, kMaxPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"AvgPool", true, 1, 1, 1, 1, kAvgPoolIn, 1, kAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"AdaptiveAvgPool", true, 1, 1, 1, 1, kAdaptiveAvgPoolIn, 1, kAdaptiveAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"BatchNormInference", true, 5, 5, 1, 1, kBatchNormInferenceIn, 1, kBatchNormInferenceOut, 1, -1, 0u, 0u, kBatchNormInferenceNames, 5, 0x0u, 0, HighRank::No},
+    {"GroupNorm", true, 1, 3, 1, 1, kGroupNormIn, 1, kGroupNormOut, 1, -1, 0u, 0u, kGroupNormNames, 3, 0x0u, 0, HighRank::No},
+    {"Interpolate", true, 1, 1, 1, 1, kInterpolateIn, 1, kInterpolateOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
 };
 
 namespace {
@@ -539,6 +567,190 @@ HardSigmoidAttrs read_HardSigmoidAttrs(AttrReader& r) {
     return a;
 }
 
+ConvolutionAttrs read_ConvolutionAttrs(AttrReader& r) {
+    ConvolutionAttrs a;
+    a.strides = r.read_ints("strides");
+    r.check_min("strides", a.strides, 1);
+    a.pads_begin = r.read_ints("pads_begin");
+    r.check_min("pads_begin", a.pads_begin, 0);
+    a.pads_end = r.read_ints("pads_end");
+    r.check_min("pads_end", a.pads_end, 0);
+    {
+        static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
+        a.auto_pad = ConvolutionAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
+    }
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = ConvolutionAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    a.dilations = r.read_ints("dilations");
+    r.check_min("dilations", a.dilations, 1);
+    a.groups = r.read_int("groups");
+    r.check_min("groups", a.groups, 1);
+    {
+        static const char* const choices[] = {"XIO", "OIX"};
+        a.weights_format = ConvolutionAttrs::WeightsFormat(r.read_choice("weights_format", choices, 2));
+    }
+    a.resolved_pads_begin = r.read_exprs("resolved_pads_begin");
+    a.resolved_pads_end = r.read_exprs("resolved_pads_end");
+    r.finish();
+    return a;
+}
+
+ConvTransposeAttrs read_ConvTransposeAttrs(AttrReader& r) {
+    ConvTransposeAttrs a;
+    a.strides = r.read_ints("strides");
+    r.check_min("strides", a.strides, 1);
+    a.pads_begin = r.read_ints("pads_begin");
+    r.check_min("pads_begin", a.pads_begin, 0);
+    a.pads_end = r.read_ints("pads_end");
+    r.check_min("pads_end", a.pads_end, 0);
+    {
+        static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
+        a.auto_pad = ConvTransposeAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
+    }
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = ConvTransposeAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    a.dilations = r.read_ints("dilations");
+    r.check_min("dilations", a.dilations, 1);
+    a.groups = r.read_int("groups");
+    r.check_min("groups", a.groups, 1);
+    a.output_padding = r.read_ints("output_padding");
+    r.check_min("output_padding", a.output_padding, 0);
+    {
+        static const char* const choices[] = {"XOI", "IOX"};
+        a.weights_format = ConvTransposeAttrs::WeightsFormat(r.read_choice("weights_format", choices, 2));
+    }
+    a.resolved_pads_begin = r.read_exprs("resolved_pads_begin");
+    a.resolved_pads_end = r.read_exprs("resolved_pads_end");
+    r.finish();
+    return a;
+}
+
+MaxPoolAttrs read_MaxPoolAttrs(AttrReader& r) {
+    MaxPoolAttrs a;
+    a.strides = r.read_ints("strides");
+    r.check_min("strides", a.strides, 1);
+    a.pads_begin = r.read_ints("pads_begin");
+    r.check_min("pads_begin", a.pads_begin, 0);
+    a.pads_end = r.read_ints("pads_end");
+    r.check_min("pads_end", a.pads_end, 0);
+    {
+        static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
+        a.auto_pad = MaxPoolAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
+    }
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = MaxPoolAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    a.kernel = r.read_ints("kernel");
+    r.check_min("kernel", a.kernel, 1);
+    {
+        static const char* const choices[] = {"floor", "ceil"};
+        a.rounding_type = MaxPoolAttrs::RoundingType(r.read_choice("rounding_type", choices, 2));
+    }
+    a.dilations = r.read_ints("dilations");
+    r.check_min("dilations", a.dilations, 1);
+    a.resolved_pads_begin = r.read_exprs("resolved_pads_begin");
+    a.resolved_pads_end = r.read_exprs("resolved_pads_end");
+    r.finish();
+    return a;
+}
+
+AvgPoolAttrs read_AvgPoolAttrs(AttrReader& r) {
+    AvgPoolAttrs a;
+    a.strides = r.read_ints("strides");
+    r.check_min("strides", a.strides, 1);
+    a.pads_begin = r.read_ints("pads_begin");
+    r.check_min("pads_begin", a.pads_begin, 0);
+    a.pads_end = r.read_ints("pads_end");
+    r.check_min("pads_end", a.pads_end, 0);
+    {
+        static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
+        a.auto_pad = AvgPoolAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
+    }
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = AvgPoolAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    a.kernel = r.read_ints("kernel");
+    r.check_min("kernel", a.kernel, 1);
+    {
+        static const char* const choices[] = {"floor", "ceil"};
+        a.rounding_type = AvgPoolAttrs::RoundingType(r.read_choice("rounding_type", choices, 2));
+    }
+    a.exclude_pad = r.read_bool("exclude_pad");
+    a.resolved_pads_begin = r.read_exprs("resolved_pads_begin");
+    a.resolved_pads_end = r.read_exprs("resolved_pads_end");
+    r.finish();
+    return a;
+}
+
+AdaptiveAvgPoolAttrs read_AdaptiveAvgPoolAttrs(AttrReader& r) {
+    AdaptiveAvgPoolAttrs a;
+    a.sizes = r.read_ints("sizes");
+    r.check_min("sizes", a.sizes, 1);
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = AdaptiveAvgPoolAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    r.finish();
+    return a;
+}
+
+BatchNormInferenceAttrs read_BatchNormInferenceAttrs(AttrReader& r) {
+    BatchNormInferenceAttrs a;
+    a.epsilon = r.read_float("epsilon");
+    r.check_finite("epsilon", a.epsilon);
+    r.check_min("epsilon", a.epsilon, 0.0);
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = BatchNormInferenceAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    r.finish();
+    return a;
+}
+
+GroupNormAttrs read_GroupNormAttrs(AttrReader& r) {
+    GroupNormAttrs a;
+    a.groups = r.read_int("groups");
+    r.check_min("groups", a.groups, 1);
+    a.keep_stats = r.read_bool("keep_stats");
+    a.use_affine = r.read_bool("use_affine");
+    a.epsilon = r.read_float("epsilon");
+    r.check_finite("epsilon", a.epsilon);
+    r.check_min("epsilon", a.epsilon, 0.0);
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = GroupNormAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    r.finish();
+    return a;
+}
+
+InterpolateAttrs read_InterpolateAttrs(AttrReader& r) {
+    InterpolateAttrs a;
+    {
+        static const char* const choices[] = {"nearest", "linear", "bilinear"};
+        a.mode = InterpolateAttrs::Mode(r.read_choice("mode", choices, 3));
+    }
+    {
+        static const char* const choices[] = {"half_pixel", "align_corners", "asymmetric"};
+        a.coordinate_transformation_mode = InterpolateAttrs::CoordinateTransformationMode(r.read_choice("coordinate_transformation_mode", choices, 3));
+    }
+    a.sizes = r.read_exprs("sizes");
+    a.scales = r.read_floats("scales");
+    r.check_finite("scales", a.scales);
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = InterpolateAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    r.finish();
+    return a;
+}
+
 }  // namespace
 
 OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::vector<int>& input_ranks,
@@ -648,6 +860,22 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
             return read_EluAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::HardSigmoid):
             return read_HardSigmoidAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Convolution):
+            return read_ConvolutionAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::ConvTranspose):
+            return read_ConvTransposeAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::MaxPool):
+            return read_MaxPoolAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::AvgPool):
+            return read_AvgPoolAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::AdaptiveAvgPool):
+            return read_AdaptiveAvgPoolAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::BatchNormInference):
+            return read_BatchNormInferenceAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::GroupNorm):
+            return read_GroupNormAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Interpolate):
+            return read_InterpolateAttrs(r);
         default:
             r.finish();
             return NoAttrs{};

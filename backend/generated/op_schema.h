@@ -14,7 +14,7 @@ struct AttrDef;
 
 namespace ops {
 
-constexpr int kNumOpKinds = 74;
+constexpr int kNumOpKinds = 82;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
 enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32 };
@@ -185,7 +185,104 @@ struct HardSigmoidAttrs {
     double beta{};
 };
 
-using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs>;
+struct ConvolutionAttrs {
+    enum class AutoPad : uint8_t { none, same_upper, same_lower, valid };
+    enum class DataFormat : uint8_t { NXC, NCX };
+    enum class WeightsFormat : uint8_t { XIO, OIX };
+    std::vector<int64_t> strides{};
+    std::vector<int64_t> pads_begin{};
+    std::vector<int64_t> pads_end{};
+    AutoPad auto_pad{};
+    DataFormat data_format{};
+    std::vector<int64_t> dilations{};
+    int64_t groups{};
+    WeightsFormat weights_format{};
+    std::vector<int32_t> resolved_pads_begin{};
+    std::vector<int32_t> resolved_pads_end{};
+};
+
+struct ConvTransposeAttrs {
+    enum class AutoPad : uint8_t { none, same_upper, same_lower, valid };
+    enum class DataFormat : uint8_t { NXC, NCX };
+    enum class WeightsFormat : uint8_t { XOI, IOX };
+    std::vector<int64_t> strides{};
+    std::vector<int64_t> pads_begin{};
+    std::vector<int64_t> pads_end{};
+    AutoPad auto_pad{};
+    DataFormat data_format{};
+    std::vector<int64_t> dilations{};
+    int64_t groups{};
+    std::vector<int64_t> output_padding{};
+    WeightsFormat weights_format{};
+    std::vector<int32_t> resolved_pads_begin{};
+    std::vector<int32_t> resolved_pads_end{};
+};
+
+struct MaxPoolAttrs {
+    enum class AutoPad : uint8_t { none, same_upper, same_lower, valid };
+    enum class DataFormat : uint8_t { NXC, NCX };
+    enum class RoundingType : uint8_t { floor, ceil };
+    std::vector<int64_t> strides{};
+    std::vector<int64_t> pads_begin{};
+    std::vector<int64_t> pads_end{};
+    AutoPad auto_pad{};
+    DataFormat data_format{};
+    std::vector<int64_t> kernel{};
+    RoundingType rounding_type{};
+    std::vector<int64_t> dilations{};
+    std::vector<int32_t> resolved_pads_begin{};
+    std::vector<int32_t> resolved_pads_end{};
+};
+
+struct AvgPoolAttrs {
+    enum class AutoPad : uint8_t { none, same_upper, same_lower, valid };
+    enum class DataFormat : uint8_t { NXC, NCX };
+    enum class RoundingType : uint8_t { floor, ceil };
+    std::vector<int64_t> strides{};
+    std::vector<int64_t> pads_begin{};
+    std::vector<int64_t> pads_end{};
+    AutoPad auto_pad{};
+    DataFormat data_format{};
+    std::vector<int64_t> kernel{};
+    RoundingType rounding_type{};
+    bool exclude_pad{};
+    std::vector<int32_t> resolved_pads_begin{};
+    std::vector<int32_t> resolved_pads_end{};
+};
+
+struct AdaptiveAvgPoolAttrs {
+    enum class DataFormat : uint8_t { NXC, NCX };
+    std::vector<int64_t> sizes{};
+    DataFormat data_format{};
+};
+
+struct BatchNormInferenceAttrs {
+    enum class DataFormat : uint8_t { NXC, NCX };
+    double epsilon{};
+    DataFormat data_format{};
+};
+
+struct GroupNormAttrs {
+    enum class DataFormat : uint8_t { NXC, NCX };
+    int64_t groups{};
+    bool keep_stats{};
+    bool use_affine{};
+    double epsilon{};
+    DataFormat data_format{};
+};
+
+struct InterpolateAttrs {
+    enum class Mode : uint8_t { nearest, linear, bilinear };
+    enum class CoordinateTransformationMode : uint8_t { half_pixel, align_corners, asymmetric };
+    enum class DataFormat : uint8_t { NXC, NCX };
+    Mode mode{};
+    CoordinateTransformationMode coordinate_transformation_mode{};
+    std::vector<int32_t> sizes{};
+    std::vector<double> scales{};
+    DataFormat data_format{};
+};
+
+using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs, ConvolutionAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptiveAvgPoolAttrs, BatchNormInferenceAttrs, GroupNormAttrs, InterpolateAttrs>;
 
 // The facts of an op kind: its arity (max -1: any number), the dtype class
 // of each input / output (the last one repeats), its traits.

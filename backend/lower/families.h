@@ -16,5 +16,10 @@ void register_generate(LoweringTable& t);
 void register_compare(LoweringTable& t);
 void register_attention(LoweringTable& t);
 void register_rope(LoweringTable& t);
+// vision / audio: convolution, pooling, channel norms, interpolation
+void register_conv(LoweringTable& t);
+void register_pool(LoweringTable& t);
+void register_channel_norm(LoweringTable& t);
+void register_interpolate(LoweringTable& t);
 
 }  // namespace dg

@@ -14,8 +14,8 @@ every round calls each once, in a random order. Sections:
   4-layer stack;
 - rebuild: the C++ microbenchmark (tests/benchmarks/cpp), when built;
 - dynamic vs padded: the stack at 7 rows against 7 rows padded to 127;
-- PyTorch eager (torch extra): MLP, a transformer encoder layer, MiniLM,
-  SmolLM2-135M prefill and decode, all f32;
+- PyTorch eager (torch extra): MLP, a transformer encoder layer, ResNet
+  basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
 - llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0
   and the package's Q4_1 file against llama-bench (pp32, tg32; like
   llama-bench, logits of the last position only), run here when LLAMA_BENCH
@@ -189,7 +189,7 @@ def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
     import torch_cases as tc
 
     torch.set_num_threads(1)
-    pairs = tc.mlp_pairs() + tc.encoder_layer_pairs()
+    pairs = tc.mlp_pairs() + tc.encoder_layer_pairs() + tc.resnet_block_pairs(batches=(1,) if quick else (1, 8))
     if not quick:
         pairs += tc.minilm_pairs()
         if sm is not None:

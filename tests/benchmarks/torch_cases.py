@@ -82,6 +82,57 @@ def encoder_layer_pairs(seqs=(7, 32, 128)) -> List[Pair]:
     return out
 
 
+class BasicBlock(torch.nn.Module):
+    """A ResNet basic block (torchvision's): conv3x3-BN-ReLU-conv3x3-BN, plus
+    the input (a strided 1x1 conv + BN when it downsamples), ReLU."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int = 1):
+        super().__init__()
+        nn = torch.nn
+        self.c1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(c_out)
+        self.c2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(c_out)
+        self.down = None
+        if stride != 1 or c_in != c_out:
+            self.down = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+        g = torch.Generator().manual_seed(0)
+        for m in self.modules():  # statistics of a trained network, not the identity
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean = torch.randn(c_out, generator=g) * 0.1
+                m.running_var = torch.rand(c_out, generator=g) + 0.5
+                m.weight.data = torch.rand(c_out, generator=g) + 0.5
+                m.bias.data = torch.randn(c_out, generator=g) * 0.1
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        y = self.b2(self.c2(y))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+RESNET_BLOCKS = {  # name -> (c_in, c_out, stride, input size), ResNet-18's first two stages
+    "64ch 56x56": (64, 64, 1, 56),
+    "64->128ch stride 2 56x56": (64, 128, 2, 56),
+}
+
+
+def resnet_block_pairs(batches=(1, 8), blocks=tuple(RESNET_BLOCKS)) -> List[Pair]:
+    """ResNet basic blocks compiled once with a dynamic batch (batch norms
+    folded into the convolutions at compile), against eager PyTorch."""
+    out = []
+    batch = torch.export.Dim("batch", min=1, max=64)
+    for name in blocks:
+        c_in, c_out, stride, size = RESNET_BLOCKS[name]
+        torch.manual_seed(0)
+        block = BasicBlock(c_in, c_out, stride).eval()
+        run = dgt.compile(block, (torch.randn(2, c_in, size, size),), dynamic_shapes=({0: batch},), engine=1)
+        for b in batches:
+            x = torch.randn(b, c_in, size, size)
+            out.append(_checked(f"ResNet block {name} batch {b}", lambda x=x, r=run: r(x),
+                                _no_grad(lambda x=x, m=block: m(x)), 1e-4, 1e-4))
+    return out
+
+
 def package_dir(name: str) -> Optional[str]:
     spec = importlib.util.find_spec(name)
     return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None

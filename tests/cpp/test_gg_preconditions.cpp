@@ -148,6 +148,31 @@ int main() {
         expect_ok("norm", [&] { op(ctx, T(F32, 4, 3), 0.0f); });
     }
 
+    // group_norm
+    expect_violation("group_norm: F16", [&] { gg::group_norm(ctx, T(F16, 4, 4, 6), 2, 1e-5f); });
+    expect_violation("group_norm: not dense", [&] { gg::group_norm(ctx, gg::transpose(ctx, T(F32, 4, 4, 6)), 2, 1e-5f); });
+    expect_violation("group_norm: 0 groups", [&] { gg::group_norm(ctx, T(F32, 4, 4, 6), 0, 1e-5f); });
+    expect_violation("group_norm: more groups than channels", [&] { gg::group_norm(ctx, T(F32, 4, 4, 6), 7, 1e-5f); });
+    expect_violation("group_norm: groups do not divide", [&] { gg::group_norm(ctx, T(F32, 4, 4, 6), 4, 1e-5f); });
+    expect_violation("group_norm: negative eps", [&] { gg::group_norm(ctx, T(F32, 4, 4, 6), 2, -1.0f); });
+    expect_violation("group_norm: NaN eps", [&] { gg::group_norm(ctx, T(F32, 4, 4, 6), 2, NAN); });
+    expect_ok("group_norm", [&] { gg::group_norm(ctx, T(F32, 4, 4, 6, 2), 3, 1e-5f); });
+
+    // interpolate
+    const uint32_t BIL = GGML_SCALE_MODE_BILINEAR, AC = GGML_SCALE_FLAG_ALIGN_CORNERS;
+    expect_violation("interpolate: F16", [&] { gg::interpolate(ctx, T(F16, 4, 4, 2), 8, 8, 2, 1, BIL); });
+    expect_violation("interpolate: size 0", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2), 0, 8, 2, 1, BIL); });
+    expect_violation("interpolate: unknown mode", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2), 8, 8, 2, 1, GGML_SCALE_MODE_COUNT); });
+    expect_violation("interpolate: antialias", [&] {
+        gg::interpolate(ctx, T(F32, 4, 4, 2), 8, 8, 2, 1, BIL | GGML_SCALE_FLAG_ANTIALIAS);
+    });
+    expect_violation("interpolate: align corners with nearest", [&] {
+        gg::interpolate(ctx, T(F32, 4, 4, 2), 8, 8, 2, 1, GGML_SCALE_MODE_NEAREST | AC);
+    });
+    expect_violation("interpolate: ne2 changed", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2), 8, 8, 4, 1, BIL); });
+    expect_violation("interpolate: ne3 changed", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2), 8, 8, 2, 2, BIL); });
+    expect_ok("interpolate", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2, 3), 7, 3, 2, 3, BIL | AC); });
+
     // get_rows / set_rows
     expect_violation("get_rows: F32 indices", [&] { gg::get_rows(ctx, T(F32, 4, 10), T(F32, 3)); });
     expect_violation("get_rows: batch mismatch", [&] { gg::get_rows(ctx, T(F32, 4, 10, 2), T(I32, 3, 3)); });

@@ -77,4 +77,12 @@ class OpKind(object):
     FloorDivide = 71
     ReduceProd = 72
     Reorder = 73
-    End = 74
+    Convolution = 74
+    ConvTranspose = 75
+    MaxPool = 76
+    AvgPool = 77
+    AdaptiveAvgPool = 78
+    BatchNormInference = 79
+    GroupNorm = 80
+    Interpolate = 81
+    End = 82

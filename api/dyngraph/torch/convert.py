@@ -515,7 +515,14 @@ class Converter:
                 for x in v:
                     check(x, what)
 
-        check(node.meta.get("val"), "the result")
+        val = node.meta.get("val")
+        if isinstance(val, (tuple, list)) and all(u.target is operator.getitem for u in node.users):
+            read = {u.args[1] for u in node.users}  # outputs nothing reads may be empty (unused statistics)
+            for i, v in enumerate(val):
+                if i in read:
+                    check(v, f"result {i}")
+        else:
+            check(val, "the result")
 
     def _check_value(self, node: fx.Node, value) -> None:
         """A converter's result must be torch's value: same dtype, rank and static sizes."""

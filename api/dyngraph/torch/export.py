@@ -29,6 +29,16 @@ KEEP = (
     aten.index_copy.default,
     aten.hardswish.default,
     aten.softplus.default,
+    # vision / audio: one op each (decomposed: repeat + batch norm, or index arithmetic)
+    aten.instance_norm.default,
+    aten.adaptive_avg_pool1d.default,
+    aten.adaptive_avg_pool2d.default,
+    aten.upsample_nearest1d.vec,
+    aten.upsample_nearest2d.vec,
+    aten._upsample_nearest_exact1d.vec,
+    aten._upsample_nearest_exact2d.vec,
+    aten.upsample_linear1d.vec,
+    aten.upsample_bilinear2d.vec,
 )
 
 

@@ -10,6 +10,11 @@ from . import layout  # noqa: F401
 from . import matmul  # noqa: F401
 from . import norm  # noqa: F401
 from . import reduce  # noqa: F401
+# vision / audio: convolution, pooling, channel norms, interpolation
+from . import channel_norm  # noqa: F401
+from . import conv  # noqa: F401
+from . import interpolate  # noqa: F401
+from . import pool  # noqa: F401
 from .registry import CONVERTERS, Args, Unsupported, bind, converter
 
 __all__ = ["CONVERTERS", "Args", "Unsupported", "bind", "converter"]

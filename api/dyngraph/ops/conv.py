@@ -1,0 +1,133 @@
+"""Shape rules of Convolution and ConvTranspose (oneDNN Graph's attributes
+and semantics), 1-D and 2-D.
+
+Convolution: src ``[N, C, X...]`` (NCX) or ``[N, X..., C]`` (NXC); weights
+``[O, C/groups, K...]`` (OIX) or ``[K..., C/groups, O]`` (XIO); optional
+bias ``[O]``. Each output size is ``(X + pads - dilation*(K-1) - 1) //
+stride + 1``, an expression of the input's (possibly dynamic) size.
+
+ConvTranspose (the gradient of a convolution with respect to its input):
+weights ``[C, O/groups, K...]`` (IOX) or ``[K..., O/groups, C]`` (XOI);
+``(X - 1)*stride + dilation*(K-1) + 1 + output_padding - pads`` outputs.
+"""
+
+from __future__ import annotations
+
+from ..op import OpKind as K
+from ..symbolic import Expr, format_shape
+from .common import require_float, same_dtype
+from .registry import ALL_INPUTS, AttrSpec, TensorType, register
+from .spatial import (RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank, per_axis,
+                      require_positive, spatial_axes, static_dim, window_out, with_spatial)
+
+CONV_ATTRS = {
+    **WINDOW_ATTRS,
+    "dilations": AttrSpec("ints", min=1),
+    "groups": AttrSpec("int", 1, min=1),
+    "weights_format": AttrSpec("str", "XIO", ("XIO", "OIX")),
+}
+
+CONV_TRANSPOSE_ATTRS = {
+    **WINDOW_ATTRS,
+    "dilations": AttrSpec("ints", min=1),
+    "groups": AttrSpec("int", 1, min=1),
+    "output_padding": AttrSpec("ints", (), min=0),
+    "weights_format": AttrSpec("str", "XOI", ("XOI", "IOX")),
+}
+
+
+def _weights(w: TensorType, n_spatial: int, channels_first: bool, ctx):
+    """(first channel dim, second channel dim, kernel sizes) of weights in
+    OIX/IOX (channels first) or XIO/XOI layout."""
+    if w.rank != n_spatial + 2:
+        raise ctx.error(f"weights must have rank {n_spatial + 2} for {n_spatial} spatial axes, "
+                        f"got shape {format_shape(w.shape)}")
+    if channels_first:
+        a, b, ks = w.shape[0], w.shape[1], w.shape[2:]
+    else:
+        ks, b, a = w.shape[:-2], w.shape[-2], w.shape[-1]
+    kernel = tuple(static_dim(k, ctx, f"kernel size {i}") for i, k in enumerate(ks))
+    return a, b, kernel
+
+
+def _divisible(c: Expr, groups: int, ctx, what: str) -> None:
+    if c.is_const and c.value % groups:
+        raise ctx.error(f"{what} ({c.value}) is not divisible by groups ({groups})")
+
+
+@register(K.Convolution, inputs=(2, 3), attrs=CONV_ATTRS, resolved=RESOLVED_PADS, dtypes=("float",),
+          input_names=("src", "weights", "bias"), same_dtypes=ALL_INPUTS, out_dtype_of=0)
+def convolution(attrs, ins, ctx):
+    """dst[n, g*OG + o, y] = bias[g*OG + o] + sum over i < C/groups and the
+    kernel of src[n, g*C/groups + i, y*stride + k*dilation - pads_begin] *
+    weights[g*OG + o, i, k] (zero outside the input)."""
+    x, w = ins[0], ins[1]
+    same_dtype(ins, ctx)
+    require_float(x, ctx)
+    n_sp = check_spatial_rank(x, ctx, "src")
+    fmt = attrs["data_format"]
+    groups = attrs["groups"]
+    o, i_per_group, kernel = _weights(w, n_sp, attrs["weights_format"] == "OIX", ctx)
+    c = x.shape[channel_axis(x.rank, fmt)]
+    ctx.equal(c, i_per_group * groups, f"src channels vs weights' input channels ({i_per_group}) x groups ({groups})")
+    _divisible(o, groups, ctx, "the output channel count")
+    strides = per_axis(attrs, "strides", n_sp, ctx)
+    dilations = per_axis(attrs, "dilations", n_sp, ctx)
+    pb = per_axis(attrs, "pads_begin", n_sp, ctx, 0)
+    pe = per_axis(attrs, "pads_end", n_sp, ctx, 0)
+    out, rb, re = [], [], []
+    for a, (ax, k) in enumerate(zip(spatial_axes(x.rank, fmt), kernel)):
+        size, b, e = window_out(x.shape[ax], k, strides[a], dilations[a], attrs["auto_pad"], pb[a], pe[a])
+        require_positive(size, ctx, f"output size of spatial axis {a}")
+        out.append(size)
+        rb.append(b)
+        re.append(e)
+    if len(ins) == 3:
+        check_channel_vector(ins[2], o, ctx, "bias")
+    ctx.backend_attrs.update(resolved_pads_begin=tuple(rb), resolved_pads_end=tuple(re))
+    return [TensorType(x.dtype, with_spatial(x, fmt, o, out))]
+
+
+@register(K.ConvTranspose, inputs=(2, 3), attrs=CONV_TRANSPOSE_ATTRS, resolved=RESOLVED_PADS, dtypes=("float",),
+          input_names=("src", "weights", "bias"), same_dtypes=ALL_INPUTS, out_dtype_of=0)
+def conv_transpose(attrs, ins, ctx):
+    """The transpose of Convolution: each src element adds its weights,
+    scaled, to a window of dst (src position times stride, minus pads_begin)."""
+    x, w = ins[0], ins[1]
+    same_dtype(ins, ctx)
+    require_float(x, ctx)
+    n_sp = check_spatial_rank(x, ctx, "src")
+    fmt = attrs["data_format"]
+    groups = attrs["groups"]
+    c, o_per_group, kernel = _weights(w, n_sp, attrs["weights_format"] == "IOX", ctx)
+    ctx.equal(x.shape[channel_axis(x.rank, fmt)], c, "src channels vs weights' input channels")
+    _divisible(c, groups, ctx, "the input channel count")
+    strides = per_axis(attrs, "strides", n_sp, ctx)
+    dilations = per_axis(attrs, "dilations", n_sp, ctx)
+    pb = per_axis(attrs, "pads_begin", n_sp, ctx, 0)
+    pe = per_axis(attrs, "pads_end", n_sp, ctx, 0)
+    op = per_axis(attrs, "output_padding", n_sp, ctx, 0)
+    out, rb, re = [], [], []
+    for a, (ax, k) in enumerate(zip(spatial_axes(x.rank, fmt), kernel)):
+        s, d = strides[a], dilations[a]
+        if op[a] >= max(s, d):
+            raise ctx.error(f"output_padding {op[a]} of spatial axis {a} must be below the stride or the dilation")
+        dk = d * (k - 1) + 1
+        if attrs["auto_pad"] == "valid":
+            b = e = 0
+        elif attrs["auto_pad"] in ("same_upper", "same_lower"):  # dst size = src size * stride
+            total = max(dk - s, 0)
+            b = total // 2 if attrs["auto_pad"] == "same_upper" else (total + 1) // 2
+            e = total - b
+        else:
+            b, e = pb[a], pe[a]
+        size = (x.shape[ax] - 1) * s + (dk + op[a] - b - e)
+        require_positive(size, ctx, f"output size of spatial axis {a}")
+        out.append(size)
+        rb.append(Expr.const(b))
+        re.append(Expr.const(e))
+    o = o_per_group * groups
+    if len(ins) == 3:
+        check_channel_vector(ins[2], o, ctx, "bias")
+    ctx.backend_attrs.update(resolved_pads_begin=tuple(rb), resolved_pads_end=tuple(re))
+    return [TensorType(x.dtype, with_spatial(x, fmt, o, out))]

@@ -1,0 +1,86 @@
+"""Shape rule of Interpolate (oneDNN Graph's attributes and semantics), 1-D
+and 2-D spatial.
+
+The output's spatial sizes are ``sizes`` (ints or dimension expressions) or
+``floor(size * scale)`` for ``scales``; a scale must be a ratio of small
+integers (2.0, 0.5, 1.5), so that the output size is an exact expression
+of a dynamic input size. Source coordinates use the real size ratio
+``scale = out / in``, as oneDNN does:
+
+- ``half_pixel``: ``x_src = (x + 0.5) / scale - 0.5`` (linear; nearest takes
+  ``floor((x + 0.5) / scale)``, PyTorch's ``nearest-exact`` and oneDNN's
+  nearest);
+- ``align_corners``: ``x_src = x * (in - 1) / (out - 1)`` (linear only);
+- ``asymmetric`` (not a oneDNN mode; PyTorch's ``nearest``):
+  ``floor(x / scale)`` (nearest only).
+
+Linear modes clamp the source coordinate to the input (PyTorch's rule).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..op import OpKind as K
+from ..symbolic import as_expr
+from .common import require_float
+from .registry import AttrSpec, TensorType, register
+from .spatial import DATA_FORMAT, channel_axis, check_spatial_rank, spatial_axes, with_spatial
+
+MAX_SCALE_DENOMINATOR = 1000
+
+
+def scale_ratio(scale: float, ctx) -> Fraction:
+    """`scale` as p/q with q <= MAX_SCALE_DENOMINATOR, or an error."""
+    if not scale > 0 or scale != scale or scale == float("inf"):
+        raise ctx.error(f"scale {scale} must be positive and finite")
+    r = Fraction(scale).limit_denominator(MAX_SCALE_DENOMINATOR)
+    if abs(float(r) - scale) > 1e-9 * scale:
+        raise ctx.error(f"scale {scale} is not a ratio of small integers; give the output sizes instead")
+    return r
+
+
+@register(
+    K.Interpolate,
+    attrs={
+        "mode": AttrSpec("str", choices=("nearest", "linear", "bilinear")),
+        "coordinate_transformation_mode": AttrSpec("str", "half_pixel", ("half_pixel", "align_corners", "asymmetric")),
+        "sizes": AttrSpec("exprs", ()),
+        "scales": AttrSpec("floats", (), finite=True),
+        "data_format": DATA_FORMAT,
+    },
+    dtypes=("float",),
+    out_dtype_of=0,
+)
+def interpolate(attrs, ins, ctx):
+    """Resize the spatial axes: nearest neighbour or (bi)linear."""
+    x = ins[0]
+    require_float(x, ctx)
+    n_sp = check_spatial_rank(x, ctx)
+    mode, coord = attrs["mode"], attrs["coordinate_transformation_mode"]
+    if mode != "nearest" and mode != ("linear" if n_sp == 1 else "bilinear"):
+        raise ctx.error(f"mode {mode!r} is for {'1-D' if mode == 'linear' else '2-D'} data, "
+                        f"the input has {n_sp} spatial axes")
+    if mode == "nearest" and coord == "align_corners":
+        raise ctx.error("coordinate_transformation_mode 'align_corners' is for linear modes")
+    if mode != "nearest" and coord == "asymmetric":
+        raise ctx.error("coordinate_transformation_mode 'asymmetric' is for mode 'nearest'")
+    fmt = attrs["data_format"]
+    axes = spatial_axes(x.rank, fmt)
+    if attrs["sizes"]:
+        if len(attrs["sizes"]) != n_sp:
+            raise ctx.error(f"sizes {list(attrs['sizes'])} needs {n_sp} entries (one per spatial axis)")
+        out = [as_expr(s) for s in attrs["sizes"]]
+        for a, s in enumerate(out):
+            if s.bounds()[1] < 1:
+                raise ctx.error(f"size {s} of spatial axis {a} must be positive")
+    elif attrs["scales"]:
+        if len(attrs["scales"]) != n_sp:
+            raise ctx.error(f"scales {list(attrs['scales'])} needs {n_sp} entries (one per spatial axis)")
+        out = []
+        for ax, s in zip(axes, attrs["scales"]):
+            r = scale_ratio(s, ctx)
+            out.append((x.shape[ax] * r.numerator) // r.denominator)
+    else:
+        raise ctx.error("either sizes or scales must be given")
+    return [TensorType(x.dtype, with_spatial(x, fmt, x.shape[channel_axis(x.rank, fmt)], out))]

@@ -1,0 +1,113 @@
+// Convolution and ConvTranspose: our im2col + sgemm kernels (kernels/conv.h),
+// in f32. The shapes of the IR are checked here against each other before a
+// kernel indexes with them.
+#include "../generated/dyngraph_ir_generated.h"
+#include "../kernels/conv.h"
+#include "families.h"
+#include "spatial.h"
+
+namespace dg {
+
+using K = dyngraph::fb::OpKind;
+
+namespace {
+
+using spatial::Layout;
+
+template <class Attrs>
+kernels::ConvShape conv_shape(LowerCtx& c, const Attrs& a, bool nxc, bool channels_first_weights) {
+    const Dims xs = c.in_shape(0), ws = c.in_shape(1), ys = c.out_shape(0);
+    const Layout x = spatial::layout_of(c, xs, nxc, "src");
+    const Layout y = spatial::layout_of(c, ys, nxc, "dst");
+    const int ns = xs.rank - 2;
+    if (ws.rank != xs.rank || ys.rank != xs.rank) c.unsupported(cat("weights ", ws.str(), " and dst ", ys.str(), " must have src's rank"));
+    kernels::ConvShape s;
+    s.N = x.N, s.C = x.C, s.H = x.H, s.W = x.W;
+    s.O = y.C, s.OH = y.H, s.OW = y.W;
+    s.nxc = nxc;
+    s.channels_first_weights = channels_first_weights;
+    // kernel sizes: the spatial axes of the weights (first two axes in OIX / IOX, last two in XIO / XOI)
+    const int k0 = channels_first_weights ? 2 : 0;
+    s.KH = ns == 2 ? ws[k0] : 1;
+    s.KW = ws[k0 + ns - 1];
+    spatial::per_axis(c, a.strides, ns, 1, s.sh, s.sw, "strides");
+    spatial::per_axis(c, a.dilations, ns, 1, s.dh, s.dw, "dilations");
+    spatial::per_axis_exprs(c, a.resolved_pads_begin, ns, s.ph, s.pw, "resolved_pads_begin");
+    s.groups = a.groups;
+    if (y.N != x.N) c.unsupported(cat("src ", xs.str(), " and dst ", ys.str(), " differ in batch"));
+    spatial::require_int_sizes(c, {s.N, s.C, s.H * s.W, s.O, s.OH * s.OW, s.KH * s.KW * s.C, s.KH * s.KW * s.O});
+    return s;
+}
+
+// Weights of `shape` must be [a, b, KH, KW] (channels first) or [KH, KW, b, a] (1-D: without KH).
+void check_weights(LowerCtx& c, const kernels::ConvShape& s, int64_t first, int64_t second) {
+    const Dims ws = c.in_shape(1);
+    Dims want = ws;
+    const int ns = ws.rank - 2;
+    int i = 0;
+    auto put = [&](int64_t v) { want.d[i++] = v; };
+    if (s.channels_first_weights) {
+        put(first), put(second);
+        if (ns == 2) put(s.KH);
+        put(s.KW);
+    } else {
+        if (ns == 2) put(s.KH);
+        put(s.KW), put(second), put(first);
+    }
+    for (int d = 0; d < ws.rank; ++d)
+        if (ws[d] != want[d]) c.unsupported(cat("weights ", ws.str(), " do not fit src ", c.in_shape(0).str(), " and dst ",
+                                                c.out_shape(0).str(), " (", s.groups, " groups): want ", want.str()));
+}
+
+ggml_tensor* bias_of(LowerCtx& c, int64_t O) {
+    if (c.n_in() < 3) return nullptr;
+    const Dims b = c.in_shape(2);
+    if (b.rank != 1 || b[0] != O) c.unsupported(cat("bias ", b.str(), " must have the ", O, " output channels"));
+    return spatial::dense_f32(c, c.in[2]);
+}
+
+void lower_convolution(LowerCtx& c) {
+    const auto& a = c.attrs<ops::ConvolutionAttrs>();
+    using A = ops::ConvolutionAttrs;
+    const bool nxc = a.data_format == A::DataFormat::NXC;
+    const kernels::ConvShape s = conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::OIX);
+    if (s.C % s.groups || s.O % s.groups) c.unsupported(cat(s.C, " input and ", s.O, " output channels in ", s.groups, " groups"));
+    check_weights(c, s, s.O, s.C / s.groups);
+    // the output sizes are those of this window (the IR's shapes are not trusted blindly)
+    const Dims ys = c.out_shape(0);
+    int64_t peh = 0, pew = 0;
+    spatial::per_axis_exprs(c, a.resolved_pads_end, ys.rank - 2, peh, pew, "resolved_pads_end");
+    auto out_size = [](int64_t L, int64_t k, int64_t st, int64_t d, int64_t pb, int64_t pe) {
+        return (L + pb + pe - d * (k - 1) - 1) / st + 1;
+    };
+    if (out_size(s.H, s.KH, s.sh, s.dh, s.ph, peh) != s.OH || out_size(s.W, s.KW, s.sw, s.dw, s.pw, pew) != s.OW)
+        c.unsupported(cat("dst ", ys.str(), " is not the output of this convolution of ", c.in_shape(0).str()));
+    ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
+    ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
+    const auto ne = ys.ne();
+    ggml_tensor* y = kernels::conv2d(c.ctx, x, w, bias_of(c, s.O), c.keep(s), ne.data());
+    c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
+}
+
+void lower_conv_transpose(LowerCtx& c) {
+    const auto& a = c.attrs<ops::ConvTransposeAttrs>();
+    using A = ops::ConvTransposeAttrs;
+    const bool nxc = a.data_format == A::DataFormat::NXC;
+    const kernels::ConvShape s = conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::IOX);
+    if (s.C % s.groups || s.O % s.groups) c.unsupported(cat(s.C, " input and ", s.O, " output channels in ", s.groups, " groups"));
+    check_weights(c, s, s.C, s.O / s.groups);
+    ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
+    ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
+    const auto ne = c.out_shape(0).ne();
+    ggml_tensor* y = kernels::conv_transpose2d(c.ctx, x, w, bias_of(c, s.O), c.keep(s), ne.data());
+    c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
+}
+
+}  // namespace
+
+void register_conv(LoweringTable& t) {
+    t.add(uint16_t(K::Convolution), lower_convolution);
+    t.add(uint16_t(K::ConvTranspose), lower_conv_transpose);
+}
+
+}  // namespace dg

@@ -1,0 +1,66 @@
+// Helpers of the spatial lowerings (conv, pool, channel_norm, interpolate):
+// oneDNN Graph's layouts NCX / NXC of rank 3 (1-D) or 4 (2-D) seen as 2-D
+// with H = 1, and f32 operands for our kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../gg.h"
+#include "../lowering.h"
+
+namespace dg::spatial {
+
+// Sizes of a rank-3/4 tensor in NCX or NXC, 1-D as H = 1.
+struct Layout {
+    int64_t N = 1, C = 1, H = 1, W = 1;
+};
+
+inline Layout layout_of(const LowerCtx& c, const Dims& d, bool nxc, const char* what) {
+    if (d.rank != 3 && d.rank != 4) c.unsupported(cat(what, " ", d.str(), " must have rank 3 or 4"));
+    Layout l;
+    l.N = d[0];
+    l.C = nxc ? d[d.rank - 1] : d[1];
+    const int first = nxc ? 1 : 2;
+    if (d.rank == 4) l.H = d[first];
+    l.W = d[first + d.rank - 3];
+    return l;
+}
+
+// The entries of a per-spatial-axis attribute as (H, W) values; 1-D ops fill H with `h_default`.
+inline void per_axis(const LowerCtx& c, const std::vector<int64_t>& v, int n_spatial, int64_t h_default, int64_t& h,
+                     int64_t& w, const char* name) {
+    if (int(v.size()) != n_spatial) c.unsupported(cat(name, " has ", v.size(), " entries for ", n_spatial, " spatial axes"));
+    h = n_spatial == 2 ? v[0] : h_default;
+    w = v[size_t(n_spatial - 1)];
+}
+
+// The same for an attribute of expressions (evaluated for this binding).
+inline void per_axis_exprs(const LowerCtx& c, const std::vector<int32_t>& v, int n_spatial, int64_t& h, int64_t& w,
+                           const char* name) {
+    std::vector<int64_t> vals;
+    for (int32_t e : v) vals.push_back(c.eval(e));
+    per_axis(c, vals, n_spatial, 0, h, w, name);
+    if (h < 0 || w < 0) c.unsupported(cat(name, " must not be negative"));
+}
+
+// `t` as dense f32 (a copy or conversion only when needed).
+inline ggml_tensor* dense_f32(const LowerCtx& c, ggml_tensor* t) { return c.cast(c.cont(t), GGML_TYPE_F32); }
+
+// Sizes our kernels hand to BLAS (int) and index with.
+inline void require_int_sizes(const LowerCtx& c, std::initializer_list<int64_t> sizes) {
+    for (int64_t s : sizes)
+        if (s < 1 || s > (int64_t(1) << 31) - 1) c.unsupported(cat("a size of ", s, " is outside the kernels' range"));
+}
+
+// A logical NXC tensor of rank 3/4 as NCX (a view), and back.
+inline ggml_tensor* nxc_to_ncx(const LowerCtx& c, ggml_tensor* t, int rank) {
+    const int perm4[4] = {0, 3, 1, 2}, perm3[3] = {0, 2, 1};
+    return c.permute(t, rank, rank == 4 ? perm4 : perm3);
+}
+inline ggml_tensor* ncx_to_nxc(const LowerCtx& c, ggml_tensor* t, int rank) {
+    const int perm4[4] = {0, 2, 3, 1}, perm3[3] = {0, 2, 1};
+    return c.permute(t, rank, rank == 4 ? perm4 : perm3);
+}
+
+}  // namespace dg::spatial

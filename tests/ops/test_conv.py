@@ -1,0 +1,282 @@
+"""Convolution and ConvTranspose against float64 numpy references
+(tests/reference/spatial_numpy.py), each compiled once with a dynamic batch
+and/or dynamic spatial sizes and run at three shapes.
+
+Error bound: a float32 sum of K products, in any order, is within
+K * U * sum|w * x| of the exact sum (U = 2**-24); the bias and the rounding
+of the result add U * |result|. Every check uses that bound (measured
+errors are far below it), which still flags a wrong index (an O(1) error).
+"""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from oputil import compile_op, run
+from reference import spatial_numpy as ref
+
+K = dg.OpKind
+D = dg.DYNAMIC_DIM
+U = 2.0**-24
+
+
+def assert_conv_close(y, x, w, b, **kw):
+    want = ref.conv(x, w, b, **kw)
+    wfmt = kw.get("wfmt", "OIX")
+    k = np.prod(ref.weights_to_oix(w, wfmt).shape[1:])
+    bound = (k + 1) * U * ref.conv_magnitude(x, w, **kw) + U * np.abs(want) + 1e-30
+    err = np.abs(y.astype(np.float64) - want)
+    worst = np.unravel_index(np.argmax(err / bound), err.shape)
+    assert y.shape == want.shape, (y.shape, want.shape)
+    assert (err <= bound).all(), f"error {err[worst]} above the bound {bound[worst]} at {worst}"
+
+
+def conv_attrs(ns, strides=None, dilations=None, pb=None, pe=None, **extra):
+    return dict(strides=strides or [1] * ns, dilations=dilations or [1] * ns, pads_begin=pb or [0] * ns,
+                pads_end=pe or [0] * ns, **extra)
+
+
+def shape_of(fmt, n, c, spatial):
+    return [n, c, *spatial] if fmt == "NCX" else [n, *spatial, c]
+
+
+def weight_shape(wfmt, o, i, ks):
+    return [o, i, *ks] if wfmt in ("OIX", "IOX") else [*ks, i, o]
+
+
+def compile_conv(fmt, wfmt, C, O, ks, groups=1, spatial=None, bias=True, constant=True, rng=None, **attrs):
+    """A Convolution with a dynamic batch and (unless given) dynamic spatial sizes."""
+    ns = len(ks)
+    spatial = spatial or [D] * ns
+    w = rng.standard_normal(weight_shape(wfmt, O, C // groups, ks)).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32) if bias else None
+    shapes = [shape_of(fmt, D, C, spatial), list(w.shape)] + ([[O]] if bias else [])
+    consts = {1: w, **({2: b} if bias else {})} if constant else {}
+    a = {**conv_attrs(ns, **{k: attrs.pop(k) for k in ("strides", "dilations", "pb", "pe") if k in attrs}),
+         "groups": groups, "data_format": fmt, "weights_format": wfmt, **attrs}
+    return compile_op(K.Convolution, shapes, attrs=a, constants=consts), w, b
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("wfmt", ["OIX", "XIO"])
+@pytest.mark.parametrize("case", [
+    dict(ks=(3, 3), strides=[1, 1], pb=[1, 1], pe=[1, 1]),              # ResNet 3x3
+    dict(ks=(3, 3), strides=[2, 2], pb=[1, 1], pe=[1, 1]),              # downsampling 3x3
+    dict(ks=(7, 7), strides=[2, 2], pb=[3, 3], pe=[3, 3]),              # ResNet stem
+    dict(ks=(3, 2), strides=[1, 2], dilations=[2, 1], pb=[2, 0], pe=[1, 1]),  # asymmetric, dilated
+    dict(ks=(1, 1)),                                                    # 1x1: read in place
+    dict(ks=(1, 1), strides=[2, 2]),                                    # 1x1 strided: gathered
+])
+def test_conv2d_matches_numpy_at_three_shapes(fmt, wfmt, case, rng):
+    case = dict(case)
+    ks = case.pop("ks")
+    cp, w, b = compile_conv(fmt, wfmt, 6, 8, ks, rng=rng, **case)
+    kw = dict(strides=case.get("strides"), dilations=case.get("dilations"), pads_begin=case.get("pb"),
+              pads_end=case.get("pe"), fmt=fmt, wfmt=wfmt)
+    for n, h, wd in [(1, 9, 9), (3, 16, 11), (2, 23, 30)]:
+        x = rng.standard_normal(shape_of(fmt, n, 6, (h, wd))).astype(np.float32)
+        (y,) = run(cp, x)
+        assert_conv_close(y, x, w, b, **kw)
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("groups,C,O", [(2, 6, 4), (3, 6, 9), (6, 6, 6), (6, 6, 12)])
+def test_grouped_and_depthwise_conv2d(fmt, groups, C, O, rng):
+    """groups == C == O is depthwise (a direct loop); C == groups < O a depth multiplier."""
+    for wfmt in ("OIX", "XIO"):
+        cp, w, b = compile_conv(fmt, wfmt, C, O, (3, 3), groups, strides=[2, 1], pb=[1, 1], pe=[0, 1], rng=rng)
+        for n, h in [(1, 5), (2, 12), (4, 17)]:
+            x = rng.standard_normal(shape_of(fmt, n, C, (h, h + 3))).astype(np.float32)
+            (y,) = run(cp, x)
+            assert_conv_close(y, x, w, b, strides=[2, 1], pads_begin=[1, 1], pads_end=[0, 1], groups=groups, fmt=fmt,
+                              wfmt=wfmt)
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("case", [
+    dict(k=3, strides=[1], pb=[1], pe=[1], groups=1),   # Whisper's first conv
+    dict(k=3, strides=[2], pb=[1], pe=[1], groups=1),   # Whisper's second conv
+    dict(k=10, strides=[5], pb=[0], pe=[0], groups=1),  # Wav2Vec2's feature extractor
+    dict(k=8, strides=[1], pb=[4], pe=[4], groups=4),   # Wav2Vec2's positional conv (grouped, even kernel)
+    dict(k=5, strides=[1], dilations=[3], pb=[0], pe=[2], groups=8),  # depthwise, dilated
+])
+def test_conv1d_with_a_dynamic_length(fmt, case, rng):
+    case = dict(case)
+    k, groups = case.pop("k"), case.pop("groups")
+    length = dg.Dim("length", min=12, max=4096)
+    cp, w, b = compile_conv(fmt, "OIX", 8, 8, (k,), groups, spatial=[length], rng=rng, **case)
+    for n, L in [(1, 12), (2, 97), (3, 400)]:
+        x = rng.standard_normal(shape_of(fmt, n, 8, (L,))).astype(np.float32)
+        (y,) = run(cp, x)
+        assert_conv_close(y, x, w, b, strides=case["strides"], dilations=case.get("dilations"), pads_begin=case["pb"],
+                          pads_end=case["pe"], groups=groups, fmt=fmt)
+
+
+@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower", "valid"])
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_auto_pad_resolves_padding_per_input_size(auto_pad, stride, rng):
+    """same_*: ceil(L / stride) outputs whatever L is (the padding is an
+    expression of L); valid: no padding. Pads given with auto_pad are ignored."""
+    cp, w, b = compile_conv("NCX", "OIX", 3, 4, (4, 3), strides=[stride, stride], pb=[5, 5], pe=[5, 5],
+                            auto_pad=auto_pad, rng=rng)
+    for n, h, wd in [(1, 7, 8), (2, 10, 13), (1, 16, 5)]:
+        x = rng.standard_normal((n, 3, h, wd)).astype(np.float32)
+        (y,) = run(cp, x)
+        pb, pe = [], []
+        for L, k in ((h, 4), (wd, 3)):
+            if auto_pad == "valid":
+                pb.append(0), pe.append(0)
+                continue
+            out = -(-L // stride)
+            total = max((out - 1) * stride + k - L, 0)
+            lo = total // 2 if auto_pad == "same_upper" else (total + 1) // 2
+            pb.append(lo), pe.append(total - lo)
+            assert y.shape[2 + len(pb) - 1] == out
+        assert_conv_close(y, x, w, b, strides=[stride, stride], pads_begin=pb, pads_end=pe)
+
+
+def test_conv_output_sizes_are_expressions_of_the_input_sizes():
+    h, wd = dg.Dim("h", min=8, max=512), dg.Dim("w", min=8, max=512)
+    cp, _, _ = compile_conv("NCX", "OIX", 3, 4, (3, 3), spatial=[h, wd], strides=[2, 2], dilations=[2, 1],
+                            pb=[1, 0], pe=[2, 0], rng=np.random.default_rng(0))
+    (out,) = cp.get_outputs()
+    assert out.shape[2].free_symbols() == {h.sym} and out.shape[3].free_symbols() == {wd.sym}
+    for v in (8, 9, 100, 511):  # dilated kernel 5, pads 1 + 2; kernel 3, no pads
+        assert out.shape[2].evaluate({h.sym: v}) == (v + 3 - 5) // 2 + 1
+        assert out.shape[3].evaluate({wd.sym: v}) == (v - 3) // 2 + 1
+
+
+def test_conv_with_runtime_weights_and_several_threads(rng):
+    """Weights computed at run time (as Wav2Vec2's weight-normed conv); a
+    product tiled over positions and shared by two threads."""
+    eng = dg.Engine(dg.Engine.CPU, num_threads=2)
+    attrs = dict(conv_attrs(2, pb=[1, 1], pe=[1, 1]), data_format="NCX", weights_format="OIX")
+    cp = compile_op(K.Convolution, [[D, 16, D, D], [32, 16, 3, 3]], attrs=attrs, engine=eng)
+    for n, h in [(1, 3), (2, 40), (1, 96)]:  # 96x96: K = 144, 512 KB tiles of 910 positions
+        x = rng.standard_normal((n, 16, h, h)).astype(np.float32)
+        w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+        (y,) = run(cp, x, w)
+        assert_conv_close(y, x, w, None, pads_begin=[1, 1], pads_end=[1, 1])
+
+
+def test_f16_conv_computes_in_f32(rng):
+    attrs = dict(conv_attrs(2, pb=[1, 1], pe=[1, 1]), data_format="NCX", weights_format="OIX")
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    cp = compile_op(K.Convolution, [[D, 3, 8, 8], [4, 3, 3, 3]], in_dtypes=dg.f16, attrs=attrs, constants={1: w})
+    for n in (1, 2, 5):
+        x = rng.standard_normal((n, 3, 8, 8)).astype(np.float16)
+        (y,) = run(cp, x)
+        assert y.dtype == np.float16
+        want = ref.conv(x, w, pads_begin=[1, 1], pads_end=[1, 1])
+        np.testing.assert_allclose(y.astype(np.float64), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+
+
+# -- ConvTranspose -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt,wfmt", [("NCX", "IOX"), ("NXC", "XOI"), ("NCX", "XOI"), ("NXC", "IOX")])
+@pytest.mark.parametrize("case", [
+    dict(ks=(3, 3), strides=[2, 2], pb=[1, 1], pe=[1, 1], op=[1, 1], groups=1),
+    dict(ks=(4, 4), strides=[2, 2], pb=[1, 1], pe=[1, 1], op=[0, 0], groups=2),
+    dict(ks=(3, 2), strides=[1, 3], dilations=[2, 1], pb=[0, 1], pe=[2, 0], op=[0, 2], groups=1),
+])
+def test_conv_transpose2d_matches_numpy(fmt, wfmt, case, rng):
+    case = dict(case)
+    ks, groups = case.pop("ks"), case.pop("groups")
+    C, Og = 4, 3
+    w = rng.standard_normal(weight_shape(wfmt, C, Og, ks)).astype(np.float32)
+    b = rng.standard_normal(Og * groups).astype(np.float32)
+    attrs = dict(strides=case["strides"], dilations=case.get("dilations", [1, 1]), pads_begin=case["pb"],
+                 pads_end=case["pe"], output_padding=case["op"], groups=groups, data_format=fmt, weights_format=wfmt)
+    cp = compile_op(K.ConvTranspose, [shape_of(fmt, D, C, [D, D]), list(w.shape), [Og * groups]], attrs=attrs,
+                    constants={1: w, 2: b})
+    for n, h, wd in [(1, 3, 4), (2, 7, 5), (3, 12, 9)]:
+        x = rng.standard_normal(shape_of(fmt, n, C, (h, wd))).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.conv_transpose(x, w, b, strides=case["strides"], dilations=case.get("dilations"),
+                                  pads_begin=case["pb"], pads_end=case["pe"], output_padding=case["op"], groups=groups,
+                                  fmt=fmt, wfmt=wfmt)
+        assert y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose1d_with_a_dynamic_length(rng):
+    w = rng.standard_normal((6, 2, 5)).astype(np.float32)
+    attrs = dict(strides=[3], dilations=[1], pads_begin=[2], pads_end=[1], data_format="NCX", weights_format="IOX")
+    cp = compile_op(K.ConvTranspose, [[D, 6, D], [6, 2, 5]], attrs=attrs, constants={1: w})
+    for n, L in [(1, 1), (2, 10), (1, 77)]:
+        x = rng.standard_normal((n, 6, L)).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.conv_transpose(x, w, strides=[3], pads_begin=[2], pads_end=[1])
+        assert y.shape == want.shape == (n, 2, (L - 1) * 3 + 5 - 3)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+def test_channel_mismatch_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="src channels"):
+        compile_op(K.Convolution, [[D, 5, 8, 8], [4, 3, 3, 3]],
+                   attrs=dict(conv_attrs(2), data_format="NCX", weights_format="OIX"))
+
+
+def test_groups_that_do_not_divide_the_output_channels_are_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="not divisible by groups"):
+        compile_op(K.Convolution, [[D, 6, 8, 8], [5, 3, 3, 3]],
+                   attrs=dict(conv_attrs(2), groups=2, data_format="NCX", weights_format="OIX"))
+
+
+def test_attribute_with_the_wrong_number_of_axes_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="'strides' needs 2 entries"):
+        compile_op(K.Convolution, [[D, 3, 8, 8], [4, 3, 3, 3]],
+                   attrs=dict(conv_attrs(2), strides=[1], data_format="NCX", weights_format="OIX"))
+
+
+@pytest.mark.parametrize("attrs,match", [
+    (dict(auto_pad="same"), "must be one of"),
+    (dict(strides=[0, 1]), "must be >= 1"),
+    (dict(pads_begin=[-1, 0]), "must be >= 0"),
+    (dict(groups=0), "must be >= 1"),
+    (dict(data_format="NHWC"), "must be one of"),
+    (dict(padding=[1, 1]), "unknown attribute"),
+])
+def test_bad_attributes_are_graph_errors(attrs, match):
+    a = {**conv_attrs(2), "data_format": "NCX", "weights_format": "OIX", **attrs}
+    with pytest.raises(dg.GraphError, match=match):
+        compile_op(K.Convolution, [[D, 3, 8, 8], [4, 3, 3, 3]], attrs=a)
+
+
+def test_missing_strides_is_a_graph_error():
+    with pytest.raises(dg.GraphError, match="'strides' is required"):
+        compile_op(K.Convolution, [[D, 3, 8, 8], [4, 3, 3, 3]],
+                   attrs=dict(dilations=[1, 1], pads_begin=[0, 0], pads_end=[0, 0]))
+
+
+def test_integer_src_is_a_dtype_error():
+    with pytest.raises(dg.DTypeError):
+        compile_op(K.Convolution, [[D, 3, 8, 8], [4, 3, 3, 3]], in_dtypes=dg.i32,
+                   attrs=dict(conv_attrs(2), data_format="NCX", weights_format="OIX"))
+
+
+def test_rank_5_src_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="rank 3"):
+        compile_op(K.Convolution, [[2, 3, 4, 8, 8], [4, 3, 3, 3, 3]],
+                   attrs=dict(conv_attrs(3), data_format="NCX", weights_format="OIX"))
+
+
+def test_input_smaller_than_the_kernel_is_a_shape_error_at_compile_or_run(rng):
+    with pytest.raises(dg.ShapeError, match="too small"):
+        compile_op(K.Convolution, [[1, 3, 2, 2], [4, 3, 3, 3]],
+                   attrs=dict(conv_attrs(2), data_format="NCX", weights_format="OIX"))
+    cp = compile_op(K.Convolution, [[1, 3, D, D], [4, 3, 3, 3]],
+                    attrs=dict(conv_attrs(2), data_format="NCX", weights_format="OIX"))
+    with pytest.raises(dg.ShapeError, match="dimensions must be positive"):
+        run(cp, np.zeros((1, 3, 2, 8), np.float32), np.zeros((4, 3, 3, 3), np.float32))
+
+
+def test_output_padding_not_below_the_stride_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="output_padding"):
+        compile_op(K.ConvTranspose, [[D, 4, 8, 8], [4, 2, 3, 3]],
+                   attrs=dict(conv_attrs(2, strides=[2, 2]), output_padding=[2, 0], data_format="NCX",
+                              weights_format="IOX"))

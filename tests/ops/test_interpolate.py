@@ -1,0 +1,129 @@
+"""Interpolate (nearest, linear, bilinear) against numpy references, compiled
+once with dynamic sizes and run at three shapes. Nearest picks elements
+(exact). Linear weights come from a float32 source coordinate, off by a few
+U times the coordinate (up to the axis length L), which moves the result by
+that much times the difference of two neighbours (<= 2 max|x|): the bound
+is 8 * U * (L + 2) * max|x| (errors measured: below a quarter of it)."""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from oputil import compile_op, run
+from reference import spatial_numpy as ref
+
+K = dg.OpKind
+D = dg.DYNAMIC_DIM
+U = 2.0**-24
+
+
+def shape_of(fmt, n, c, spatial):
+    return [n, c, *spatial] if fmt == "NCX" else [n, *spatial, c]
+
+
+def linear_atol(x, sizes):
+    return 8 * U * (max(list(x.shape[1:]) + list(sizes)) + 2) * np.abs(x).max()
+
+
+def spatial_of(fmt, shape):
+    return list(shape[2:]) if fmt == "NCX" else list(shape[1:-1])
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("coord", ["half_pixel", "asymmetric"])
+@pytest.mark.parametrize("scales", [[2.0, 2.0], [0.5, 1.5], [3.0, 1.0]])
+def test_nearest_by_scales(fmt, coord, scales, rng):
+    cp = compile_op(K.Interpolate, [shape_of(fmt, D, 3, [D, D])],
+                    attrs={"mode": "nearest", "scales": scales, "coordinate_transformation_mode": coord,
+                           "data_format": fmt})
+    for n, h, w in [(1, 2, 2), (2, 5, 8), (1, 13, 6)]:
+        x = rng.standard_normal(shape_of(fmt, n, 3, (h, w))).astype(np.float32)
+        (y,) = run(cp, x)
+        sizes = [int(h * scales[0]), int(w * scales[1])]
+        assert spatial_of(fmt, y.shape) == sizes
+        np.testing.assert_array_equal(y, ref.interpolate(x, sizes, "nearest", coord, fmt).astype(np.float32))
+
+
+def test_nearest_to_sizes_that_are_expressions(rng):
+    h = dg.Dim("h", min=1, max=1000)
+    cp = compile_op(K.Interpolate, [[D, 2, h, 7]],
+                    attrs={"mode": "nearest", "sizes": [2 * h + 1, 3], "data_format": "NCX"})
+    for n, hv in [(1, 1), (2, 4), (1, 41)]:
+        x = rng.standard_normal((n, 2, hv, 7)).astype(np.float32)
+        (y,) = run(cp, x)
+        assert y.shape == (n, 2, 2 * hv + 1, 3)
+        np.testing.assert_array_equal(y, ref.interpolate(x, [2 * hv + 1, 3], "nearest").astype(np.float32))
+
+
+def test_nearest_index_follows_pytorch_at_exact_multiples(rng):
+    """in 2 -> out 82: output 41 maps to 41 * (2/82) = 1 in exact arithmetic,
+    to 0 in PyTorch's float32 product (and ours)."""
+    cp = compile_op(K.Interpolate, [[1, 1, 1, D]], attrs={"mode": "nearest", "sizes": [1, 82],
+                                                          "coordinate_transformation_mode": "asymmetric",
+                                                          "data_format": "NCX"})
+    (y,) = run(cp, np.array([[[[10.0, 20.0]]]], np.float32))
+    assert y[0, 0, 0, 41] == 10.0 and y[0, 0, 0, 42] == 20.0
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners"])
+def test_bilinear_to_sizes_that_are_expressions(fmt, coord, rng):
+    h, w = dg.Dim("h", max=500), dg.Dim("w", max=500)
+    cp = compile_op(K.Interpolate, [shape_of(fmt, D, 3, [h, w])],
+                    attrs={"mode": "bilinear", "sizes": [h + 3, 5], "coordinate_transformation_mode": coord,
+                           "data_format": fmt})
+    for n, hv, wv in [(1, 1, 1), (2, 4, 9), (1, 30, 12)]:
+        x = rng.standard_normal(shape_of(fmt, n, 3, (hv, wv))).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.interpolate(x, [hv + 3, 5], "bilinear", coord, fmt)
+        assert y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, [hv + 3, 5]))
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners"])
+@pytest.mark.parametrize("scales", [[2.0, 2.0], [0.5, 1.5]])
+def test_bilinear_by_scales_matches_numpy(fmt, coord, scales, rng):
+    cp = compile_op(K.Interpolate, [shape_of(fmt, D, 3, [D, D])],
+                    attrs={"mode": "bilinear", "scales": scales, "coordinate_transformation_mode": coord,
+                           "data_format": fmt})
+    for n, h, w in [(1, 2, 2), (2, 6, 9), (1, 15, 4)]:
+        x = rng.standard_normal(shape_of(fmt, n, 3, (h, w))).astype(np.float32)
+        (y,) = run(cp, x)
+        sizes = [int(h * scales[0]), int(w * scales[1])]
+        want = ref.interpolate(x, sizes, "bilinear", coord, fmt)
+        assert y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, sizes))
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners"])
+def test_linear_1d_with_a_dynamic_length(coord, rng):
+    cp = compile_op(K.Interpolate, [[D, 4, D]], attrs={"mode": "linear", "scales": [3.0],
+                                                       "coordinate_transformation_mode": coord, "data_format": "NCX"})
+    for n, L in [(1, 1), (2, 6), (3, 50)]:
+        x = rng.standard_normal((n, 4, L)).astype(np.float32)
+        (y,) = run(cp, x)
+        np.testing.assert_allclose(y, ref.interpolate(x, [3 * L], "linear", coord), rtol=0,
+                                   atol=linear_atol(x, [3 * L]))
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attrs,match", [
+    ({"mode": "linear", "scales": [2.0, 2.0]}, "is for 1-D data"),
+    ({"mode": "nearest", "scales": [2.0, 2.0], "coordinate_transformation_mode": "align_corners"}, "linear modes"),
+    ({"mode": "bilinear", "scales": [2.0, 2.0], "coordinate_transformation_mode": "asymmetric"}, "mode 'nearest'"),
+    ({"mode": "nearest"}, "either sizes or scales"),
+    ({"mode": "nearest", "scales": [2.0]}, "needs 2 entries"),
+    ({"mode": "nearest", "scales": [2.0, 0.123456789]}, "ratio of small integers"),
+    ({"mode": "nearest", "scales": [2.0, -1.0]}, "positive"),
+])
+def test_bad_interpolate_attributes_are_shape_errors(attrs, match):
+    with pytest.raises(dg.ShapeError, match=match):
+        compile_op(K.Interpolate, [[D, 3, 8, 8]], attrs={"data_format": "NCX", **attrs})
+
+
+def test_unknown_mode_is_a_graph_error():
+    with pytest.raises(dg.GraphError, match="must be one of"):
+        compile_op(K.Interpolate, [[D, 3, 8, 8]], attrs={"mode": "bicubic", "scales": [2.0, 2.0]})

@@ -1,0 +1,175 @@
+"""MaxPool, AvgPool and AdaptiveAvgPool against float64 numpy references
+(tests/reference/spatial_numpy.py), compiled once with dynamic sizes and run
+at three shapes. Max is exact; an average of k float32 values is within
+(k + 1) * U of the exact mean, relative to the mean of |x|."""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from oputil import compile_op, run
+from reference import spatial_numpy as ref
+
+K = dg.OpKind
+D = dg.DYNAMIC_DIM
+U = 2.0**-24
+
+
+def shape_of(fmt, n, c, spatial):
+    return [n, c, *spatial] if fmt == "NCX" else [n, *spatial, c]
+
+
+def pool_attrs(kernel, strides, pb=None, pe=None, **extra):
+    ns = len(kernel)
+    return dict(kernel=kernel, strides=strides, pads_begin=pb or [0] * ns, pads_end=pe or [0] * ns, **extra)
+
+
+def check_avg(y, want, x, k):
+    bound = (k + 1) * U * np.abs(x).max() + 1e-30
+    assert y.shape == want.shape
+    assert np.abs(y - want).max() <= bound
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("case", [
+    dict(kernel=[3, 3], strides=[2, 2], pb=[1, 1], pe=[1, 1]),            # ResNet's max pool
+    dict(kernel=[2, 2], strides=[2, 2]),
+    dict(kernel=[3, 2], strides=[2, 1], pb=[1, 0], pe=[0, 1], ceil=True),
+    dict(kernel=[2, 3], strides=[1, 2], dilations=[2, 1], pb=[1, 1], pe=[1, 2]),
+])
+def test_max_pool2d_matches_numpy(fmt, case, rng):
+    case = dict(case)
+    ceil = case.pop("ceil", False)
+    extra = {"rounding_type": "ceil"} if ceil else {}
+    if "dilations" in case:
+        extra["dilations"] = case["dilations"]
+    cp = compile_op(K.MaxPool, [shape_of(fmt, D, 5, [D, D])],
+                    attrs=pool_attrs(case["kernel"], case["strides"], case.get("pb"), case.get("pe"), data_format=fmt,
+                                     **extra))
+    for n, h, w in [(1, 5, 6), (2, 12, 9), (3, 17, 22)]:
+        x = rng.standard_normal(shape_of(fmt, n, 5, (h, w))).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.pool(x, "max", case["kernel"], case["strides"], case.get("pb"), case.get("pe"),
+                        case.get("dilations"), ceil, fmt=fmt)
+        assert y.shape == want.shape
+        np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
+def test_max_pool_propagates_nan():
+    cp = compile_op(K.MaxPool, [[1, 1, D]], attrs=pool_attrs([2], [2], data_format="NCX"))
+    x = np.array([[[1.0, np.nan, 3.0, 2.0, np.nan, np.nan]]], np.float32)
+    (y,) = run(cp, x)
+    np.testing.assert_array_equal(y, [[[np.nan, 3.0, np.nan]]])
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("exclude_pad", [False, True])
+@pytest.mark.parametrize("case", [
+    dict(kernel=[3, 3], strides=[1, 1], pb=[1, 1], pe=[1, 1]),
+    dict(kernel=[2, 2], strides=[2, 2]),
+    dict(kernel=[3, 3], strides=[2, 2], pb=[1, 1], pe=[1, 1], ceil=True),  # a window past the padding: clipped
+])
+def test_avg_pool2d_matches_numpy(fmt, exclude_pad, case, rng):
+    case = dict(case)
+    ceil = case.pop("ceil", False)
+    extra = {"rounding_type": "ceil"} if ceil else {}
+    cp = compile_op(K.AvgPool, [shape_of(fmt, D, 4, [D, D])],
+                    attrs=pool_attrs(case["kernel"], case["strides"], case.get("pb"), case.get("pe"), data_format=fmt,
+                                     exclude_pad=exclude_pad, **extra))
+    for n, h, w in [(1, 4, 4), (2, 10, 7), (3, 16, 21)]:
+        x = rng.standard_normal(shape_of(fmt, n, 4, (h, w))).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.pool(x, "avg", case["kernel"], case["strides"], case.get("pb"), case.get("pe"), None, ceil,
+                        exclude_pad, fmt)
+        check_avg(y, want, x, 9)
+
+
+@pytest.mark.parametrize("kind", [K.MaxPool, K.AvgPool])
+def test_pool1d_with_a_dynamic_length(kind, rng):
+    length = dg.Dim("length", min=3, max=10000)
+    extra = {"exclude_pad": True} if kind is K.AvgPool else {}
+    cp = compile_op(kind, [[D, 3, length]], attrs=pool_attrs([3], [2], [1], [1], data_format="NCX", **extra))
+    for n, L in [(1, 3), (2, 50), (4, 1001)]:
+        x = rng.standard_normal((n, 3, L)).astype(np.float32)
+        (y,) = run(cp, x)
+        name = "max" if kind is K.MaxPool else "avg"
+        want = ref.pool(x, name, [3], [2], [1], [1], exclude_pad=True)
+        assert y.shape == want.shape == (n, 3, (L - 1) // 2 + 1)
+        check_avg(y, want, x, 3)
+
+
+@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower"])
+def test_pool_same_padding_keeps_ceil_of_size_over_stride(auto_pad, rng):
+    cp = compile_op(K.MaxPool, [[D, 2, D, D]], attrs=pool_attrs([3, 2], [2, 2], data_format="NCX", auto_pad=auto_pad))
+    for h, w in [(5, 5), (8, 9), (13, 4)]:
+        x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+        (y,) = run(cp, x)
+        pb, pe = [], []
+        for L, k in ((h, 3), (w, 2)):
+            total = max((-(-L // 2) - 1) * 2 + k - L, 0)
+            lo = total // 2 if auto_pad == "same_upper" else (total + 1) // 2
+            pb.append(lo), pe.append(total - lo)
+        want = ref.pool(x, "max", [3, 2], [2, 2], pb, pe)
+        assert y.shape == (1, 2, -(-h // 2), -(-w // 2))
+        np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("sizes", [[1, 1], [3, 2], [5, 7]])
+def test_adaptive_avg_pool2d_matches_numpy(fmt, sizes, rng):
+    cp = compile_op(K.AdaptiveAvgPool, [shape_of(fmt, D, 3, [D, D])], attrs={"sizes": sizes, "data_format": fmt})
+    for n, h, w in [(1, 3, 4), (2, 7, 7), (2, 20, 13)]:
+        x = rng.standard_normal(shape_of(fmt, n, 3, (h, w))).astype(np.float32)
+        (y,) = run(cp, x)
+        check_avg(y, ref.adaptive_avg_pool(x, sizes, fmt), x, h * w)
+
+
+def test_adaptive_avg_pool1d(rng):
+    cp = compile_op(K.AdaptiveAvgPool, [[D, 4, D]], attrs={"sizes": [5], "data_format": "NCX"})
+    for n, L in [(1, 2), (3, 11), (2, 100)]:
+        x = rng.standard_normal((n, 4, L)).astype(np.float32)
+        (y,) = run(cp, x)
+        check_avg(y, ref.adaptive_avg_pool(x, [5]), x, L)
+
+
+def test_pool_of_f16_rounds_once(rng):
+    cp = compile_op(K.AvgPool, [[D, 2, 6, 6]], in_dtypes=dg.f16,
+                    attrs=pool_attrs([2, 2], [2, 2], data_format="NCX", exclude_pad=False))
+    x = rng.standard_normal((3, 2, 6, 6)).astype(np.float16)
+    (y,) = run(cp, x)
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y, ref.pool(x, "avg", [2, 2], [2, 2]).astype(np.float16))
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+def test_pads_as_large_as_the_window_are_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="smaller than the window"):
+        compile_op(K.MaxPool, [[D, 2, 8, 8]], attrs=pool_attrs([2, 2], [1, 1], [2, 0], [0, 0], data_format="NCX"))
+
+
+def test_avg_pool_needs_exclude_pad():
+    with pytest.raises(dg.GraphError, match="'exclude_pad' is required"):
+        compile_op(K.AvgPool, [[D, 2, 8, 8]], attrs=pool_attrs([2, 2], [1, 1], data_format="NCX"))
+
+
+def test_avg_pool_has_no_dilations():
+    with pytest.raises(dg.GraphError, match="unknown attribute 'dilations'"):
+        compile_op(K.AvgPool, [[D, 2, 8, 8]],
+                   attrs=pool_attrs([2, 2], [1, 1], data_format="NCX", exclude_pad=True, dilations=[2, 2]))
+
+
+def test_bad_rounding_type_is_a_graph_error():
+    with pytest.raises(dg.GraphError, match="must be one of"):
+        compile_op(K.MaxPool, [[D, 2, 8, 8]], attrs=pool_attrs([2, 2], [1, 1], data_format="NCX", rounding_type="up"))
+
+
+def test_kernel_with_the_wrong_number_of_axes_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="'kernel' needs 2 entries"):
+        compile_op(K.MaxPool, [[D, 2, 8, 8]], attrs=pool_attrs([2], [1, 1], data_format="NCX"))
+
+
+def test_adaptive_pool_to_size_zero_is_a_graph_error():
+    with pytest.raises(dg.GraphError, match="must be >= 1"):
+        compile_op(K.AdaptiveAvgPool, [[D, 2, 8, 8]], attrs={"sizes": [0, 1], "data_format": "NCX"})
