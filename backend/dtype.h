@@ -9,8 +9,8 @@
 namespace dg {
 
 // Same codes as dyngraph.fb.DataType.
-enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, Bool = 5 };
-constexpr int kNumDTypes = 6;
+enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, Bool = 5, U8 = 6, S8 = 7 };
+constexpr int kNumDTypes = 8;
 
 // Same codes as dyngraph.fb.StorageType.
 enum class Storage : uint8_t { Default = 0, F32, F16, BF16, Q8_0, Q4_0, Q4_1 };
@@ -21,7 +21,7 @@ inline size_t dtype_size(DType t) {
         case DType::F32: case DType::I32: return 4;
         case DType::F16: case DType::BF16: return 2;
         case DType::I64: return 8;
-        case DType::Bool: return 1;
+        case DType::Bool: case DType::U8: case DType::S8: return 1;
     }
     return 0;
 }
@@ -34,18 +34,24 @@ inline const char* dtype_name(DType t) {
         case DType::I32: return "i32";
         case DType::I64: return "i64";
         case DType::Bool: return "bool";
+        case DType::U8: return "u8";
+        case DType::S8: return "s8";
     }
     return "?";
 }
 
 // Inside ggml, i64 and bool values are held as i32 (ggml computes on 32-bit
-// integers); they are converted at the partition's boundary.
+// integers); they are converted at the partition's boundary. u8 and s8 are
+// held as their bytes in I8 tensors: only our own kernels compute on them
+// (kernels/quantize.h, kernels/int8_gemm.h), which know the signedness from
+// the IR; ggml itself only moves them (views, reshapes, copies).
 inline ggml_type ggml_type_of(DType t) {
     switch (t) {
         case DType::F32: return GGML_TYPE_F32;
         case DType::F16: return GGML_TYPE_F16;
         case DType::BF16: return GGML_TYPE_BF16;
         case DType::I32: case DType::I64: case DType::Bool: return GGML_TYPE_I32;
+        case DType::U8: case DType::S8: return GGML_TYPE_I8;
     }
     return GGML_TYPE_F32;
 }

@@ -107,6 +107,24 @@ ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b) {
     return ggml_mul_mat(ctx, a, b);
 }
 
+ggml_tensor* mul_mat_id(ggml_context* ctx, ggml_tensor* as, ggml_tensor* b, ggml_tensor* ids) {
+    const char* fn = "ggml_mul_mat_id";
+    need_room(ctx);
+    if (ggml_is_transposed(as) || !dense_rows(as)) violated(fn, cat("as ", describe(as), " must have dense rows"));
+    if (!(one_of(as->type, {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) || ggml_is_quantized(as->type)))
+        violated(fn, cat("as ", describe(as), " has no dot product"));
+    need_types(fn, "b", b, {GGML_TYPE_F32});
+    need_types(fn, "ids", ids, {GGML_TYPE_I32});
+    if (!dense_rows(b)) violated(fn, cat("b ", describe(b), " must have dense rows"));
+    if (as->ne[3] != 1 || b->ne[3] != 1 || ids->ne[2] != 1 || ids->ne[3] != 1)
+        violated(fn, cat("as ", describe(as), ", b ", describe(b), " must be 3-D and ids ", describe(ids), " 2-D"));
+    if (as->ne[0] != b->ne[0]) violated(fn, cat("as ", describe(as), " and b ", describe(b), " have different K"));
+    if (ids->ne[1] != b->ne[2]) violated(fn, cat("ids ", describe(ids), " has no expert list per b row ", describe(b)));
+    if (b->ne[1] < 1 || ids->ne[0] % b->ne[1] != 0)
+        violated(fn, cat("b ", describe(b), " does not broadcast over ids ", describe(ids)));
+    return ggml_mul_mat_id(ctx, as, b, ids);
+}
+
 ggml_tensor* cast(ggml_context* ctx, ggml_tensor* a, ggml_type type) {
     need_room(ctx);
     need_convertible("ggml_cast", a, type);

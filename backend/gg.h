@@ -55,6 +55,16 @@ ggml_tensor* div(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 // (not I32); b F32.
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
+// Indirect product (mixture of experts): result [N, U, T] with column (u, t) =
+// as[:, :, ids[u, t]]^T times b[:, u % b->ne[1], t]. as: experts of [K, N]
+// rows (as->ne[3] == 1), dense rows, not transposed, of a type with a dot
+// product (F32, F16, BF16 or quantized); b F32 [K, U' , T] with dense rows,
+// b->ne[3] == 1, as->ne[0] == b->ne[0]; ids I32 [U, T] (ne[2] == ne[3] == 1),
+// ids->ne[1] == b->ne[2], ids->ne[0] % b->ne[1] == 0. The id values must lie
+// in [0, as->ne[2]): the caller's to keep there (LowerCtx::safe_indices),
+// ggml writes out of bounds otherwise.
+ggml_tensor* mul_mat_id(ggml_context* ctx, ggml_tensor* as, ggml_tensor* b, ggml_tensor* ids);
+
 // Type conversion: same type, or F32 <-> F16 | BF16 | I32, or F32 -> a
 // quantized type with rows of whole blocks.
 ggml_tensor* cast(ggml_context* ctx, ggml_tensor* a, ggml_type type);

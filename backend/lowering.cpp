@@ -289,6 +289,10 @@ const LoweringTable& lowerings() {
         register_pool(t);
         register_channel_norm(t);
         register_interpolate(t);
+        register_quantize(t);  // (opsquant)
+        register_sort(t);
+        register_scatter(t);
+        register_moe(t);
         return t;
     }();
     return table;

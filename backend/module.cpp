@@ -147,6 +147,8 @@ bool array_holds(const py::array& a, DType want) {
         case DType::I32: return kind == 'i' && size == 4;
         case DType::I64: return kind == 'i' && size == 8;
         case DType::Bool: return kind == 'b';
+        case DType::U8: return kind == 'u' && size == 1;
+        case DType::S8: return kind == 'i' && size == 1;
     }
     return false;
 }

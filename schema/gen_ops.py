@@ -73,11 +73,15 @@ CLASS_ENUM = {
     "nonbool": "NonBool",
     "float_or_bool": "FloatOrBool",
     "int_or_f32": "IntOrF32",
+    "quant": "Quant",
+    "quant_zp": "QuantZp",
+    "float_or_quant": "FloatOrQuant",
 }
 
 HIGH_RANK_ENUM = {None: "No", "elementwise": "Elementwise", "lowering": "Lowering"}
 
-DTYPE_ENUM = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32", "i64": "I64", "boolean": "Bool"}
+DTYPE_ENUM = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32", "i64": "I64", "boolean": "Bool", "u8": "U8",
+              "s8": "S8"}
 
 
 def camel(name: str) -> str:

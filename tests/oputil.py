@@ -24,7 +24,7 @@ def compile_op(
     """Compile one op (built with dg.GraphBuilder). ``in_shapes`` use ints,
     dg.Dim expressions and DYNAMIC_DIM; the inputs whose position is in
     ``constants`` are CONSTANT (their tensor id is their position).
-    ``out_dtypes``: the outputs' declared dtype (else inferred)."""
+    ``out_dtypes``: the outputs' declared dtype, or one per output (else inferred)."""
     constants = constants or {}
     if isinstance(in_dtypes, dg.DataType):
         in_dtypes = [in_dtypes] * len(in_shapes)
@@ -35,9 +35,6 @@ def compile_op(
             ins.append(b.constant(f"in{i}", np.asarray(constants[i]), dtype=dt))
         else:
             ins.append(b.input(f"in{i}", dt, shape))
-    if isinstance(out_dtypes, (list, tuple)):
-        assert len(set(out_dtypes)) == 1, "one declared dtype for all outputs"
-        out_dtypes = out_dtypes[0]
     outs = b.op(kind, ins, attrs or {}, dtype=out_dtypes, n_outputs=n_outputs)
     b.output(*(outs if n_outputs > 1 else [outs]))
     return b.compile(engine or dg.Engine(dg.Engine.CPU, num_threads=1), **options)

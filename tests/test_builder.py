@@ -58,6 +58,24 @@ def test_declared_dtype_ops_take_dtype_and_variadic_ops_take_a_list(engine):
     np.testing.assert_array_equal(got, [7, 8, 9, 0, 1, 2])
 
 
+def test_several_outputs_take_one_declared_dtype_each(engine):
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [dg.Dim("n", min=3)])
+    values, idx = b.op(dg.OpKind.TopK, [x], {"k": 3}, dtype=[None, dg.i32], n_outputs=2)
+    assert (values.dtype, idx.dtype) == (dg.f32, dg.i32)
+    b.output(values, idx)
+    got_v, got_i = b.compile(engine)(np.array([1.0, 5.0, 3.0, 4.0], np.float32))
+    np.testing.assert_array_equal(got_v, [5.0, 4.0, 3.0])
+    np.testing.assert_array_equal(got_i, [1, 3, 2])
+    assert got_i.dtype == np.int32
+    b2 = dg.GraphBuilder()
+    x2 = b2.input("x", dg.f32, [4])
+    with pytest.raises(dg.GraphError, match="one per output"):
+        b2.op(dg.OpKind.TopK, [x2], {"k": 1}, dtype=[dg.f32], n_outputs=2)
+    with pytest.raises(dg.GraphError, match="dtype=i64 was asked"):
+        b2.op(dg.OpKind.TopK, [x2], {"k": 1}, dtype=[dg.i64, dg.i64], n_outputs=2)
+
+
 def test_state_and_several_outputs(engine, rng):
     b = dg.GraphBuilder()
     x = b.input("x", dg.f32, [dg.DYNAMIC_DIM, 6])

@@ -51,11 +51,11 @@ def _inputs(s) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def _dtypes(s) -> str:
+def _dtypes(s, registry) -> str:
     if s.inputs[1] == 0:
         return "-"
     classes = list(dict.fromkeys(s.dtypes))
-    return " / ".join(DTYPE_WORDS[c] for c in classes)
+    return " / ".join(DTYPE_WORDS.get(c) or "/".join(d.name for d in registry.DTYPE_CLASSES[c]) for c in classes)
 
 
 def table() -> str:
@@ -66,7 +66,7 @@ def table() -> str:
         family = s.infer.__module__.rsplit(".", 1)[-1]
         attrs = ", ".join(f"{n}={_default(a, registry.REQUIRED)}" for n, a in s.attrs.items()) or "-"
         rank = "6" if s.high_rank else "4"
-        rows.append(f"| {kind.name} | {family} | {_inputs(s)} | {attrs} | {_dtypes(s)} | {rank} |")
+        rows.append(f"| {kind.name} | {family} | {_inputs(s)} | {attrs} | {_dtypes(s, registry)} | {rank} |")
     head = ["| op kind | family | inputs | attributes (default) | input dtypes | max rank |",
             "|---|---|---|---|---|---|"]
     return "\n".join([BEGIN, ""] + head + rows + ["", END])

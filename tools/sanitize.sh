@@ -17,6 +17,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py="${PYTHON:-python3}"
+# an absolute path that keeps a venv's own (symlinked) interpreter: CMake must find the venv's packages
+case "$py" in */*) py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")" ;; *) py="$(command -v "$py")" ;; esac
 mode="${1:-ci}"
 [ $# -gt 0 ] && shift
 cd "$root"

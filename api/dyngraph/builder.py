@@ -131,8 +131,10 @@ class GraphBuilder:
 
     # -- ops -------------------------------------------------------------------
     def op(self, kind: Union[OpKind, str], inputs: Sequence[LogicalTensor] = (), attrs: Optional[dict] = None, *,
-           name: Optional[str] = None, dtype: Optional[DataType] = None, n_outputs: Optional[int] = None):
-        """Add an op of ``kind``; returns its output (a tuple when it has several)."""
+           name: Optional[str] = None, dtype=None, n_outputs: Optional[int] = None):
+        """Add an op of ``kind``; returns its output (a tuple when it has several).
+        ``dtype``: the output's declared dtype, or a sequence of one per output
+        (TopK's indices may be declared i32), else inferred."""
         if self.graph.is_finalized:
             raise GraphError("the graph is finalized: no ops can be added")
         if isinstance(kind, str):
@@ -152,7 +154,10 @@ class GraphBuilder:
                 raise GraphError(f"{op.label}: input {i} ({lt.label}) does not come from this builder")
         norm = normalize_attrs(schema, op.attrs, op.label)
         ins = [self._types[lt.id] for lt in inputs]
-        declared = [LogicalTensor(self._next_tensor + k, dtype) if dtype is not None else None for k in range(n_out)]
+        dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * n_out
+        if len(dtypes) != n_out or any(d is not None and not isinstance(d, DataType) for d in dtypes):
+            raise GraphError(f"{op.label}: dtype= must be a DataType or one per output ({n_out}), got {dtype!r}")
+        declared = [LogicalTensor(self._next_tensor + k, d) if d is not None else None for k, d in enumerate(dtypes)]
         if all(t is not None for t in ins):
             check_facts(schema, norm, ins, op.label)
             ctx = InferContext(op.label, declared, op.name)
@@ -161,16 +166,17 @@ class GraphBuilder:
                 raise GraphError(f"{op.label}: produces {len(types)} outputs, {n_out} asked")
             check_dtypes(schema, [t.dtype for t in types], op.label, "output")
             check_ranks(schema, ins, types, op.label)
-            if dtype is not None and any(t.dtype is not dtype for t in types):
-                raise GraphError(f"{op.label}: produces {types[0].dtype}, dtype={dtype} was asked")
+            for t, d in zip(types, dtypes):
+                if d is not None and t.dtype is not d:
+                    raise GraphError(f"{op.label}: produces {t.dtype}, dtype={d} was asked")
         else:  # an input of unknown shape (an output of a Wildcard): finalize infers
-            if dtype is None:
+            if any(d is None for d in dtypes):
                 raise GraphError(f"{op.label}: an input's type is unknown; give the output's dtype=")
             types = [None] * n_out
         outs = []
         for k, t in enumerate(types):
             shape = None if t is None else [self._shown(d) for d in t.shape]
-            lt = LogicalTensor(self._next_tensor, t.dtype if t is not None else dtype, shape,
+            lt = LogicalTensor(self._next_tensor, t.dtype if t is not None else dtypes[k], shape,
                                name=name if n_out == 1 else (f"{name}.{k}" if name else None))
             self._next_tensor += 1
             self._types[lt.id] = t

@@ -21,6 +21,8 @@ class DataType(enum.Enum):
     i32 = "i32"
     i64 = "i64"
     boolean = "bool"
+    u8 = "u8"  # quantized integers: only the ops that declare them take them (Quantize, Dequantize, ...)
+    s8 = "s8"
 
     @property
     def itemsize(self) -> int:
@@ -32,7 +34,13 @@ class DataType(enum.Enum):
 
     @property
     def is_int(self) -> bool:
+        """i32 or i64 (the index and arithmetic integers; not the quantized u8 / s8)."""
         return self in (DataType.i32, DataType.i64)
+
+    @property
+    def is_quantized(self) -> bool:
+        """u8 or s8: 8-bit integers that Quantize produces and Dequantize reads."""
+        return self in (DataType.u8, DataType.s8)
 
     @property
     def numpy(self) -> np.dtype:
@@ -71,6 +79,8 @@ _ITEMSIZE = {
     DataType.i32: 4,
     DataType.i64: 8,
     DataType.boolean: 1,
+    DataType.u8: 1,
+    DataType.s8: 1,
 }
 
 _NUMPY = {
@@ -79,6 +89,8 @@ _NUMPY = {
     DataType.i32: np.dtype(np.int32),
     DataType.i64: np.dtype(np.int64),
     DataType.boolean: np.dtype(np.bool_),
+    DataType.u8: np.dtype(np.uint8),
+    DataType.s8: np.dtype(np.int8),
 }
 
 f32 = DataType.f32
@@ -87,3 +99,5 @@ bf16 = DataType.bf16
 i32 = DataType.i32
 i64 = DataType.i64
 boolean = DataType.boolean
+u8 = DataType.u8
+s8 = DataType.s8

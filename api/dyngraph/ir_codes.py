@@ -22,6 +22,8 @@ DTYPE_CODE = {
     DataType.i32: FbDataType.I32,
     DataType.i64: FbDataType.I64,
     DataType.boolean: FbDataType.BOOL,
+    DataType.u8: FbDataType.U8,
+    DataType.s8: FbDataType.S8,
 }
 CODE_DTYPE = {v: k for k, v in DTYPE_CODE.items()}
 

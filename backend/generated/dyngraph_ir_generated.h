@@ -57,37 +57,43 @@ enum class DataType : int8_t {
   I32 = 3,
   I64 = 4,
   BOOL = 5,
+  U8 = 6,
+  S8 = 7,
   MIN = F32,
-  MAX = BOOL
+  MAX = S8
 };
 
-inline const DataType (&EnumValuesDataType())[6] {
+inline const DataType (&EnumValuesDataType())[8] {
   static const DataType values[] = {
     DataType::F32,
     DataType::F16,
     DataType::BF16,
     DataType::I32,
     DataType::I64,
-    DataType::BOOL
+    DataType::BOOL,
+    DataType::U8,
+    DataType::S8
   };
   return values;
 }
 
 inline const char * const *EnumNamesDataType() {
-  static const char * const names[7] = {
+  static const char * const names[9] = {
     "F32",
     "F16",
     "BF16",
     "I32",
     "I64",
     "BOOL",
+    "U8",
+    "S8",
     nullptr
   };
   return names;
 }
 
 inline const char *EnumNameDataType(DataType e) {
-  if (::flatbuffers::IsOutRange(e, DataType::F32, DataType::BOOL)) return "";
+  if (::flatbuffers::IsOutRange(e, DataType::F32, DataType::S8)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesDataType()[index];
 }
@@ -385,12 +391,21 @@ enum class OpKind : uint16_t {
   BatchNormInference = 79,
   GroupNorm = 80,
   Interpolate = 81,
-  End = 82,
+  Quantize = 82,
+  Dequantize = 83,
+  DynamicQuantize = 84,
+  DynamicDequantize = 85,
+  QuantizedMatMul = 86,
+  TopK = 87,
+  ArgSort = 88,
+  ScatterND = 89,
+  MatMulId = 90,
+  End = 91,
   MIN = Wildcard,
   MAX = End
 };
 
-inline const OpKind (&EnumValuesOpKind())[83] {
+inline const OpKind (&EnumValuesOpKind())[92] {
   static const OpKind values[] = {
     OpKind::Wildcard,
     OpKind::MatMul,
@@ -474,13 +489,22 @@ inline const OpKind (&EnumValuesOpKind())[83] {
     OpKind::BatchNormInference,
     OpKind::GroupNorm,
     OpKind::Interpolate,
+    OpKind::Quantize,
+    OpKind::Dequantize,
+    OpKind::DynamicQuantize,
+    OpKind::DynamicDequantize,
+    OpKind::QuantizedMatMul,
+    OpKind::TopK,
+    OpKind::ArgSort,
+    OpKind::ScatterND,
+    OpKind::MatMulId,
     OpKind::End
   };
   return values;
 }
 
 inline const char * const *EnumNamesOpKind() {
-  static const char * const names[84] = {
+  static const char * const names[93] = {
     "Wildcard",
     "MatMul",
     "Add",
@@ -563,6 +587,15 @@ inline const char * const *EnumNamesOpKind() {
     "BatchNormInference",
     "GroupNorm",
     "Interpolate",
+    "Quantize",
+    "Dequantize",
+    "DynamicQuantize",
+    "DynamicDequantize",
+    "QuantizedMatMul",
+    "TopK",
+    "ArgSort",
+    "ScatterND",
+    "MatMulId",
     "End",
     nullptr
   };

@@ -18,19 +18,25 @@ bool dtype_in(DTypeClass c, DType t) {
         case DTypeClass::NonBool: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I32 || t == DType::I64;
         case DTypeClass::FloatOrBool: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Bool;
         case DTypeClass::IntOrF32: return t == DType::I32 || t == DType::I64 || t == DType::F32;
+        case DTypeClass::Quant: return t == DType::U8 || t == DType::S8;
+        case DTypeClass::QuantZp: return t == DType::U8 || t == DType::S8 || t == DType::I32;
+        case DTypeClass::FloatOrQuant: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::U8 || t == DType::S8;
     }
     return false;
 }
 
 const char* dtype_class_words(DTypeClass c) {
     switch (c) {
-        case DTypeClass::Any: return "any";
+        case DTypeClass::Any: return "an f32, f16, bf16, i32, i64 or bool";
         case DTypeClass::Float: return "a floating-point";
         case DTypeClass::Int: return "an i32 or i64";
         case DTypeClass::Bool: return "a bool";
         case DTypeClass::NonBool: return "a non-bool";
         case DTypeClass::FloatOrBool: return "a floating-point or bool";
         case DTypeClass::IntOrF32: return "an i32, i64 or f32";
+        case DTypeClass::Quant: return "a u8 or s8";
+        case DTypeClass::QuantZp: return "a u8, s8 or i32";
+        case DTypeClass::FloatOrQuant: return "a floating-point, u8 or s8";
     }
     return "?";
 }
@@ -216,6 +222,33 @@ const DTypeClass kGroupNormOut[] = {DTypeClass::Any};
 const char* const kGroupNormNames[] = {"src", "gamma", "beta"};
 const DTypeClass kInterpolateIn[] = {DTypeClass::Float};
 const DTypeClass kInterpolateOut[] = {DTypeClass::Any};
+const DTypeClass kQuantizeIn[] = {DTypeClass::Float};
+const DTypeClass kQuantizeOut[] = {DTypeClass::Quant};
+const char* const kQuantizeNames[] = {"src"};
+const DTypeClass kDequantizeIn[] = {DTypeClass::Quant};
+const DTypeClass kDequantizeOut[] = {DTypeClass::Float};
+const char* const kDequantizeNames[] = {"src"};
+const DTypeClass kDynamicQuantizeIn[] = {DTypeClass::Float, DTypeClass::Float, DTypeClass::QuantZp};
+const DTypeClass kDynamicQuantizeOut[] = {DTypeClass::Quant};
+const char* const kDynamicQuantizeNames[] = {"src", "scales", "zps"};
+const DTypeClass kDynamicDequantizeIn[] = {DTypeClass::Quant, DTypeClass::Float, DTypeClass::QuantZp};
+const DTypeClass kDynamicDequantizeOut[] = {DTypeClass::Float};
+const char* const kDynamicDequantizeNames[] = {"src", "scales", "zps"};
+const DTypeClass kQuantizedMatMulIn[] = {DTypeClass::Quant, DTypeClass::Quant, DTypeClass::Float};
+const DTypeClass kQuantizedMatMulOut[] = {DTypeClass::FloatOrQuant};
+const char* const kQuantizedMatMulNames[] = {"src", "weights", "bias"};
+const DTypeClass kTopKIn[] = {DTypeClass::NonBool};
+const DTypeClass kTopKOut[] = {DTypeClass::NonBool, DTypeClass::Int};
+const char* const kTopKNames[] = {"src"};
+const DTypeClass kArgSortIn[] = {DTypeClass::NonBool};
+const DTypeClass kArgSortOut[] = {DTypeClass::Int};
+const char* const kArgSortNames[] = {"src"};
+const DTypeClass kScatterNDIn[] = {DTypeClass::NonBool, DTypeClass::Int, DTypeClass::NonBool};
+const DTypeClass kScatterNDOut[] = {DTypeClass::Any};
+const char* const kScatterNDNames[] = {"data", "indices", "updates"};
+const DTypeClass kMatMulIdIn[] = {DTypeClass::Float, DTypeClass::Float, DTypeClass::Int};
+const DTypeClass kMatMulIdOut[] = {DTypeClass::Any};
+const char* const kMatMulIdNames[] = {"src", "weights", "ids"};
 
 }  // namespace
 
@@ -302,6 +335,15 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"BatchNormInference", true, 5, 5, 1, 1, kBatchNormInferenceIn, 1, kBatchNormInferenceOut, 1, -1, 0u, 0u, kBatchNormInferenceNames, 5, 0x0u, 0, HighRank::No},
     {"GroupNorm", true, 1, 3, 1, 1, kGroupNormIn, 1, kGroupNormOut, 1, -1, 0u, 0u, kGroupNormNames, 3, 0x0u, 0, HighRank::No},
     {"Interpolate", true, 1, 1, 1, 1, kInterpolateIn, 1, kInterpolateOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"Quantize", true, 1, 1, 1, 1, kQuantizeIn, 1, kQuantizeOut, 1, -1, 0u, 0u, kQuantizeNames, 1, 0x0u, -1, HighRank::No},
+    {"Dequantize", true, 1, 1, 1, 1, kDequantizeIn, 1, kDequantizeOut, 1, -1, 0u, 0u, kDequantizeNames, 1, 0x0u, -1, HighRank::No},
+    {"DynamicQuantize", true, 2, 3, 1, 1, kDynamicQuantizeIn, 3, kDynamicQuantizeOut, 1, -1, 0u, 0u, kDynamicQuantizeNames, 3, 0x0u, -1, HighRank::No},
+    {"DynamicDequantize", true, 2, 3, 1, 1, kDynamicDequantizeIn, 3, kDynamicDequantizeOut, 1, -1, 0u, 0u, kDynamicDequantizeNames, 3, 0x0u, -1, HighRank::No},
+    {"QuantizedMatMul", true, 2, 3, 1, 1, kQuantizedMatMulIn, 3, kQuantizedMatMulOut, 1, -1, 2u, 0u, kQuantizedMatMulNames, 3, 0x0u, -1, HighRank::No},
+    {"TopK", true, 1, 1, 2, 2, kTopKIn, 1, kTopKOut, 2, -1, 0u, 0u, kTopKNames, 1, 0x0u, -1, HighRank::No},
+    {"ArgSort", true, 1, 1, 1, 1, kArgSortIn, 1, kArgSortOut, 1, -1, 0u, 0u, kArgSortNames, 1, 0x0u, -1, HighRank::No},
+    {"ScatterND", true, 3, 3, 1, 1, kScatterNDIn, 3, kScatterNDOut, 1, -1, 0u, 0u, kScatterNDNames, 3, 0x5u, 0, HighRank::No},
+    {"MatMulId", true, 3, 3, 1, 1, kMatMulIdIn, 3, kMatMulIdOut, 1, -1, 2u, 0u, kMatMulIdNames, 3, 0x3u, 0, HighRank::No},
 };
 
 namespace {
@@ -751,6 +793,102 @@ InterpolateAttrs read_InterpolateAttrs(AttrReader& r) {
     return a;
 }
 
+QuantizeAttrs read_QuantizeAttrs(AttrReader& r) {
+    QuantizeAttrs a;
+    {
+        static const char* const choices[] = {"per_tensor", "per_channel"};
+        a.qtype = QuantizeAttrs::Qtype(r.read_choice("qtype", choices, 2));
+    }
+    a.axis = r.read_int("axis");
+    a.scales = r.read_floats("scales");
+    r.check_finite("scales", a.scales);
+    a.zps = r.read_ints("zps");
+    r.finish();
+    return a;
+}
+
+DynamicQuantizeAttrs read_DynamicQuantizeAttrs(AttrReader& r) {
+    DynamicQuantizeAttrs a;
+    {
+        static const char* const choices[] = {"per_tensor", "per_channel"};
+        a.qtype = DynamicQuantizeAttrs::Qtype(r.read_choice("qtype", choices, 2));
+    }
+    a.axis = r.read_int("axis");
+    r.finish();
+    return a;
+}
+
+DynamicDequantizeAttrs read_DynamicDequantizeAttrs(AttrReader& r) {
+    DynamicDequantizeAttrs a;
+    {
+        static const char* const choices[] = {"per_tensor", "per_channel", "per_group"};
+        a.qtype = DynamicDequantizeAttrs::Qtype(r.read_choice("qtype", choices, 3));
+    }
+    a.axis = r.read_int("axis");
+    a.group_shape = r.read_ints("group_shape");
+    r.finish();
+    return a;
+}
+
+QuantizedMatMulAttrs read_QuantizedMatMulAttrs(AttrReader& r) {
+    QuantizedMatMulAttrs a;
+    a.transpose_b = r.read_bool("transpose_b");
+    a.src_scale = r.read_float("src_scale");
+    r.check_finite("src_scale", a.src_scale);
+    a.src_zp = r.read_int("src_zp");
+    r.check_min("src_zp", a.src_zp, -128);
+    r.check_max("src_zp", a.src_zp, 255);
+    a.wei_scales = r.read_floats("wei_scales");
+    r.check_finite("wei_scales", a.wei_scales);
+    a.wei_zps = r.read_ints("wei_zps");
+    r.check_min("wei_zps", a.wei_zps, -128);
+    r.check_max("wei_zps", a.wei_zps, 255);
+    a.dst_scale = r.read_float("dst_scale");
+    r.check_finite("dst_scale", a.dst_scale);
+    a.dst_zp = r.read_int("dst_zp");
+    r.check_min("dst_zp", a.dst_zp, -128);
+    r.check_max("dst_zp", a.dst_zp, 255);
+    r.finish();
+    return a;
+}
+
+TopKAttrs read_TopKAttrs(AttrReader& r) {
+    TopKAttrs a;
+    a.k = r.read_expr("k");
+    a.axis = r.read_int("axis");
+    r.check_axis("axis", a.axis, 0);
+    a.largest = r.read_bool("largest");
+    a.sorted = r.read_bool("sorted");
+    r.finish();
+    return a;
+}
+
+ArgSortAttrs read_ArgSortAttrs(AttrReader& r) {
+    ArgSortAttrs a;
+    a.axis = r.read_int("axis");
+    r.check_axis("axis", a.axis, 0);
+    a.descending = r.read_bool("descending");
+    r.finish();
+    return a;
+}
+
+ScatterNDAttrs read_ScatterNDAttrs(AttrReader& r) {
+    ScatterNDAttrs a;
+    {
+        static const char* const choices[] = {"none", "add", "mul", "max", "min"};
+        a.reduction = ScatterNDAttrs::Reduction(r.read_choice("reduction", choices, 5));
+    }
+    r.finish();
+    return a;
+}
+
+MatMulIdAttrs read_MatMulIdAttrs(AttrReader& r) {
+    MatMulIdAttrs a;
+    a.transpose_b = r.read_bool("transpose_b");
+    r.finish();
+    return a;
+}
+
 }  // namespace
 
 OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::vector<int>& input_ranks,
@@ -876,6 +1014,23 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
             return read_GroupNormAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::Interpolate):
             return read_InterpolateAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::Quantize):
+        case uint16_t(dyngraph::fb::OpKind::Dequantize):
+            return read_QuantizeAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::DynamicQuantize):
+            return read_DynamicQuantizeAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::DynamicDequantize):
+            return read_DynamicDequantizeAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::QuantizedMatMul):
+            return read_QuantizedMatMulAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::TopK):
+            return read_TopKAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::ArgSort):
+            return read_ArgSortAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::ScatterND):
+            return read_ScatterNDAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::MatMulId):
+            return read_MatMulIdAttrs(r);
         default:
             r.finish();
             return NoAttrs{};

@@ -14,10 +14,10 @@ struct AttrDef;
 
 namespace ops {
 
-constexpr int kNumOpKinds = 82;
+constexpr int kNumOpKinds = 91;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
-enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32 };
+enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32, Quant, QuantZp, FloatOrQuant };
 bool dtype_in(DTypeClass c, DType t);
 const char* dtype_class_words(DTypeClass c);  // "a floating-point"
 
@@ -282,7 +282,60 @@ struct InterpolateAttrs {
     DataFormat data_format{};
 };
 
-using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs, ConvolutionAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptiveAvgPoolAttrs, BatchNormInferenceAttrs, GroupNormAttrs, InterpolateAttrs>;
+struct QuantizeAttrs {
+    enum class Qtype : uint8_t { per_tensor, per_channel };
+    Qtype qtype{};
+    int64_t axis{};
+    std::vector<double> scales{};
+    std::vector<int64_t> zps{};
+};
+using DequantizeAttrs = QuantizeAttrs;
+
+struct DynamicQuantizeAttrs {
+    enum class Qtype : uint8_t { per_tensor, per_channel };
+    Qtype qtype{};
+    int64_t axis{};
+};
+
+struct DynamicDequantizeAttrs {
+    enum class Qtype : uint8_t { per_tensor, per_channel, per_group };
+    Qtype qtype{};
+    int64_t axis{};
+    std::vector<int64_t> group_shape{};
+};
+
+struct QuantizedMatMulAttrs {
+    bool transpose_b{};
+    double src_scale{};
+    int64_t src_zp{};
+    std::vector<double> wei_scales{};
+    std::vector<int64_t> wei_zps{};
+    double dst_scale{};
+    int64_t dst_zp{};
+};
+
+struct TopKAttrs {
+    int32_t k{};
+    int64_t axis{};
+    bool largest{};
+    bool sorted{};
+};
+
+struct ArgSortAttrs {
+    int64_t axis{};
+    bool descending{};
+};
+
+struct ScatterNDAttrs {
+    enum class Reduction : uint8_t { none, add, mul, max, min };
+    Reduction reduction{};
+};
+
+struct MatMulIdAttrs {
+    bool transpose_b{};
+};
+
+using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs, ConvolutionAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptiveAvgPoolAttrs, BatchNormInferenceAttrs, GroupNormAttrs, InterpolateAttrs, QuantizeAttrs, DynamicQuantizeAttrs, DynamicDequantizeAttrs, QuantizedMatMulAttrs, TopKAttrs, ArgSortAttrs, ScatterNDAttrs, MatMulIdAttrs>;
 
 // The facts of an op kind: its arity (max -1: any number), the dtype class
 // of each input / output (the last one repeats), its traits.

@@ -21,5 +21,10 @@ void register_conv(LoweringTable& t);
 void register_pool(LoweringTable& t);
 void register_channel_norm(LoweringTable& t);
 void register_interpolate(LoweringTable& t);
+// quantization and mixture of experts (opsquant)
+void register_quantize(LoweringTable& t);
+void register_sort(LoweringTable& t);
+void register_scatter(LoweringTable& t);
+void register_moe(LoweringTable& t);
 
 }  // namespace dg

@@ -87,6 +87,9 @@ void lower_full(LowerCtx& c) {
             c.out = {index_kernels::fill_int(c.ctx, ne.data(), int32_t(std::trunc(v)))};
             return;
         }
+        case DType::U8:
+        case DType::S8:
+            break;  // (the op's dtype class excludes them)
     }
     c.unsupported(cat("output dtype ", dtype_name(dt)));
 }

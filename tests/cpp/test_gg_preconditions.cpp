@@ -74,6 +74,28 @@ int main() {
     expect_violation("mul_mat: F16 b", [&] { gg::mul_mat(ctx, T(F32, 4, 2), T(F16, 4, 3)); });
     expect_ok("mul_mat", [&] { gg::mul_mat(ctx, T(Q8, 64, 2), T(F32, 64, 3, 2)); });
 
+    // mul_mat_id: 4 experts of [K=8, N=5]; b [8, 1 or 2, T=3]; ids [2, 3]
+    expect_violation("mul_mat_id: as transposed", [&] {
+        gg::mul_mat_id(ctx, gg::transpose(ctx, T(F32, 8, 8, 4)), T(F32, 8, 1, 3), T(I32, 2, 3));
+    });
+    expect_violation("mul_mat_id: I32 as", [&] { gg::mul_mat_id(ctx, T(I32, 8, 5, 4), T(F32, 8, 1, 3), T(I32, 2, 3)); });
+    expect_violation("mul_mat_id: F16 b", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F16, 8, 1, 3), T(I32, 2, 3)); });
+    expect_violation("mul_mat_id: F32 ids", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 8, 1, 3), T(F32, 2, 3)); });
+    expect_violation("mul_mat_id: b not dense along ne0", [&] {
+        gg::mul_mat_id(ctx, T(F32, 8, 5, 4), gg::permute(ctx, T(F32, 2, 8, 3), 1, 0, 2, 3), T(I32, 2, 3));
+    });
+    expect_violation("mul_mat_id: as 4-D", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4, 2), T(F32, 8, 1, 3), T(I32, 2, 3)); });
+    expect_violation("mul_mat_id: b 4-D", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 8, 1, 3, 2), T(I32, 2, 3)); });
+    expect_violation("mul_mat_id: ids 3-D", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 8, 1, 3), T(I32, 2, 3, 2)); });
+    expect_violation("mul_mat_id: different K", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 7, 1, 3), T(I32, 2, 3)); });
+    expect_violation("mul_mat_id: ids per b row", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 8, 1, 3), T(I32, 2, 4)); });
+    expect_violation("mul_mat_id: b rows do not broadcast", [&] {
+        gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 8, 2, 3), T(I32, 3, 3));
+    });
+    expect_ok("mul_mat_id", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 8, 1, 3), T(I32, 2, 3)); });
+    expect_ok("mul_mat_id: a row per expert", [&] { gg::mul_mat_id(ctx, T(F32, 8, 5, 4), T(F32, 8, 2, 3), T(I32, 2, 3)); });
+    expect_ok("mul_mat_id: q8_0 experts", [&] { gg::mul_mat_id(ctx, T(Q8, 64, 5, 4), T(F32, 64, 1, 3), T(I32, 2, 3)); });
+
     // cast / cont / dup / cpy
     expect_violation("cast: f16 to i32", [&] { gg::cast(ctx, T(F16, 4), I32); });
     expect_violation("cast: i32 to f16", [&] { gg::cast(ctx, T(I32, 4), F16); });

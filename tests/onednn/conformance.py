@@ -236,7 +236,7 @@ def dynamic_tasks(max_bytes: int = 1 << 30) -> List[dict]:
 # -- the table --------------------------------------------------------------------------------
 _QUANT_DTYPES = ("dtype s8", "dtype u8", "dtype s4", "dtype u4", "dtype f8_e5m2", "dtype f8_e4m3")
 _CONV_KINDS = ("Convolution", "ConvTranspose", "AvgPool", "MaxPool", "BatchNormInference", "GroupNorm",
-               "Interpolate", "PReLU")
+               "Interpolate")
 
 
 def family(feature: str) -> str:
@@ -252,7 +252,7 @@ def family(feature: str) -> str:
     if feature.startswith(("SoftMax output", "LayerNorm output", "LayerNorm keep_stats")):
         return "stats outputs (SoftMax stats, LayerNorm mean/variance)"
     if feature.startswith("rank "):
-        return "a rank the op does not take (> 6, or > 4 for MatMul, norms...)"
+        return "a rank the op does not take"
     if feature.startswith("op kind "):
         return "other op kinds (Dropout, ReduceL2, PReLU, LogSoftmax, ...)"
     return feature

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-from reference import spatial_numpy as ref
+from dyngraph.reference import spatial_numpy as ref
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM

@@ -13,7 +13,7 @@ import pytest
 
 import dyngraph as dg
 from oputil import compile_op, run
-from reference import spatial_numpy as ref
+from dyngraph.reference import spatial_numpy as ref
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM

@@ -1,5 +1,5 @@
 """Convolution and ConvTranspose against float64 numpy references
-(tests/reference/spatial_numpy.py), each compiled once with a dynamic batch
+(dyngraph/reference/spatial_numpy.py), each compiled once with a dynamic batch
 and/or dynamic spatial sizes and run at three shapes.
 
 Error bound: a float32 sum of K products, in any order, is within
@@ -13,7 +13,7 @@ import pytest
 
 import dyngraph as dg
 from oputil import compile_op, run
-from reference import spatial_numpy as ref
+from dyngraph.reference import spatial_numpy as ref
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM

@@ -1,5 +1,5 @@
 """MaxPool, AvgPool and AdaptiveAvgPool against float64 numpy references
-(tests/reference/spatial_numpy.py), compiled once with dynamic sizes and run
+(dyngraph/reference/spatial_numpy.py), compiled once with dynamic sizes and run
 at three shapes. Max is exact; an average of k float32 values is within
 (k + 1) * U of the exact mean, relative to the mean of |x|."""
 
@@ -8,7 +8,7 @@ import pytest
 
 import dyngraph as dg
 from oputil import compile_op, run
-from reference import spatial_numpy as ref
+from dyngraph.reference import spatial_numpy as ref
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM

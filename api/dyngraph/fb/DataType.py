@@ -9,3 +9,5 @@ class DataType(object):
     I32 = 3
     I64 = 4
     BOOL = 5
+    U8 = 6
+    S8 = 7

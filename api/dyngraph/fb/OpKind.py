@@ -85,4 +85,13 @@ class OpKind(object):
     BatchNormInference = 79
     GroupNorm = 80
     Interpolate = 81
-    End = 82
+    Quantize = 82
+    Dequantize = 83
+    DynamicQuantize = 84
+    DynamicDequantize = 85
+    QuantizedMatMul = 86
+    TopK = 87
+    ArgSort = 88
+    ScatterND = 89
+    MatMulId = 90
+    End = 91

@@ -50,15 +50,19 @@ def _a(type_: str, default=REQUIRED, **kw) -> AttrInfo:
 _BROADCAST = {"auto_broadcast": _a("string", "numpy")}
 _FORMAT = {"data_format": _a("string", "NXC")}
 _REDUCE = {"axes": _a("s64[]", []), "keep_dims": _a("bool", False)}
+# oneDNN's documentation spells auto_pad in lower case; its own graph files and
+# batch files write None / SAME_UPPER / SAME_LOWER / VALID, which it accepts too
+_AUTO_PAD = _a("string", "none", values={v.upper() if v != "none" else "None": v
+                                         for v in ("none", "same_upper", "same_lower", "valid")})
 _CONV = {
     "strides": _a("s64[]"), "pads_begin": _a("s64[]"), "pads_end": _a("s64[]"), "dilations": _a("s64[]"),
-    "auto_pad": _a("string", "none"), "groups": _a("s64", 1), "data_format": _a("string", "NXC"),
+    "auto_pad": _AUTO_PAD, "groups": _a("s64", 1), "data_format": _a("string", "NXC"),
     "weights_format": _a("string", "XIO"),
 }
 _CONVT = dict(_CONV, output_padding=_a("s64[]", []))
 _POOL = {
     "strides": _a("s64[]"), "pads_begin": _a("s64[]"), "pads_end": _a("s64[]"), "kernel": _a("s64[]"),
-    "auto_pad": _a("string", "none"), "data_format": _a("string", "NXC"),
+    "auto_pad": _AUTO_PAD, "data_format": _a("string", "NXC"),
 }
 _QUANT = {"qtype": _a("string", "per_tensor"), "axis": _a("s64", 1), "scales": _a("f32[]"), "zps": _a("s64[]", [])}
 _DYNQ = {"qtype": _a("string", "per_tensor"), "axis": _a("s64", 1), "group_shape": _a("s64[]", [])}

@@ -44,17 +44,26 @@ HIGH_RANK = (None, "elementwise", "lowering")
 ALL_INPUTS = (-1,)  # same_dtypes: every input of the op
 
 # Classes of dtypes an op input or output may have (the C++ side checks the same table).
+# "any" is every type the general ops compute on; the quantized u8 / s8 only go
+# to ops that declare them (Quantize, Dequantize and the int8 MatMul).
+_COMPUTE = (DataType.f32, DataType.f16, DataType.bf16, DataType.i32, DataType.i64, DataType.boolean)
 DTYPE_CLASSES: Dict[str, Tuple[DataType, ...]] = {
-    "any": tuple(DataType),
+    "any": _COMPUTE,
     "float": (DataType.f32, DataType.f16, DataType.bf16),
     "int": (DataType.i32, DataType.i64),
     "bool": (DataType.boolean,),
-    "nonbool": tuple(d for d in DataType if d is not DataType.boolean),
+    "nonbool": tuple(d for d in _COMPUTE if d is not DataType.boolean),
     "float_or_bool": (DataType.f32, DataType.f16, DataType.bf16, DataType.boolean),
     "int_or_f32": (DataType.i32, DataType.i64, DataType.f32),
+    # quantization (ops/quantize.py)
+    "quant": (DataType.u8, DataType.s8),
+    "quant_zp": (DataType.u8, DataType.s8, DataType.i32),
+    "float_or_quant": (DataType.f32, DataType.f16, DataType.bf16, DataType.u8, DataType.s8),
 }
 _DTYPE_WORDS = {"float": "a floating-point", "int": "an i32 or i64", "bool": "a bool", "nonbool": "a non-bool",
-                "float_or_bool": "a floating-point or bool", "int_or_f32": "an i32, i64 or f32"}
+                "float_or_bool": "a floating-point or bool", "int_or_f32": "an i32, i64 or f32",
+                "any": "an f32, f16, bf16, i32, i64 or bool", "quant": "a u8 or s8", "quant_zp": "a u8, s8 or i32",
+                "float_or_quant": "a floating-point, u8 or s8"}
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from ..ops import schema_of
 from ..ops.registry import normalize_attrs
 from ..symbolic import Expr, Symbol
 from . import attention, compare, dynamic_shape, elementwise, generate, indexing, layout, matmul, norm, reduce  # noqa: F401
+from . import moe, quantize, scatter, sort  # noqa: F401  (opsquant)
+from . import spatial  # noqa: F401  (convolution, pooling, channel norms, interpolation)
 from .registry import IMPLS, Ctx, NoReferenceError
 from .values import round_to, to_compute, to_storage
 

@@ -20,7 +20,7 @@ def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
 
 def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bits, rounding to nearest even; NaN stays NaN."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    x = np.require(x, dtype=np.float32, requirements="C")  # (ascontiguousarray would make a 0-d array 1-d)
     u = x.view(np.uint32).astype(np.uint64)
     rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     nan = np.isnan(x)

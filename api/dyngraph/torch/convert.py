@@ -39,7 +39,7 @@ from ..ops.registry import check_arity, check_ranks, normalize_attrs
 from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, as_expr
-from .converters import CONVERTERS, Unsupported, bind
+from .converters import Unsupported, bind, converter_of
 from .dtypes import dg_dtype, to_numpy
 from .symbols import SymbolTable
 
@@ -473,7 +473,7 @@ class Converter:
         if node in self.forced:
             self._wildcard(node, self.forced[node])
             return
-        conv = CONVERTERS.get(target)
+        conv = converter_of(target)
         if conv is None:
             self._wildcard(node, "no converter")
             return

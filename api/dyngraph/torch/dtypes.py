@@ -17,12 +17,14 @@ TORCH_TO_DG = {
     torch.int32: DataType.i32,
     torch.int64: DataType.i64,
     torch.bool: DataType.boolean,
+    torch.uint8: DataType.u8,  # (quantized values: Quantize / Dequantize take them, other ops refuse them)
+    torch.int8: DataType.s8,
 }
 DG_TO_TORCH = {v: k for k, v in TORCH_TO_DG.items()}
 
 
 def dg_dtype(dt: torch.dtype) -> Optional[DataType]:
-    """The dyngraph type of a torch dtype, or None when there is none (float64, int8...)."""
+    """The dyngraph type of a torch dtype, or None when there is none (float64, int16...)."""
     return TORCH_TO_DG.get(dt)
 
 

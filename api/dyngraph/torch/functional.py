@@ -27,7 +27,7 @@ import torch
 import torch.fx as fx
 from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind, OutputSpec, TensorArgument
 
-from .converters import CONVERTERS
+from .converters import converter_of
 
 aten = torch.ops.aten
 
@@ -54,7 +54,7 @@ def _functional(target):
         raise _Refuse(f"{target} has no functional variant")
     packet = getattr(aten, name[:-1], None)
     op = getattr(packet, target._overloadname, None) if packet is not None else None
-    if op is None or op._schema.is_mutable or op not in CONVERTERS:
+    if op is None or op._schema.is_mutable or converter_of(op) is None:
         raise _Refuse(f"{target} has no converted functional variant")
     return op
 
@@ -73,7 +73,7 @@ def _handled(node: fx.Node, ignored) -> bool:
     val = node.meta.get("val")
     if isinstance(val, (torch.SymFloat, torch.SymBool)):
         return False
-    if t in CONVERTERS or t in ignored or t is operator.getitem:
+    if converter_of(t) is not None or t in ignored or t is operator.getitem:
         return True
     return isinstance(val, (int, torch.SymInt)) and not isinstance(val, bool)
 

@@ -8,13 +8,15 @@ from . import generate  # noqa: F401
 from . import indexing  # noqa: F401
 from . import layout  # noqa: F401
 from . import matmul  # noqa: F401
+from . import moe  # noqa: F401
 from . import norm  # noqa: F401
+from . import quantize  # noqa: F401
 from . import reduce  # noqa: F401
 # vision / audio: convolution, pooling, channel norms, interpolation
 from . import channel_norm  # noqa: F401
 from . import conv  # noqa: F401
 from . import interpolate  # noqa: F401
 from . import pool  # noqa: F401
-from .registry import CONVERTERS, Args, Unsupported, bind, converter
+from .registry import CONVERTERS, Args, Unsupported, bind, converter, converter_of
 
-__all__ = ["CONVERTERS", "Args", "Unsupported", "bind", "converter"]
+__all__ = ["CONVERTERS", "Args", "Unsupported", "bind", "converter", "converter_of"]

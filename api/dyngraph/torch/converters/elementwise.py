@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ...dtypes import DataType
 from ...op import OpKind as K
 from .common import aten, number, through_identities, is_call
 from .registry import Unsupported, converter

@@ -42,7 +42,8 @@ def full(cx, node, a):
 
 
 @converter(aten.zeros.default, aten.new_zeros.default, aten.zeros_like.default,
-           aten.empty.memory_format, aten.new_empty.default, aten.empty_like.default)
+           aten.empty.memory_format, aten.new_empty.default, aten.empty_like.default,
+           aten.empty_permuted.default)
 def zeros(cx, node, a):
     return cx.full(0, cx.out_dtype(), cx.out_shape())
 

@@ -155,22 +155,41 @@ def index_copy(cx, node, a):
 
 @converter(aten.index_put.default)
 def index_put(cx, node, a):
-    """x[..., idx, :] = v with one 1-D index on the second-to-last axis: ScatterRows."""
-    if a.accumulate:
-        raise Unsupported("accumulate=True")
+    """x[idx...] = v (or += v with accumulate): ScatterRows for one 1-D index on
+    the second-to-last axis of a float tensor (in place on a STATE buffer),
+    else ScatterND with index tensors of one shape on the leading axes."""
     rank = cx.rank_of(a.self)
     idx = list(a.indices)
     pos = [k for k, t in enumerate(idx) if t is not None]
-    if rank < 2 or pos != [rank - 2] or cx.rank_of(idx[rank - 2]) != 1:
-        raise Unsupported("index_put other than one 1-D index on the second-to-last axis")
+    if not a.accumulate and rank >= 2 and pos == [rank - 2] and cx.rank_of(idx[rank - 2]) == 1 \
+            and cx.meta(a.self).dtype.is_floating_point:
+        vs = cx.shape_of(a.values)
+        want = list(cx.shape_of(a.self))
+        want[rank - 2] = cx.shape_of(idx[rank - 2])[0]
+        if len(vs) == rank and all(as_expr(p) == as_expr(q) for p, q in zip(vs, want)):
+            x = cx.tensor(a.self)
+            src = cx.cast(cx.tensor(a.values), x.dtype)
+            return cx.emit(K.ScatterRows, [x, _wrapped(cx, idx[rank - 2], cx.shape_of(a.self)[rank - 2]), src])
+    return _scatter_nd(cx, a, idx, pos, rank)
+
+
+def _scatter_nd(cx, a, idx, pos, rank):
+    m = len(pos)
+    if not pos or pos != list(range(m)):
+        raise Unsupported("index_put with index tensors other than on the leading axes")
+    shapes = [tuple(as_expr(d) for d in cx.shape_of(idx[k])) for k in pos]
+    if any(s != shapes[0] for s in shapes):
+        raise Unsupported(f"index tensors of different shapes {[list(s) for s in shapes]}")
+    b = shapes[0]
+    want = b + tuple(as_expr(d) for d in cx.shape_of(a.self)[m:])
+    vs = tuple(as_expr(d) for d in cx.shape_of(a.values))
+    if vs != want:
+        raise Unsupported(f"values of shape {list(vs)} for updates of shape {list(want)}")
+    comps = [cx.reshape(cx.cast(_index(cx, idx[k]), I64), b + (1,)) for k in pos]
+    tuples = comps[0] if m == 1 else cx.emit(K.Concat, comps, {"axis": len(b)})
     x = cx.tensor(a.self)
-    vs = cx.shape_of(a.values)
-    want = list(cx.shape_of(a.self))
-    want[rank - 2] = cx.shape_of(idx[rank - 2])[0]
-    if len(vs) != rank or any(as_expr(p) != as_expr(q) for p, q in zip(vs, want)):
-        raise Unsupported(f"values of shape {list(vs)} broadcast into rows {want}")
     src = cx.cast(cx.tensor(a.values), x.dtype)
-    return cx.emit(K.ScatterRows, [x, _wrapped(cx, idx[rank - 2], cx.shape_of(a.self)[rank - 2]), src])
+    return cx.emit(K.ScatterND, [x, tuples, src], {"reduction": "add" if a.accumulate else "none"})
 
 
 def _copy_into(cx, x, src, starts):

@@ -17,12 +17,22 @@ from typing import Callable, Dict
 CONVERTERS: Dict[object, Callable] = {}
 
 
+def converter_of(target):
+    """The converter of an FX node's target (an op overload, or its op's qualified name), or None."""
+    conv = CONVERTERS.get(target)
+    if conv is None and hasattr(target, "_schema"):
+        conv = CONVERTERS.get(target._schema.name)
+    return conv
+
+
 class Unsupported(Exception):
     """This node (with these arguments) has no dyngraph form; it runs in PyTorch."""
 
 
 def converter(*targets):
-    """Register a converter for one or several ATen op overloads."""
+    """Register a converter for one or several ATen op overloads, or for
+    ops by their qualified name ("namespace::name": custom ops of other
+    libraries, which may not be loaded when dyngraph is)."""
 
     def deco(fn):
         for t in targets:

@@ -1,0 +1,110 @@
+"""Quantize, Dequantize, their Dynamic forms and QuantizedMatMul, with the
+f32 arithmetic ops/quantize.py defines (each step rounded to f32 once; the
+int8 product's integer sums exact)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DataType
+from ..op import OpKind as K
+from .registry import implements
+
+_RANGE = {DataType.u8: (0, 255), DataType.s8: (-128, 127)}
+
+
+def _along(v, axis, rank):
+    v = np.asarray(v)
+    if axis is None or v.size == 1:
+        return v.reshape(-1)[0] if v.size == 1 else v
+    shape = [1] * rank
+    shape[axis] = v.size
+    return v.reshape(shape)
+
+
+def quantize_f32(x, inv, zp, dt):
+    """clamp(round_half_even(f32(x * inv)) + zp) with NaN -> zp; inv and zp broadcast to x."""
+    lo, hi = _RANGE[dt]
+    x = np.asarray(x, np.float64).astype(np.float32)
+    with np.errstate(all="ignore"):
+        p = (x * np.asarray(inv, np.float32)).astype(np.float32)
+        r = np.rint(p) + np.asarray(zp, np.float32)
+        r = np.where(np.isnan(p), np.asarray(zp, np.float32), r)
+    return np.clip(r, lo, hi).astype(np.int64)
+
+
+def dequantize_f32(q, scale, zp):
+    with np.errstate(all="ignore"):
+        return ((np.asarray(q).astype(np.float32) - np.asarray(zp, np.float32)) * np.asarray(scale, np.float32)).astype(
+            np.float32)
+
+
+def _axis(attrs, rank):
+    return None if attrs["qtype"] == "per_tensor" else attrs["axis"] % rank
+
+
+@implements(K.Quantize)
+def quantize(attrs, ins, ctx):
+    (x,) = ins
+    ax = _axis(attrs, x.ndim)
+    inv = _along(np.array([np.float32(1.0 / s) for s in attrs["scales"]], np.float32), ax, x.ndim)
+    zp = _along(np.array(attrs["zps"] or [0] * len(attrs["scales"]), np.float32), ax, x.ndim)
+    return [quantize_f32(x, inv, zp, ctx.out_dtypes[0])]
+
+
+@implements(K.Dequantize)
+def dequantize(attrs, ins, ctx):
+    (q,) = ins
+    ax = _axis(attrs, q.ndim)
+    s = _along(np.array(attrs["scales"], np.float32), ax, q.ndim)
+    zp = _along(np.array(attrs["zps"] or [0] * len(attrs["scales"]), np.float32), ax, q.ndim)
+    return [dequantize_f32(q, s, zp)]
+
+
+def _tensor_form(attrs, src, scales, zps):
+    """scales / zps of the Dynamic forms broadcast to src's shape."""
+    qtype = attrs["qtype"]
+    if qtype == "per_tensor":
+        s = scales.reshape(-1)[0]
+        z = zps.reshape(-1)[0] if zps is not None else 0
+        return np.float32(s), np.float32(z)
+    if qtype == "per_channel":
+        ax = attrs["axis"] % src.ndim
+        return _along(scales.astype(np.float32), ax, src.ndim), _along(
+            (zps if zps is not None else np.zeros(scales.shape)).astype(np.float32), ax, src.ndim)
+    s, z = scales.astype(np.float32), (zps if zps is not None else np.zeros(scales.shape)).astype(np.float32)
+    for d, g in enumerate(attrs["group_shape"]):
+        s, z = np.repeat(s, g, axis=d), np.repeat(z, g, axis=d)
+    return s, z
+
+
+@implements(K.DynamicQuantize)
+def dynamic_quantize(attrs, ins, ctx):
+    x, scales = ins[0], ins[1]
+    s, z = _tensor_form(attrs, x, scales, ins[2] if len(ins) > 2 else None)
+    inv = (1.0 / np.asarray(s, np.float64)).astype(np.float32)
+    return [quantize_f32(x, inv, z, ctx.out_dtypes[0])]
+
+
+@implements(K.DynamicDequantize)
+def dynamic_dequantize(attrs, ins, ctx):
+    q, scales = ins[0], ins[1]
+    s, z = _tensor_form(attrs, q, scales, ins[2] if len(ins) > 2 else None)
+    return [dequantize_f32(q, s, z)]
+
+
+@implements(K.QuantizedMatMul)
+def quantized_matmul(attrs, ins, ctx):
+    a, w = ins[0].astype(np.int64), ins[1].astype(np.int64)
+    if attrs["transpose_b"]:
+        w = w.T
+    zw = np.array(attrs["wei_zps"] or [0], np.int64).reshape(1, -1)
+    acc = (a - attrs["src_zp"]) @ (w - zw)
+    scale = (np.float32(attrs["src_scale"]) * np.array(attrs["wei_scales"], np.float32)).astype(np.float32)
+    y = (acc.astype(np.float32) * scale).astype(np.float32)
+    if len(ins) == 3:
+        y = (y + ins[2].astype(np.float32).reshape(-1)).astype(np.float32)
+    dt = ctx.out_dtypes[0]
+    if dt in _RANGE:
+        return [quantize_f32(y, np.float32(1.0 / attrs["dst_scale"]), np.float32(attrs["dst_zp"]), dt)]
+    return [y]
