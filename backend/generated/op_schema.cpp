@@ -287,7 +287,7 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"Gather", true, 2, 2, 1, 1, kGatherIn, 2, kGatherOut, 1, -1, 1u, 0u, kGatherNames, 2, 0x0u, 0, HighRank::No},
     {"RoPE", true, 2, 2, 1, 1, kRoPEIn, 2, kRoPEOut, 1, -1, 0u, 0u, kRoPENames, 2, 0x0u, 0, HighRank::No},
     {"ScaledDotProductAttention", true, 3, 4, 1, 1, kScaledDotProductAttentionIn, 4, kScaledDotProductAttentionOut, 1, -1, 0u, 0u, kScaledDotProductAttentionNames, 4, 0x7u, 0, HighRank::No},
-    {"GenIndex", true, 1, 1, 1, 1, kGenIndexIn, 1, kGenIndexOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::No},
+    {"GenIndex", true, 1, 1, 1, 1, kGenIndexIn, 1, kGenIndexOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Lowering},
     {"Arange", true, 0, 0, 1, 1, kArangeIn, 1, kArangeOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::No},
     {"Full", true, 0, 0, 1, 1, kFullIn, 1, kFullOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Lowering},
     {"Select", true, 3, 3, 1, 1, kSelectIn, 3, kSelectOut, 1, -1, 0u, 0u, kSelectNames, 3, 0x6u, 1, HighRank::Elementwise},

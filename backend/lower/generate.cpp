@@ -64,7 +64,17 @@ void lower_gen_index(LowerCtx& c) {
     if (s.d[axis] - 1 > kI32Max)
         fail<ExecutionError>("op '", c.op.name, "': indices up to ", s.d[axis] - 1, " do not fit the backend's 32-bit integers");
     const auto ne = s.ne();
-    c.out = {index_kernels::gen_index(c.ctx, ne.data(), ggml_dim(int(axis), s.rank))};
+    if (s.rank <= 4) {
+        c.out = {index_kernels::gen_index(c.ctx, ne.data(), ggml_dim(int(axis), s.rank))};
+        return;
+    }
+    // rank 5, 6: the axes before and after `axis` each merged into one (the same
+    // row-major data), then seen with the output's folded ggml shape
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; ++i) outer *= s.d[i];
+    for (int i = int(axis) + 1; i < s.rank; ++i) inner *= s.d[i];
+    const int64_t merged[4] = {inner, s.d[axis], outer, 1};
+    c.out = {gg::reshape_4d(c.ctx, index_kernels::gen_index(c.ctx, merged, 1), ne[0], ne[1], ne[2], ne[3])};
 }
 
 void lower_full(LowerCtx& c) {

@@ -53,15 +53,18 @@ def unary(kind: str, shape=(2, 3), dtype="f32", **attrs) -> dict:
 
 
 def run_json(d, feeds, **options):
-    """Import ``d`` (``options`` of import_graph), compile its one partition,
-    run it on ``feeds`` ({tensor id: array}); returns {output id: array}."""
+    """Import ``d`` (``options`` of import_graph), compile its partitions,
+    run them in order on ``feeds`` ({tensor id: array}); returns {graph
+    output id: array}."""
     import dyngraph as dg
     from dyngraph.onednn import import_graph
 
     imp = import_graph(d, **options)
-    (part,) = imp.graph.get_partitions()
-    ins = part.get_input_ports()
-    consts = {lt.id: feeds[lt.id] for lt in ins if lt.property is dg.CONSTANT}
-    cp = part.compile(ins, part.get_output_ports(), dg.Engine(num_threads=1), constants=consts)
-    outs = cp(*[feeds[lt.id] for lt in cp.get_inputs()])
-    return {lt.id: a for lt, a in zip(cp.get_outputs(), outs)}
+    values = dict(feeds)
+    for part in imp.graph.get_partitions():
+        ins = part.get_input_ports()
+        consts = {lt.id: values[lt.id] for lt in ins if lt.property is dg.CONSTANT}
+        cp = part.compile(ins, part.get_output_ports(), dg.Engine(num_threads=1), constants=consts)
+        outs = cp(*[values[lt.id] for lt in cp.get_inputs()])
+        values.update({lt.id: a for lt, a in zip(cp.get_outputs(), outs)})
+    return {tid: values[tid] for tid in imp.outputs}

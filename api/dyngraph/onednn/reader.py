@@ -35,6 +35,15 @@ _INT8_MISMATCH = {"Convolution", "AvgPool"}
 _SPATIAL_KINDS = {OpKind.Convolution, OpKind.ConvTranspose, OpKind.MaxPool, OpKind.AvgPool, OpKind.AdaptiveAvgPool,
                   OpKind.Interpolate}
 
+# kinds oneDNN lets take or give several float types (bf16/f16 with f32: its operations
+# pages' data type tables): computed in f32 between exact casts, as oneDNN accumulates
+_MIXED_FLOAT = {OpKind.MatMul, OpKind.SoftMax, OpKind.LayerNorm, OpKind.RMSNorm, OpKind.GroupNorm, OpKind.Add,
+                OpKind.Subtract, OpKind.Multiply, OpKind.Divide, OpKind.Maximum, OpKind.Minimum}
+
+# oneDNN kinds dyngraph has no one op for, expressed exactly with several (with
+# decompose=True): the dyngraph kind whose attributes they take
+_COMPOSED = {"ReduceL1": OpKind.ReduceSum, "ReduceL2": OpKind.ReduceSum, "LogSoftmax": OpKind.SoftMax}
+
 _PROPERTY = {"undef": VARIABLE, "variable": VARIABLE, "host_scalar": VARIABLE, "constant": CONSTANT,
              "state": STATE}
 
@@ -193,19 +202,97 @@ class _Mapper:
         outs = [self.lt(t, rec.where) for t in rec.outputs]
         if kind is OpKind.Wildcard:
             return [Op(rec.id, kind, ins, outs, {}, rec.name)]
+        if kind is None and self.decompose and rec.kind in _COMPOSED:
+            return self._composed(rec, info, ins, outs)
         schema = schema_of(kind) if kind is not None else None
         if schema is None:
             what = f" ({info.what})" if info and info.what else ""
             self.block(f"op kind {rec.kind}{what}")
             return []
-        if not self._arity(rec, info, schema):
+        stats = rec.kind == "SoftMax" and len(outs) == 2 and self.decompose  # logsumexp, from several ops
+        if not self._arity(rec, info, schema, len(outs) - stats):
             return []
         attrs, inf_as_zero = self.attrs(rec, info, schema)
         self._limits(rec, kind, ins, attrs)
         self.kinds[rec.id] = rec.kind
-        if inf_as_zero:
-            return self._softmax_inf_as_zero(rec, ins, outs, attrs)
-        return [Op(rec.id, kind, ins, outs, attrs, rec.name)]
+        floats = {lt.dtype for lt in ins + outs if lt.dtype.is_float}
+        if kind in _MIXED_FLOAT and len(floats) > 1 and self.decompose:
+            self.decomposed.append(f"{rec.kind} of mixed float types, computed in f32")
+            return self._in_f32(rec, ins, outs, lambda i, o: self._core(rec, kind, i, o, attrs, inf_as_zero, stats))
+        return self._core(rec, kind, ins, outs, attrs, inf_as_zero, stats)
+
+    def _core(self, rec: OpRec, kind: OpKind, ins, outs, attrs, inf_as_zero: bool, stats: bool) -> List[Op]:
+        ops = (self._softmax_inf_as_zero(rec, ins, outs[:1], attrs) if inf_as_zero
+               else [Op(rec.id, kind, ins, outs[:1] if stats else outs, attrs, rec.name)])
+        if stats:
+            ops += self._softmax_stats(rec, ins[0], outs[1], attrs.get("axis", 1), inf_as_zero)
+        return ops
+
+    def _composed(self, rec: OpRec, info: Optional[KindInfo], ins, outs) -> List[Op]:
+        """ReduceL1 = sum |x|, ReduceL2 = sqrt(sum x^2), LogSoftmax = x - logsumexp(x)."""
+        schema = schema_of(_COMPOSED[rec.kind])
+        if not self._arity(rec, info, schema, len(outs)):
+            return []
+        attrs, _ = self.attrs(rec, info, schema)
+        self.kinds[rec.id] = rec.kind
+        self.decomposed.append(f"{rec.kind} from several ops")
+
+        def core(i, o):
+            x, y, base = i[0], o[0], rec.name
+            if rec.kind == "LogSoftmax":
+                lse = self.new_lt(x.dtype)
+                return (self._logsumexp(rec.id, x, lse, attrs.get("axis", -1), base)
+                        + [self.new_op(OpKind.Subtract, [x, lse], [y], {}, f"{base}.minus_lse")])
+            if rec.kind == "ReduceL1":
+                a = self.new_lt(x.dtype)
+                return [Op(rec.id, OpKind.Abs, [x], [a], {}, f"{base}.abs"),
+                        self.new_op(OpKind.ReduceSum, [a], [y], attrs, base)]
+            sq, total = self.new_lt(x.dtype), self.new_lt(x.dtype)
+            return [Op(rec.id, OpKind.Square, [x], [sq], {}, f"{base}.square"),
+                    self.new_op(OpKind.ReduceSum, [sq], [total], attrs, f"{base}.sum"),
+                    self.new_op(OpKind.Sqrt, [total], [y], {}, base)]
+
+        if len({lt.dtype for lt in ins + outs if lt.dtype.is_float}) > 1:
+            return self._in_f32(rec, ins, outs, core)
+        return core(ins, outs)
+
+    def _logsumexp(self, first_id: Optional[int], x, out, axis: int, base: str) -> List[Op]:
+        """out = max + log(sum(exp(x - max))) over the axis, kept as a dimension of 1
+        (the first op takes the id ``first_id`` when one is given)."""
+        dt = x.dtype
+        keep = {"axes": [axis], "keep_dims": True}
+        row_max, centered, e, total, log_total = (self.new_lt(dt) for _ in range(5))
+        first = (Op(first_id, OpKind.ReduceMax, [x], [row_max], keep, f"{base}.max") if first_id is not None
+                 else self.new_op(OpKind.ReduceMax, [x], [row_max], keep, f"{base}.max"))
+        return [
+            first,
+            self.new_op(OpKind.Subtract, [x, row_max], [centered], {}, f"{base}.centered"),
+            self.new_op(OpKind.Exp, [centered], [e], {}, f"{base}.exp"),
+            self.new_op(OpKind.ReduceSum, [e], [total], keep, f"{base}.sum"),
+            self.new_op(OpKind.Log, [total], [log_total], {}, f"{base}.log"),
+            self.new_op(OpKind.Add, [row_max, log_total], [out], {}, f"{base}.lse"),
+        ]
+
+    def _in_f32(self, rec: OpRec, ins, outs, core) -> List[Op]:
+        """The op between casts: its bf16/f16 inputs widened to f32 (exact),
+        computed in f32, its bf16/f16 outputs rounded from f32."""
+        from ..dtypes import DataType
+
+        f32 = DataType.f32
+        before, after, wide_ins, wide_outs = [], [], [], []
+        for i, x in enumerate(ins):
+            if x.dtype.is_float and x.dtype is not f32:
+                w = self.new_lt(f32, x.shape)
+                before.append(self.new_op(OpKind.TypeCast, [x], [w], {}, f"{rec.name}.in{i}_f32"))
+                x = w
+            wide_ins.append(x)
+        for k, y in enumerate(outs):
+            if y.dtype.is_float and y.dtype is not f32:
+                w = self.new_lt(f32, y.shape)
+                after.append(self.new_op(OpKind.TypeCast, [w], [y], {}, f"{rec.name}.out{k}_{y.dtype.name}"))
+                y = w
+            wide_outs.append(y)
+        return before + core(wide_ins, wide_outs) + after
 
     def _limits(self, rec: OpRec, kind: OpKind, ins, attrs) -> None:
         """oneDNN configurations of op kinds dyngraph has, which its rules do
@@ -229,10 +316,10 @@ class _Mapper:
             if -rank <= axis < rank and isinstance(shape[axis], int) and shape[axis] > 0 and n != shape[axis]:
                 self.block(f"{rec.kind} with {n} per-channel scales over an axis of {shape[axis]}")
 
-    def _arity(self, rec: OpRec, info: Optional[KindInfo], schema) -> bool:
+    def _arity(self, rec: OpRec, info: Optional[KindInfo], schema, n_outputs: int) -> bool:
         ok = True
         for what, n, (lo, hi), names in (("input", len(rec.inputs), schema.inputs, info.inputs if info else ()),
-                                         ("output", len(rec.outputs), schema.outputs, info.outputs if info else ())):
+                                         ("output", n_outputs, schema.outputs, info.outputs if info else ())):
             if hi >= 0 and n > hi:
                 extra = [names[i] if i < len(names) else str(i) for i in range(hi, n)]
                 self.block(f"{rec.kind} {what}{'s' if len(extra) > 1 else ''} {', '.join(extra)}")
@@ -308,6 +395,27 @@ class _Mapper:
         ]
 
 
+    def _softmax_stats(self, rec: OpRec, x, stats, axis: int, inf_as_zero: bool) -> List[Op]:
+        """SoftMax's optional ``stats`` output, as oneDNN defines it:
+        max + log(sum(exp(x - max))) over the axis (kept as a dimension of 1).
+        With mode=inf_as_zero a row of all -inf gives -inf (log of an empty
+        sum), not the NaN that -inf - -inf would."""
+        self.decomposed.append("SoftMax stats output")
+        from ..dtypes import DataType
+
+        base, dt = f"{rec.name}.stats", x.dtype
+        if not inf_as_zero:
+            return self._logsumexp(None, x, stats, axis, base)
+        lse, minus_inf, all_inf = self.new_lt(dt), self.new_lt(dt, []), self.new_lt(DataType.boolean)
+        ops = self._logsumexp(None, x, lse, axis, base)
+        row_max = ops[0].outputs[0]
+        return ops + [
+            self.new_op(OpKind.Full, [], [minus_inf], {"shape": [], "value": -math.inf}, f"{base}.minus_inf"),
+            self.new_op(OpKind.Equal, [row_max, minus_inf], [all_inf], {}, f"{base}.all_minus_inf"),
+            self.new_op(OpKind.Select, [all_inf, minus_inf, lse], [stats], {}, base),
+        ]
+
+
 def wildcard(oid: int, ins, outs, name: str) -> Op:
     return Op(oid, OpKind.Wildcard, ins, outs, {}, name)
 
@@ -369,8 +477,10 @@ def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0
     dynamic: ``["0:0:batch", "1:0:batch"]``, ``[(0, 0, "batch")]`` or
     ``{(0, 0): dg.Dim("batch", max=64)}`` (one name, one dimension). With
     ``decompose`` (the default) a oneDNN form dyngraph lacks as one op but
-    can express exactly with several (SoftMax ``mode=inf_as_zero``) is
-    expressed so; otherwise it is refused. With ``wildcards`` an op dyngraph
+    can express exactly with several (SoftMax ``mode=inf_as_zero`` and its
+    ``stats`` output; ReduceL1, ReduceL2, LogSoftmax; an op of mixed float
+    types, computed in f32 between casts) is expressed so; otherwise it is
+    refused. With ``wildcards`` an op dyngraph
     cannot take becomes a Wildcard op (its own unsupported partition)
     instead of refusing the file.
     """

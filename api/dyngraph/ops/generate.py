@@ -66,7 +66,7 @@ def arange(attrs, ins, ctx):
     return [TensorType(dt, (n,))]
 
 
-@register(K.GenIndex, attrs={"axis": AttrSpec("int", axis_of=0)}, out_dtypes=("int",))
+@register(K.GenIndex, attrs={"axis": AttrSpec("int", axis_of=0)}, out_dtypes=("int",), high_rank="lowering")
 def gen_index(attrs, ins, ctx):
     """out[i0, i1, ...] = i_axis, with the input's shape (its values are not
     read); the dtype (i32, i64) is the output logical tensor's."""
