@@ -303,6 +303,16 @@ def test_dynamic_reshape_and_transpose_at_rank_5_and_6(rng):
             np.testing.assert_array_equal(got, np.transpose(y, order))
 
 
+@pytest.mark.parametrize("decl,axis", [([2, N, 3, 2, M], 1), ([2, N, 3, 2, M], -1), ([N, 2, 3, 1, M, 3], 4),
+                                       ([N, 2, 3, 1, M, 3], 0)], ids=str)
+def test_gen_index_at_rank_5_and_6(decl, axis, rng):
+    cp = compile_op(K.GenIndex, [decl], attrs={"axis": axis}, out_dtypes=dg.i64)
+    for n, m in SIZES:
+        shape = shape_of(decl, n, m)
+        (got,) = run(cp, randn(rng, shape))
+        np.testing.assert_array_equal(got, np.indices(shape)[axis])
+
+
 @pytest.mark.parametrize("kind,shapes,attrs", [
     (K.Gather, [[2, 1, N, 3, 4], [3]], {}),
     (K.ScatterRows, [[2, 1, N, 3, 4], [3], [2, 1, 3, 3, 4]], {}),
@@ -339,7 +349,7 @@ def test_every_kind_that_takes_rank_6_has_a_test_here():
     tested = {K.Add, K.Multiply, K.Maximum, K.SquaredDifference, K.Subtract, K.Select, K.Tanh, K.Clamp, K.Round,
               K.TypeCast, K.Less, K.StaticReshape, K.StaticTranspose, K.Slice, K.Concat, K.SoftMax, K.ReduceSum,
               K.ReduceMax, K.ReduceProd, K.ArgMax, K.Expand, K.ReLU, K.MatMul, K.LayerNorm, K.RMSNorm, K.BiasAdd,
-              K.DynamicReshape, K.DynamicTranspose}
+              K.DynamicReshape, K.DynamicTranspose, K.GenIndex}
     # the others share these kinds' lowerings (elementwise ones: the merge is the same for every kind)
     shared = {k for k in high if schema_of(k).high_rank == "elementwise"} | {K.ReduceMean, K.ReduceMin, K.Full}
     assert high - tested - shared == set()
