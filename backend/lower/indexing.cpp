@@ -17,6 +17,8 @@ void lower_gather(LowerCtx& c) {
     Dims ts = c.in_shape(0), is = c.in_shape(1), os = c.out_shape(0);
     int axis = int(c.attrs<ops::GatherAttrs>().axis);  // in range (checked at parse)
     if (axis < 0) axis += ts.rank;
+    if (ts.rank < 1 || is.rank + ts.rank - 1 != os.rank)
+        c.unsupported(cat("table ", ts.str(), " and indices ", is.str(), " do not give dst ", os.str()));
     // the table with `axis` first, the other axes merged: [V, R]
     int perm[4] = {0, 1, 2, 3};
     perm[0] = axis;
@@ -57,6 +59,7 @@ ggml_tensor* write_target(LowerCtx& c, bool& in_place) {
 
 void lower_scatter_rows(LowerCtx& c) {
     Dims ds = c.in_shape(0);
+    if (ds.rank < 2) c.unsupported(cat("dst ", ds.str(), " must have rank >= 2 (rows of a width)"));
     bool in_place = false;
     ggml_tensor* dst = write_target(c, in_place);
     ggml_tensor* src = c.in[2];

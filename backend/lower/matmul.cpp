@@ -41,6 +41,8 @@ void fold_batches(LowerCtx& c) {
 }
 
 void lower_matmul(LowerCtx& c) {
+    for (size_t k = 0; k < 2; ++k)
+        if (c.in_shape(k).rank < 2) c.unsupported(cat("input ", k, " ", c.in_shape(k).str(), " must have rank >= 2"));
     if (c.out_shape(0).rank > kGgmlRank) fold_batches(c);
     ggml_tensor* a = c.in[0];
     ggml_tensor* b = c.in[1];

@@ -15,6 +15,7 @@ namespace {
 void lower_scatter_nd(LowerCtx& c) {
     const auto& a = c.attrs<ops::ScatterNDAttrs>();
     const Dims ds = c.in_shape(0), is = c.in_shape(1), us = c.in_shape(2);
+    if (is.rank < 1) c.unsupported(cat("indices ", is.str(), " must have rank >= 1"));
     const int64_t q = is.d[is.rank - 1];
     if (q < 1 || q > ds.rank) c.unsupported(cat("indices ", is.str(), " for data ", ds.str()));
     int64_t slice = 1, outer = 1;

@@ -31,10 +31,13 @@ def crash_detail(stderr: str) -> str:
             s = _basename_paths(m.group(2))
             s = re.sub(r":\d+(:\d+)?", "", s)
             return f"{m.group(1)}: {s}"
-    for ln in lines:
+    for i, ln in enumerate(lines):
         m = re.search(r"([\w./-]+):\d+:\d+: runtime error: (.*)", ln)
         if m:
-            return f"UBSan {os.path.basename(m.group(1))}: {normalize(m.group(2))}"
+            # the function of the first frame tells two faults of one file apart (line numbers move with edits)
+            fn = next((f.group(1) for f in (re.search(r"#0 0x[0-9a-f]+ in ([\w:~<>]+)", x) for x in lines[i + 1:i + 3])
+                       if f), "")
+            return f"UBSan {os.path.basename(m.group(1))}{' in ' + fn if fn else ''}: {normalize(m.group(2))}"
     for ln in lines:
         m = re.search(r"GGML_ASSERT\((.*)\) failed", ln)
         if m:
