@@ -19,7 +19,11 @@ output (a bf16 graph cast to f32 at the end is as precise as bf16):
 - f16: 4 * 2**-10 (about 4e-3), bf16: 4 * 2**-7 (about 3e-2): a few
   roundings to the type on the way, each at most half its epsilon.
 
-Integer and bool outputs must be equal.
+Integer and bool outputs must be equal, except where a Quantize rounds a
+float to them: there the reference gives a band (``quantize_band`` in
+``dyngraph.reference.quantize``), the roundings of every value within the
+float tolerance of its unrounded value, and the output must lie in it. The
+error reported for integers is the number of elements outside.
 """
 
 from __future__ import annotations
@@ -48,29 +52,33 @@ class Comparison:
     got: Optional[float] = None
     ref: Optional[float] = None
     detail: str = ""
+    ties: int = 0  # integer elements that differ from the reference within its rounding band
 
     def describe(self) -> str:
         if self.detail:
             return self.detail
         at = f" at {list(self.where)}: got {self.got!r}, reference {self.ref!r}" if self.where is not None else ""
-        return f"error {self.error:.3g} (tolerance {self.tol:.3g}){at}"
+        tie = f", {self.ties} rounded the other way at a tie" if self.ties else ""
+        return f"error {self.error:.3g} (tolerance {self.tol:.3g}){at}{tie}"
 
 
 _CHUNK = 1 << 20
 
 
-def compare(got, ref: np.ndarray, dtype: DataType, precision: DataType) -> Comparison:
-    """``got``: the backend's output data; ``ref``: the reference's value (compute form)."""
+def compare(got, ref: np.ndarray, dtype: DataType, precision: DataType, band=None) -> Comparison:
+    """``got``: the backend's output data; ``ref``: the reference's value
+    (compute form); ``band``: for an integer output, the (lowest, highest)
+    arrays it may take (default: ``ref`` itself)."""
     got = np.asarray(got)
     if got.shape != ref.shape:
         return Comparison(False, float("inf"), 0.0, detail=f"shape {list(got.shape)}, reference {list(ref.shape)}")
     if not dtype.is_float:
         g = to_compute(got, dtype)
-        bad = g != ref
+        bad = g != ref if band is None else (g < band[0]) | (g > band[1])
         if bad.any():
             i = tuple(int(x) for x in np.unravel_index(int(np.argmax(bad)), bad.shape))
             return Comparison(False, float(np.count_nonzero(bad)), 0.0, i, g[i].item(), ref[i].item())
-        return Comparison(True, 0.0, 0.0)
+        return Comparison(True, 0.0, 0.0, ties=0 if band is None else int(np.count_nonzero(g != ref)))
     tol = rtol(precision)
     gf, rf = got.reshape(-1), ref.reshape(-1)
     n = rf.size

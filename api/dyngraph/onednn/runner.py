@@ -24,9 +24,13 @@ from ..engine import Engine
 from ..errors import DyngraphError, UnsupportedError
 from ..logical_tensor import MAX_RANK
 from ..logical_tensor import Property
+from ..op import OpKind
+from ..ops import schema_of
+from ..ops.registry import normalize_attrs
 from ..partition import backend_supported_kinds
+from ..reference.quantize import quantize_band
 from ..symbolic import UNKNOWN_DIM, Expr
-from .compare import Comparison, compare
+from .compare import Comparison, compare, rtol
 from .fill import consumers, fill_tensor
 from .reader import Imported, classify
 
@@ -89,6 +93,18 @@ def output_precision(graph, tid: int) -> DataType:
         if op is not None:
             stack.extend(lt.id for lt in op.inputs)
     return best
+
+
+def rounding_band(graph, ref: Mapping[int, np.ndarray], tid: int, precision: DataType):
+    """For an integer output a Quantize (or DynamicQuantize) rounds from
+    floats: the band of results within the float tolerance (``quantize_band``);
+    else None (the reference value exactly)."""
+    dt = graph.logical_tensor(tid).dtype
+    op = next((op for op in graph.get_ops() if any(lt.id == tid for lt in op.outputs)), None)
+    if dt.is_float or op is None or op.kind not in (OpKind.Quantize, OpKind.DynamicQuantize):
+        return None
+    attrs = normalize_attrs(schema_of(op.kind), dict(op.attrs), op.label)
+    return quantize_band(op.kind, attrs, [ref[lt.id] for lt in op.inputs], dt, rtol(precision))
 
 
 def unsupported_partitions(graph, parts) -> List[str]:
@@ -222,7 +238,8 @@ class CaseRunner:
         r = BindingRun(dict(binding), execute_seconds=secs)
         for t in self.imp.outputs:
             lt = self.graph.logical_tensor(t)
-            c = compare(vals[t], ref[t], lt.dtype, output_precision(self.graph, t))
+            precision = output_precision(self.graph, t)
+            c = compare(vals[t], ref[t], lt.dtype, precision, rounding_band(self.graph, ref, t, precision))
             r.outputs.append(OutputCheck(t, str(lt.dtype), tuple(np.shape(vals[t])), c))
         return r
 

@@ -108,3 +108,41 @@ def quantized_matmul(attrs, ins, ctx):
     if dt in _RANGE:
         return [quantize_f32(y, np.float32(1.0 / attrs["dst_scale"]), np.float32(attrs["dst_zp"]), dt)]
     return [y]
+
+
+def _unrounded(kind, attrs, ins):
+    """A Quantize's value before rounding (float64, x / scale) and its zero
+    point, broadcast to x."""
+    x = np.asarray(ins[0], np.float64)
+    if kind is K.Quantize:
+        ax = _axis(attrs, x.ndim)
+        inv = _along(np.array([np.float32(1.0 / s) for s in attrs["scales"]], np.float32), ax, x.ndim)
+        zp = _along(np.array(attrs["zps"] or [0] * len(attrs["scales"]), np.float32), ax, x.ndim)
+    else:  # DynamicQuantize
+        s, zp = _tensor_form(attrs, x, ins[1], ins[2] if len(ins) > 2 else None)
+        inv = (1.0 / np.asarray(s, np.float64)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return x * np.asarray(inv, np.float64), np.asarray(zp, np.float64)
+
+
+def quantize_band(kind, attrs, ins, dt: DataType, rtol: float):
+    """The lowest and highest integer a Quantize (or DynamicQuantize) may give
+    when its input carries a relative error of ``rtol``: the roundings of every
+    value within ``rtol * (|p| + rms(p))`` of the unrounded ``p`` (the
+    normalized error the float comparison allows; ``rms`` over p's finite
+    values). Where ``p`` is that close to a rounding boundary (x.5, as when
+    exact arithmetic meets a tie), either neighbour is a right answer; elsewhere
+    the band is the one reference value."""
+    p, zp = _unrounded(kind, attrs, ins)
+    fin = np.isfinite(p)
+    rms = float(np.sqrt(np.mean(np.square(p[fin])))) if fin.any() else 0.0
+    with np.errstate(all="ignore"):
+        tol = rtol * (np.abs(p) + rms)
+    lo, hi = _RANGE[dt]
+
+    def q(v):
+        with np.errstate(all="ignore"):
+            r = np.where(np.isnan(p), zp, np.rint(v) + zp)
+        return np.clip(r, lo, hi).astype(np.int64)
+
+    return q(p - tol), q(p + tol)
