@@ -84,6 +84,11 @@ SMALL: Dict[str, List[str]] = {
     "complex_fusion/mlp/gated-mlp-f16-f32.json": ["--in-shapes=0:1x128+1:128x256+4:128x256+15:256x128"],
     "complex_fusion/mlp/gated-mlp-gelu-f16-f32.json": ["--in-shapes=0:1x128+1:128x256+4:128x256+13:256x128"],
     "pattern/int8/int8_concat_fusion.json": ["--in-shapes=0:2x64x28x28+2:2x64x28x28"],
+    "complex_fusion/mha/GQA-f32.json": [
+        "--mb=1", "--op-attrs=5:shape:1x2x8x384x64+6:shape:1x2x1x384x64+13:shape:1x1x1x1x384+21:shape:1x2x1x384x64"
+                  "+24:shape:1x16x384x64"],
+    "complex_fusion/mha/hf-sdpa-fwd-implicit-mask-bf16-f32.json": [
+        "--in-shapes=0:1x8x2x256x128+1:1x8x1x256x128+5:1x8x1x256x128"],
 }
 
 STATUSES = ("pass", "fail", "unsupported", "error", "untyped", "crash", "hang")
@@ -267,7 +272,7 @@ def family(feature: str) -> str:
     if feature.startswith("rank "):
         return "a rank the op does not take"
     if feature.startswith("op kind "):
-        return "other op kinds (Dropout, PReLU, ...)"
+        return "other op kinds (Dropout, ...)"
     return feature
 
 

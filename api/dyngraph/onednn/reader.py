@@ -21,6 +21,7 @@ from ..op import Op, OpKind
 from ..ops import schema_of
 from ..ops.interpolate import MAX_SCALE_DENOMINATOR
 from ..symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr
+from . import compose
 from . import dtypes as odt
 from .document import LT, Document, OpRec, read_document
 from .exprs import parse_expr
@@ -201,22 +202,50 @@ class _Mapper:
             return [Op(rec.id, kind, ins, outs, {}, rec.name)]
         if kind is None and self.decompose and rec.kind in _COMPOSED:
             return self._composed(rec, info, ins, outs)
+        if kind is None and self.decompose and rec.kind == "PReLU":
+            return self._prelu(rec, info, ins, outs)
         schema = schema_of(kind) if kind is not None else None
         if schema is None:
             what = f" ({info.what})" if info and info.what else ""
             self.block(f"op kind {rec.kind}{what}")
             return []
         stats = rec.kind == "SoftMax" and len(outs) == 2 and self.decompose  # logsumexp, from several ops
-        if not self._arity(rec, info, schema, len(outs) - stats):
+        ln_stats = rec.kind == "LayerNorm" and len(outs) == 3 and self.decompose  # mean, variance: several ops
+        if not self._arity(rec, info, schema, len(outs) - stats - 2 * ln_stats):
             return []
         attrs, inf_as_zero = self.attrs(rec, info, schema)
         self._limits(rec, kind, ins, attrs)
         self.kinds[rec.id] = rec.kind
+
+        def core(i, o):
+            if ln_stats:
+                return compose.layer_norm_stats(self, rec, i, o, attrs)
+            if kind is OpKind.MatMul and self.decompose and any(x.shape is not None and len(x.shape) == 1
+                                                                for x in i[:2]):
+                return compose.matmul_1d(self, rec, i, o, attrs)
+            return self._core(rec, kind, i, o, attrs, inf_as_zero, stats)
+
         floats = {lt.dtype for lt in ins + outs if lt.dtype.is_float}
         if kind in _MIXED_FLOAT and len(floats) > 1 and self.decompose:
             self.decomposed.append(f"{rec.kind} of mixed float types, computed in f32")
-            return self._in_f32(rec, ins, outs, lambda i, o: self._core(rec, kind, i, o, attrs, inf_as_zero, stats))
-        return self._core(rec, kind, ins, outs, attrs, inf_as_zero, stats)
+            return self._in_f32(rec, ins, outs, core)
+        return core(ins, outs)
+
+    def _prelu(self, rec: OpRec, info: Optional[KindInfo], ins, outs) -> List[Op]:
+        if len(ins) != 2 or len(outs) != 1:
+            raise GraphError(f"{rec.where}: PReLU takes src and slope and gives dst, got {len(ins)} inputs "
+                             f"and {len(outs)} outputs")
+        known = info.attrs
+        values = {name: self._value(a, rec.where) for name, a in rec.attrs.items()}
+        for name, value in values.items():
+            if name not in known:
+                self.block(f"PReLU attribute {name}={_attr_text(value)}")
+        fmt = values.get("data_format", known["data_format"].default)
+        if fmt not in ("NCX", "NXC"):
+            raise GraphError(f"{rec.where}: attribute 'data_format' must be NCX or NXC, got {fmt!r}")
+        self.kinds[rec.id] = rec.kind
+        return compose.prelu(self, rec, ins, outs, fmt, bool(values.get("per_channel_broadcast",
+                                                                         known["per_channel_broadcast"].default)))
 
     def _core(self, rec: OpRec, kind: OpKind, ins, outs, attrs, inf_as_zero: bool, stats: bool) -> List[Op]:
         ops = (self._softmax_inf_as_zero(rec, ins, outs[:1], attrs) if inf_as_zero
