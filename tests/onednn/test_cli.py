@@ -100,8 +100,19 @@ def test_run_onednns_ci_batch_file_line_by_line(capsys, cases_dir):
     counts = re.search(r"tests: (\d+) passed: (\d+) failed: (\d+) unsupported: (\d+) errors: (\d+)", out)
     total, passed, failed, unsupported, errors = map(int, counts.groups())
     assert failed == 0 and errors == 0
-    assert passed >= 33 and total == passed + unsupported  # 33 of its 67 variants today (conv/pool: no numpy reference in the runner yet)
+    assert passed >= 45 and total == passed + unsupported  # 45 of its 67 variants today (the others: f8, s4/u4, 3-D)
     assert code == 3
+
+
+def test_run_onednns_whole_ci_batch_without_a_failure(capsys, cases_dir, monkeypatch):
+    """test_graph_ci: every harness of its groups (op, pattern, complex_fusion; f32, f16, bf16, int8, f8) with
+    their --dt / --op-kind / --op-attrs / --in-shapes variants, from the collection's own folder as benchdnn runs it."""
+    monkeypatch.chdir(cases_dir)
+    code, out, _ = run(capsys, "run", "--max-gib=0.25", "--batch=test_graph_ci")
+    counts = re.search(r"tests: (\d+) passed: (\d+) failed: (\d+) unsupported: (\d+) errors: (\d+)", out)
+    total, passed, failed, unsupported, errors = map(int, counts.groups())
+    assert failed == 0 and errors == 0, "\n".join(ln for ln in out.splitlines() if ln.startswith(("FAIL", "ERROR")))
+    assert total == 225 and passed >= 149  # 149 today; the rest: training ops, Dropout, s4/u4/f8, over 0.25 GiB
 
 
 def test_bench_prints_a_row_per_binding(capsys):

@@ -15,6 +15,7 @@ MatMul (both operands)                 k/8 in [-1, 1]
 Divide (divisor, input 1)              2, 4 or 8 (benchdnn's power-of-2 divisors)
 Multiply (input 1, a graph input)      0.25, 0.5 or 1 (benchdnn's, likewise)
 Log, Sqrt                              k/8 in [1/8, 4]: positive
+BatchNormInference (variance)          k/8 in [1/8, 4]: positive
 LayerNorm / RMSNorm (gamma)            k/8 in [1/2, 3/2]
 bool (Select's condition, ...)         True or False, each half the time
 i32 / i64 (Gather indices)             in [0, size of the gathered axis)
@@ -76,7 +77,7 @@ def _rule(uses) -> str:
         return "divisor"
     if (K.Multiply, 1) in kinds:
         return "scale"
-    if any(k in (K.Log, K.Sqrt) for k, _ in kinds):
+    if any(k in (K.Log, K.Sqrt) for k, _ in kinds) or (K.BatchNormInference, 4) in kinds:
         return "positive"
     if any(k in (K.LayerNorm, K.RMSNorm) and i >= 1 for k, i in kinds):
         return "gamma"

@@ -327,6 +327,9 @@ class _Mapper:
         if kind in _SPATIAL_KINDS and rank is not None and rank > 4:
             self.block(f"{rec.kind} with {rank - 2} spatial axes")
         if kind is OpKind.Interpolate:
+            if attrs.get("mode") == "trilinear":
+                self.block("Interpolate mode trilinear (3 spatial axes)")
+                attrs["mode"] = "linear"  # (refused above; keeps the attribute check from failing first)
             if attrs.get("mode") == "linear" and rank == 4:
                 attrs["mode"] = "bilinear"  # oneDNN's linear is n-linear
             for sc in attrs.get("scales") or ():
