@@ -1,5 +1,6 @@
 #include "conv.h"
 #include "../gg.h"
+#include "conv_gather.h"
 
 #include <cblas.h>
 
@@ -12,24 +13,14 @@ namespace dg::kernels {
 
 namespace {
 
+using conv_gather::gather_nxc;
+using conv_gather::inside;
+using conv_gather::share;
+
 void one_blas_thread() {
     // every call runs in one of ggml's threads: OpenBLAS must not start its own
     static std::once_flag once;
     std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
-}
-
-// Tasks [begin, end) of `total` for thread ith of nth.
-inline void share(int64_t total, int ith, int nth, int64_t& begin, int64_t& end) {
-    begin = total * ith / nth;
-    end = total * (ith + 1) / nth;
-}
-
-// The outputs o in [lo, hi) (of n) whose input index i = o * stride + off lies in [0, size).
-inline void inside(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t& lo, int64_t& hi) {
-    lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
-    hi = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
-    lo = std::min(lo, n);
-    hi = std::clamp(hi, lo, n);
 }
 
 inline void fill(float* p, int64_t n, float v) { std::fill(p, p + n, v); }
@@ -70,30 +61,6 @@ void gather_ncx(const float* xg, const ConvShape& s, int64_t Ig, int64_t p0, int
                 const int64_t r = s.channels_first_weights ? (c * s.KH + kh) * s.KW + kw : (kh * s.KW + kw) * Ig + c;
                 gather_row_ncx(xg + c * hw, s, kh, kw, p0, p1, col + r * pt);
             }
-}
-
-// Columns [p1 - p0][K] of channels [c0, c0 + Ig) of image xn (NXC), in the weights' order.
-void gather_nxc(const float* xn, const ConvShape& s, int64_t c0, int64_t Ig, int64_t p0, int64_t p1, float* col) {
-    const int64_t K = Ig * s.KH * s.KW;
-    for (int64_t p = p0; p < p1; ++p) {
-        const int64_t oh = p / s.OW, ow = p - oh * s.OW;
-        float* row = col + (p - p0) * K;
-        for (int64_t kh = 0; kh < s.KH; ++kh) {
-            const int64_t ih = oh * s.sh + kh * s.dh - s.ph;
-            for (int64_t kw = 0; kw < s.KW; ++kw) {
-                const int64_t iw = ow * s.sw + kw * s.dw - s.pw;
-                const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
-                const float* src = xn + (ih * s.W + iw) * s.C + c0;
-                if (!s.channels_first_weights) {
-                    float* d = row + (kh * s.KW + kw) * Ig;
-                    if (in) std::memcpy(d, src, size_t(Ig) * sizeof(float));
-                    else fill(d, Ig, 0.0f);
-                } else {
-                    for (int64_t c = 0; c < Ig; ++c) row[(c * s.KH + kh) * s.KW + kw] = in ? src[c] : 0.0f;
-                }
-            }
-        }
-    }
 }
 
 // y[o] += w * x[o * stride] for o in [lo, hi)
@@ -174,12 +141,8 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     // 1x1, stride 1, no padding: the input is its own column matrix
     const bool direct = s.KH == 1 && s.KW == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0 && s.OH == s.H &&
                         s.OW == s.W;
-    int64_t tile = direct ? P : std::clamp<int64_t>(kColumnBytes / (int64_t(sizeof(float)) * K), 16, P);
     const int64_t images = s.N * G;
-    if (images * ((P + tile - 1) / tile) < nth) {  // enough tiles for every thread
-        const int64_t per_image = (nth + images - 1) / images;
-        tile = std::max<int64_t>(1, (P + per_image - 1) / per_image);
-    }
+    const int64_t tile = conv_gather::tile_positions(P, direct ? 0 : int64_t(sizeof(float)) * K, images, nth);
     const int64_t tiles = (P + tile - 1) / tile;
     thread_local std::vector<float> cols;
     if (!direct && cols.size() < size_t(K * tile)) cols.resize(size_t(K * tile));

@@ -41,16 +41,19 @@ ggml_tensor* quantize(ggml_context* ctx, ggml_tensor* src, ggml_tensor* scales, 
 ggml_tensor* dequantize(ggml_context* ctx, ggml_tensor* src, ggml_tensor* scales, ggml_tensor* zps,
                         const QuantParams* p);
 
-// The quantization of one f32 value (shared with the int8 product's requantization).
+// The quantization of one f32 value (shared with the int8 products' requantization). Written as selects
+// (no branch on the data: a branch per clamp mispredicts wherever outputs saturate at random).
 inline int32_t quantize_value(float x, float inv_scale, float zp, float lo, float hi) {
     float p = x * inv_scale;
-    if (!(p == p)) return int32_t(zp);  // NaN
+    p = p == p ? p : 0.0f;  // NaN: rounds to 0, so the result is zp
     // clamped first (the result saturates beyond anyway), so the rounding below is exact
-    p = p < -4194304.0f ? -4194304.0f : (p > 4194304.0f ? 4194304.0f : p);
+    p = p < -4194304.0f ? -4194304.0f : p;
+    p = p > 4194304.0f ? 4194304.0f : p;
     const float magic = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds half to even
     float r = (p + magic) - magic;
     r += zp;
-    r = r < lo ? lo : (r > hi ? hi : r);
+    r = r < lo ? lo : r;
+    r = r > hi ? hi : r;
     return int32_t(r);
 }
 

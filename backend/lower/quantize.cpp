@@ -3,13 +3,12 @@
 // kernels (kernels/quantize.h), and QuantizedMatMul, the int8 product
 // (kernels/int8_gemm.h). The IR's attributes and shapes are checked here
 // against the data they index (a file may carry anything).
-#include <cmath>
-
 #include "../generated/dyngraph_ir_generated.h"
 #include "../gg.h"
 #include "../kernels/int8_gemm.h"
 #include "../kernels/quantize.h"
 #include "families.h"
+#include "int8_params.h"
 
 namespace dg {
 
@@ -17,17 +16,9 @@ using K = dyngraph::fb::OpKind;
 
 namespace {
 
-bool is_quant(DType t) { return t == DType::U8 || t == DType::S8; }
-
-void check_zp(const LowerCtx& c, int64_t zp, DType t, const char* what) {
-    const int64_t lo = t == DType::U8 ? 0 : -128, hi = t == DType::U8 ? 255 : 127;
-    if (zp < lo || zp > hi) c.unsupported(cat(what, " ", zp, " is outside the range of ", dtype_name(t)));
-}
-
-void check_scale(const LowerCtx& c, double s, const char* what) {
-    if (!(s > 0) || !std::isfinite(s) || !std::isfinite(float(s)) || float(s) == 0.0f)
-        c.unsupported(cat(what, " ", s, " is not a positive f32"));
-}
+using int8::check_scale;
+using int8::check_zp;
+using int8::is_quant;
 
 // The attribute form's parameters: per tensor, or per channel along `axis`.
 kernels::QuantParams attr_params(const LowerCtx& c, const ops::QuantizeAttrs& a, const Dims& s, DType qt, bool inverse) {
@@ -142,38 +133,12 @@ void lower_dynamic_dequantize(LowerCtx& c) {
 
 void lower_quantized_matmul(LowerCtx& c) {
     const auto& a = c.attrs<ops::QuantizedMatMulAttrs>();
-    const DType at = c.in_dtype(0), wt = c.in_dtype(1), ot = c.out_dtype(0);
-    if (!is_quant(at) || !is_quant(wt)) c.internal_error("the inputs are not u8 / s8");
     const Dims as = c.in_shape(0), ws = c.in_shape(1);
     if (as.rank < 2 || ws.rank != 2) c.unsupported(cat("src ", as.str(), " and weights ", ws.str()));
     const int64_t K = as.d[as.rank - 1], M = as.numel() / K;
     const int64_t N = a.transpose_b ? ws.d[0] : ws.d[1];
     if ((a.transpose_b ? ws.d[1] : ws.d[0]) != K) c.unsupported(cat("src ", as.str(), " and weights ", ws.str(), " do not multiply"));
-    kernels::Int8GemmParams p;
-    p.a_unsigned = at == DType::U8;
-    p.w_unsigned = wt == DType::U8;
-    check_zp(c, a.src_zp, at, "src_zp");
-    p.a_zp = int32_t(a.src_zp);
-    if (a.wei_zps.size() > 1 && int64_t(a.wei_zps.size()) != N) c.unsupported(cat(a.wei_zps.size(), " wei_zps for ", N, " columns"));
-    for (int64_t z : a.wei_zps) {
-        check_zp(c, z, wt, "wei_zps");
-        p.w_zp.push_back(int32_t(z));
-    }
-    if (a.wei_scales.empty() || (a.wei_scales.size() > 1 && int64_t(a.wei_scales.size()) != N))
-        c.unsupported(cat(a.wei_scales.size(), " wei_scales for ", N, " columns"));
-    check_scale(c, a.src_scale, "src_scale");
-    for (double s : a.wei_scales) {
-        check_scale(c, s, "wei_scales");
-        p.scale.push_back(float(a.src_scale) * float(s));
-    }
-    if (is_quant(ot)) {
-        check_scale(c, a.dst_scale, "dst_scale");
-        check_zp(c, a.dst_zp, ot, "dst_zp");
-        p.quantize_out = true;
-        p.out_unsigned = ot == DType::U8;
-        p.out_inv = float(1.0 / a.dst_scale);
-        p.out_zp = float(a.dst_zp);
-    }
+    kernels::Int8Params p = int8::params(c, a, N);
     ggml_tensor* src = gg::reshape_2d(c.ctx, c.cont(c.in[0]), K, M);
     // weights as rows of K: [N, K] logically (transpose_b), else a transposed copy
     ggml_tensor* w = a.transpose_b ? c.cont(c.in[1]) : gg::cont(c.ctx, gg::transpose(c.ctx, c.in[1]));
@@ -183,7 +148,7 @@ void lower_quantized_matmul(LowerCtx& c) {
         bias = gg::reshape_1d(c.ctx, c.cont(c.in[2]), N);
     }
     ggml_tensor* y = kernels::int8_matmul(c.ctx, src, w, bias, c.keep(std::move(p)));
-    c.out = {c.cast(c.reshape(y, c.out_shape(0)), ggml_type_of(ot))};
+    c.out = {c.cast(c.reshape(y, c.out_shape(0)), ggml_type_of(c.out_dtype(0)))};
 }
 
 }  // namespace

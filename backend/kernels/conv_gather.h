@@ -1,0 +1,82 @@
+// What the convolution kernels (conv.cpp in f32, int8_conv.cpp in integers)
+// share: the split of the work into tasks, which outputs of a row read
+// inside the input, and the gathering of NXC columns (each output position's
+// window as one row, in the weights' order).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "conv.h"
+
+namespace dg::kernels::conv_gather {
+
+// Tasks [begin, end) of `total` for thread ith of nth.
+inline void share(int64_t total, int ith, int nth, int64_t& begin, int64_t& end) {
+    begin = total * ith / nth;
+    end = total * (ith + 1) / nth;
+}
+
+// The outputs o in [lo, hi) (of n) whose input index i = o * stride + off lies in [0, size).
+inline void inside(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t& lo, int64_t& hi) {
+    lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    hi = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
+    lo = std::min(lo, n);
+    hi = std::clamp(hi, lo, n);
+}
+
+// Output positions per task (of P): columns of about kColumnBytes (`bytes` per position; 0: all P), at
+// least 16, and few enough that `images` (batch x groups) give every one of nth threads a task.
+inline int64_t tile_positions(int64_t P, int64_t bytes, int64_t images, int nth) {
+    int64_t tile = bytes > 0 ? std::min(P, std::max<int64_t>(16, kColumnBytes / bytes)) : P;
+    if (images * ((P + tile - 1) / tile) < nth) {
+        const int64_t per_image = (nth + images - 1) / images;
+        tile = std::max<int64_t>(1, (P + per_image - 1) / per_image);
+    }
+    return tile;
+}
+
+// Copy n values, converted: a plain copy when the types and values are the same.
+struct Same {
+    template <class T>
+    T operator()(T v) const { return v; }
+};
+
+template <class Out, class In, class Cvt>
+inline void copy_run(Out* d, const In* s, int64_t n, Cvt cvt) {
+    if constexpr (std::is_same_v<Out, In> && std::is_same_v<Cvt, Same>) std::memcpy(d, s, size_t(n) * sizeof(Out));
+    else
+        for (int64_t i = 0; i < n; ++i) d[i] = cvt(s[i]);
+}
+
+// Columns [p1 - p0][K] of channels [c0, c0 + Ig) of image xn (NXC), rows in the weights' order: OIX
+// (c, kh, kw) when s.channels_first_weights, else (kh, kw, c) (XIO, OXI); cvt(v) of every value, `pad`
+// in the padding.
+template <class Out, class In, class Cvt = Same>
+void gather_nxc(const In* xn, const ConvShape& s, int64_t c0, int64_t Ig, int64_t p0, int64_t p1, Out* col,
+                Cvt cvt = {}, Out pad = Out(0)) {
+    const int64_t K = Ig * s.KH * s.KW;
+    for (int64_t p = p0; p < p1; ++p) {
+        const int64_t oh = p / s.OW, ow = p - oh * s.OW;
+        Out* row = col + (p - p0) * K;
+        for (int64_t kh = 0; kh < s.KH; ++kh) {
+            const int64_t ih = oh * s.sh + kh * s.dh - s.ph;
+            for (int64_t kw = 0; kw < s.KW; ++kw) {
+                const int64_t iw = ow * s.sw + kw * s.dw - s.pw;
+                const bool in = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W;
+                const In* src = xn + (ih * s.W + iw) * s.C + c0;
+                if (!s.channels_first_weights) {
+                    Out* d = row + (kh * s.KW + kw) * Ig;
+                    if (in) copy_run(d, src, Ig, cvt);
+                    else std::fill(d, d + Ig, pad);
+                } else {
+                    for (int64_t c = 0; c < Ig; ++c) row[(c * s.KH + kh) * s.KW + kw] = in ? cvt(src[c]) : pad;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace dg::kernels::conv_gather

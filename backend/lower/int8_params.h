@@ -1,0 +1,62 @@
+// The checks and kernel parameters the int8 lowerings share (quantize.cpp:
+// Quantize, Dequantize, QuantizedMatMul; conv.cpp: QuantizedConvolution):
+// scales and zero points of the IR checked against the dtypes they quantize
+// (a file may carry anything), then converted as ops/quantize.py says.
+#pragma once
+
+#include <cmath>
+
+#include "../errors.h"
+#include "../kernels/int8_dot.h"
+#include "../lowering.h"
+
+namespace dg::int8 {
+
+inline bool is_quant(DType t) { return t == DType::U8 || t == DType::S8; }
+
+inline void check_zp(const LowerCtx& c, int64_t zp, DType t, const char* what) {
+    const int64_t lo = t == DType::U8 ? 0 : -128, hi = t == DType::U8 ? 255 : 127;
+    if (zp < lo || zp > hi) c.unsupported(cat(what, " ", zp, " is outside the range of ", dtype_name(t)));
+}
+
+inline void check_scale(const LowerCtx& c, double s, const char* what) {
+    if (!(s > 0) || !std::isfinite(s) || !std::isfinite(float(s)) || float(s) == 0.0f)
+        c.unsupported(cat(what, " ", s, " is not a positive f32"));
+}
+
+// The parameters of a fused int8 op (src_scale, src_zp, wei_scales, wei_zps, dst_scale, dst_zp: the
+// attributes of QuantizedMatMul and QuantizedConvolution) for src input 0, weights input 1, output 0,
+// and n output columns / channels.
+template <class Attrs>
+kernels::Int8Params params(const LowerCtx& c, const Attrs& a, int64_t n) {
+    const DType at = c.in_dtype(0), wt = c.in_dtype(1), ot = c.out_dtype(0);
+    if (!is_quant(at) || !is_quant(wt)) c.internal_error("the inputs are not u8 / s8");
+    kernels::Int8Params p;
+    p.a_unsigned = at == DType::U8;
+    p.w_unsigned = wt == DType::U8;
+    check_zp(c, a.src_zp, at, "src_zp");
+    p.a_zp = int32_t(a.src_zp);
+    if (a.wei_zps.size() > 1 && int64_t(a.wei_zps.size()) != n) c.unsupported(cat(a.wei_zps.size(), " wei_zps for ", n, " columns"));
+    for (int64_t z : a.wei_zps) {
+        check_zp(c, z, wt, "wei_zps");
+        p.w_zp.push_back(int32_t(z));
+    }
+    if (a.wei_scales.empty() || (a.wei_scales.size() > 1 && int64_t(a.wei_scales.size()) != n))
+        c.unsupported(cat(a.wei_scales.size(), " wei_scales for ", n, " columns"));
+    check_scale(c, a.src_scale, "src_scale");
+    for (double s : a.wei_scales) {
+        check_scale(c, s, "wei_scales");
+        p.scale.push_back(float(a.src_scale) * float(s));
+    }
+    if (is_quant(ot)) {
+        check_scale(c, a.dst_scale, "dst_scale");
+        check_zp(c, a.dst_zp, ot, "dst_zp");
+        p.quantize_out = true;
+        p.out_unsigned = ot == DType::U8;
+        p.out_inv = float(1.0 / a.dst_scale);
+        p.out_zp = float(a.dst_zp);
+    }
+    return p;
+}
+
+}  // namespace dg::int8
