@@ -3,8 +3,9 @@
 - BatchNormInference after a Convolution (both with constant parameters,
   the convolution's output read by nothing else): folded into the
   convolution's weights and bias (``fold_batch_norm``).
-- The int8 MatMul pattern (Dequantize -> MatMul <- Dequantize [-> Quantize])
-  becomes one QuantizedMatMul (int8_fusion.py).
+- The int8 MatMul and Convolution patterns (Dequantize -> MatMul /
+  Convolution <- Dequantize [-> Quantize]) become one QuantizedMatMul /
+  QuantizedConvolution (int8_fusion.py).
 - MatMul with a constant right-hand side: the weight is stored transposed
   (``transpose_b=True``), the layout ggml's matrix product reads without a copy.
 - ``weight_type``: constants read only by MatMul (as its weight) or Gather
@@ -22,7 +23,7 @@ from typing import Dict, Mapping, Optional, Union
 import numpy as np
 
 from .errors import CompileError
-from .int8_fusion import fuse_int8_matmul
+from .int8_fusion import fuse_int8
 from .logical_tensor import Property
 from .op import OpKind
 from .ops import schema_of
@@ -201,7 +202,7 @@ def fold_batch_norm(prog: Program, data: Dict[int, np.ndarray]) -> int:
 
 def run_passes(prog: Program, data: Dict[int, np.ndarray], weight_type: Optional[WeightType] = None) -> None:
     fold_batch_norm(prog, data)
-    fuse_int8_matmul(prog, data)
+    fuse_int8(prog, data)
     copies = pretranspose_matmul_weights(prog, data)
     for i, d in data.items():
         if isinstance(d, StoredWeight):

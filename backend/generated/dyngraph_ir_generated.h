@@ -400,12 +400,13 @@ enum class OpKind : uint16_t {
   ArgSort = 88,
   ScatterND = 89,
   MatMulId = 90,
-  End = 91,
+  QuantizedConvolution = 91,
+  End = 92,
   MIN = Wildcard,
   MAX = End
 };
 
-inline const OpKind (&EnumValuesOpKind())[92] {
+inline const OpKind (&EnumValuesOpKind())[93] {
   static const OpKind values[] = {
     OpKind::Wildcard,
     OpKind::MatMul,
@@ -498,13 +499,14 @@ inline const OpKind (&EnumValuesOpKind())[92] {
     OpKind::ArgSort,
     OpKind::ScatterND,
     OpKind::MatMulId,
+    OpKind::QuantizedConvolution,
     OpKind::End
   };
   return values;
 }
 
 inline const char * const *EnumNamesOpKind() {
-  static const char * const names[93] = {
+  static const char * const names[94] = {
     "Wildcard",
     "MatMul",
     "Add",
@@ -596,6 +598,7 @@ inline const char * const *EnumNamesOpKind() {
     "ArgSort",
     "ScatterND",
     "MatMulId",
+    "QuantizedConvolution",
     "End",
     nullptr
   };

@@ -249,6 +249,9 @@ const char* const kScatterNDNames[] = {"data", "indices", "updates"};
 const DTypeClass kMatMulIdIn[] = {DTypeClass::Float, DTypeClass::Float, DTypeClass::Int};
 const DTypeClass kMatMulIdOut[] = {DTypeClass::Any};
 const char* const kMatMulIdNames[] = {"src", "weights", "ids"};
+const DTypeClass kQuantizedConvolutionIn[] = {DTypeClass::Quant, DTypeClass::Quant, DTypeClass::Float};
+const DTypeClass kQuantizedConvolutionOut[] = {DTypeClass::FloatOrQuant};
+const char* const kQuantizedConvolutionNames[] = {"src", "weights", "bias"};
 
 }  // namespace
 
@@ -344,6 +347,7 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"ArgSort", true, 1, 1, 1, 1, kArgSortIn, 1, kArgSortOut, 1, -1, 0u, 0u, kArgSortNames, 1, 0x0u, -1, HighRank::No},
     {"ScatterND", true, 3, 3, 1, 1, kScatterNDIn, 3, kScatterNDOut, 1, -1, 0u, 0u, kScatterNDNames, 3, 0x5u, 0, HighRank::No},
     {"MatMulId", true, 3, 3, 1, 1, kMatMulIdIn, 3, kMatMulIdOut, 1, -1, 2u, 0u, kMatMulIdNames, 3, 0x3u, 0, HighRank::No},
+    {"QuantizedConvolution", true, 2, 3, 1, 1, kQuantizedConvolutionIn, 3, kQuantizedConvolutionOut, 1, -1, 0u, 0u, kQuantizedConvolutionNames, 3, 0x0u, -1, HighRank::No},
 };
 
 namespace {
@@ -889,6 +893,51 @@ MatMulIdAttrs read_MatMulIdAttrs(AttrReader& r) {
     return a;
 }
 
+QuantizedConvolutionAttrs read_QuantizedConvolutionAttrs(AttrReader& r) {
+    QuantizedConvolutionAttrs a;
+    a.strides = r.read_ints("strides");
+    r.check_min("strides", a.strides, 1);
+    a.pads_begin = r.read_ints("pads_begin");
+    r.check_min("pads_begin", a.pads_begin, 0);
+    a.pads_end = r.read_ints("pads_end");
+    r.check_min("pads_end", a.pads_end, 0);
+    {
+        static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
+        a.auto_pad = QuantizedConvolutionAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
+    }
+    {
+        static const char* const choices[] = {"NXC", "NCX"};
+        a.data_format = QuantizedConvolutionAttrs::DataFormat(r.read_choice("data_format", choices, 2));
+    }
+    a.dilations = r.read_ints("dilations");
+    r.check_min("dilations", a.dilations, 1);
+    a.groups = r.read_int("groups");
+    r.check_min("groups", a.groups, 1);
+    {
+        static const char* const choices[] = {"XIO", "OIX", "OXI"};
+        a.weights_format = QuantizedConvolutionAttrs::WeightsFormat(r.read_choice("weights_format", choices, 3));
+    }
+    a.src_scale = r.read_float("src_scale");
+    r.check_finite("src_scale", a.src_scale);
+    a.src_zp = r.read_int("src_zp");
+    r.check_min("src_zp", a.src_zp, -128);
+    r.check_max("src_zp", a.src_zp, 255);
+    a.wei_scales = r.read_floats("wei_scales");
+    r.check_finite("wei_scales", a.wei_scales);
+    a.wei_zps = r.read_ints("wei_zps");
+    r.check_min("wei_zps", a.wei_zps, -128);
+    r.check_max("wei_zps", a.wei_zps, 255);
+    a.dst_scale = r.read_float("dst_scale");
+    r.check_finite("dst_scale", a.dst_scale);
+    a.dst_zp = r.read_int("dst_zp");
+    r.check_min("dst_zp", a.dst_zp, -128);
+    r.check_max("dst_zp", a.dst_zp, 255);
+    a.resolved_pads_begin = r.read_exprs("resolved_pads_begin");
+    a.resolved_pads_end = r.read_exprs("resolved_pads_end");
+    r.finish();
+    return a;
+}
+
 }  // namespace
 
 OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::vector<int>& input_ranks,
@@ -1031,6 +1080,8 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
             return read_ScatterNDAttrs(r);
         case uint16_t(dyngraph::fb::OpKind::MatMulId):
             return read_MatMulIdAttrs(r);
+        case uint16_t(dyngraph::fb::OpKind::QuantizedConvolution):
+            return read_QuantizedConvolutionAttrs(r);
         default:
             r.finish();
             return NoAttrs{};

@@ -14,7 +14,7 @@ struct AttrDef;
 
 namespace ops {
 
-constexpr int kNumOpKinds = 91;
+constexpr int kNumOpKinds = 92;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
 enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32, Quant, QuantZp, FloatOrQuant };
@@ -335,7 +335,29 @@ struct MatMulIdAttrs {
     bool transpose_b{};
 };
 
-using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs, ConvolutionAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptiveAvgPoolAttrs, BatchNormInferenceAttrs, GroupNormAttrs, InterpolateAttrs, QuantizeAttrs, DynamicQuantizeAttrs, DynamicDequantizeAttrs, QuantizedMatMulAttrs, TopKAttrs, ArgSortAttrs, ScatterNDAttrs, MatMulIdAttrs>;
+struct QuantizedConvolutionAttrs {
+    enum class AutoPad : uint8_t { none, same_upper, same_lower, valid };
+    enum class DataFormat : uint8_t { NXC, NCX };
+    enum class WeightsFormat : uint8_t { XIO, OIX, OXI };
+    std::vector<int64_t> strides{};
+    std::vector<int64_t> pads_begin{};
+    std::vector<int64_t> pads_end{};
+    AutoPad auto_pad{};
+    DataFormat data_format{};
+    std::vector<int64_t> dilations{};
+    int64_t groups{};
+    WeightsFormat weights_format{};
+    double src_scale{};
+    int64_t src_zp{};
+    std::vector<double> wei_scales{};
+    std::vector<int64_t> wei_zps{};
+    double dst_scale{};
+    int64_t dst_zp{};
+    std::vector<int32_t> resolved_pads_begin{};
+    std::vector<int32_t> resolved_pads_end{};
+};
+
+using OpAttrs = std::variant<NoAttrs, MatMulAttrs, AddAttrs, BiasAddAttrs, GELUAttrs, SoftMaxAttrs, LayerNormAttrs, RMSNormAttrs, StaticReshapeAttrs, StaticTransposeAttrs, ConcatAttrs, SliceAttrs, ReduceSumAttrs, GatherAttrs, RoPEAttrs, ScaledDotProductAttentionAttrs, ArangeAttrs, FullAttrs, DynamicReshapeAttrs, DynamicTransposeAttrs, CopyToSliceAttrs, PowAttrs, ClampAttrs, ExpandAttrs, SoftPlusAttrs, ArgMaxAttrs, LeakyReLUAttrs, EluAttrs, HardSigmoidAttrs, ConvolutionAttrs, ConvTransposeAttrs, MaxPoolAttrs, AvgPoolAttrs, AdaptiveAvgPoolAttrs, BatchNormInferenceAttrs, GroupNormAttrs, InterpolateAttrs, QuantizeAttrs, DynamicQuantizeAttrs, DynamicDequantizeAttrs, QuantizedMatMulAttrs, TopKAttrs, ArgSortAttrs, ScatterNDAttrs, MatMulIdAttrs, QuantizedConvolutionAttrs>;
 
 // The facts of an op kind: its arity (max -1: any number), the dtype class
 // of each input / output (the last one repeats), its traits.

@@ -1,9 +1,12 @@
 // Convolution and ConvTranspose: our im2col + sgemm kernels (kernels/conv.h),
-// in f32. The shapes of the IR are checked here against each other before a
-// kernel indexes with them.
+// in f32; QuantizedConvolution: the integer kernel (kernels/int8_conv.h). The
+// shapes of the IR are checked here against each other before a kernel
+// indexes with them.
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/conv.h"
+#include "../kernels/int8_conv.h"
 #include "families.h"
+#include "int8_params.h"
 #include "spatial.h"
 
 namespace dg {
@@ -14,8 +17,11 @@ namespace {
 
 using spatial::Layout;
 
+// Where the weights keep their channel axes: OIX / IOX (first), XIO / XOI (last), OXI (around the kernel).
+enum class Channels { first, last, around };
+
 template <class Attrs>
-kernels::ConvShape conv_shape(LowerCtx& c, const Attrs& a, bool nxc, bool channels_first_weights) {
+kernels::ConvShape conv_shape(LowerCtx& c, const Attrs& a, bool nxc, Channels wch) {
     const Dims xs = c.in_shape(0), ws = c.in_shape(1), ys = c.out_shape(0);
     const Layout x = spatial::layout_of(c, xs, nxc, "src");
     const Layout y = spatial::layout_of(c, ys, nxc, "dst");
@@ -25,9 +31,10 @@ kernels::ConvShape conv_shape(LowerCtx& c, const Attrs& a, bool nxc, bool channe
     s.N = x.N, s.C = x.C, s.H = x.H, s.W = x.W;
     s.O = y.C, s.OH = y.H, s.OW = y.W;
     s.nxc = nxc;
-    s.channels_first_weights = channels_first_weights;
-    // kernel sizes: the spatial axes of the weights (first two axes in OIX / IOX, last two in XIO / XOI)
-    const int k0 = channels_first_weights ? 2 : 0;
+    s.channels_first_weights = wch == Channels::first;
+    // kernel sizes: the spatial axes of the weights (last two in OIX / IOX, first two in XIO / XOI, the middle
+    // in OXI)
+    const int k0 = wch == Channels::first ? 2 : wch == Channels::last ? 0 : 1;
     s.KH = ns == 2 ? ws[k0] : 1;
     s.KW = ws[k0 + ns - 1];
     spatial::per_axis(c, a.strides, ns, 1, s.sh, s.sw, "strides");
@@ -39,20 +46,24 @@ kernels::ConvShape conv_shape(LowerCtx& c, const Attrs& a, bool nxc, bool channe
     return s;
 }
 
-// Weights of `shape` must be [a, b, KH, KW] (channels first) or [KH, KW, b, a] (1-D: without KH).
-void check_weights(LowerCtx& c, const kernels::ConvShape& s, int64_t first, int64_t second) {
+// Weights of `shape` must be [a, b, KH, KW] (channels first), [KH, KW, b, a] (last) or [a, KH, KW, b]
+// (around) (1-D: without KH).
+void check_weights(LowerCtx& c, const kernels::ConvShape& s, Channels wch, int64_t first, int64_t second) {
     const Dims ws = c.in_shape(1);
     Dims want = ws;
     const int ns = ws.rank - 2;
     int i = 0;
     auto put = [&](int64_t v) { want.d[i++] = v; };
-    if (s.channels_first_weights) {
-        put(first), put(second);
+    auto kernel = [&] {
         if (ns == 2) put(s.KH);
         put(s.KW);
+    };
+    if (wch == Channels::first) {
+        put(first), put(second), kernel();
+    } else if (wch == Channels::last) {
+        kernel(), put(second), put(first);
     } else {
-        if (ns == 2) put(s.KH);
-        put(s.KW), put(second), put(first);
+        put(first), kernel(), put(second);
     }
     for (int d = 0; d < ws.rank; ++d)
         if (ws[d] != want[d]) c.unsupported(cat("weights ", ws.str(), " do not fit src ", c.in_shape(0).str(), " and dst ",
@@ -66,13 +77,12 @@ ggml_tensor* bias_of(LowerCtx& c, int64_t O) {
     return spatial::dense_f32(c, c.in[2]);
 }
 
-void lower_convolution(LowerCtx& c) {
-    const auto& a = c.attrs<ops::ConvolutionAttrs>();
-    using A = ops::ConvolutionAttrs;
-    const bool nxc = a.data_format == A::DataFormat::NXC;
-    const kernels::ConvShape s = conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::OIX);
+// The checks of a Convolution's (or QuantizedConvolution's) shapes: groups, weights, the window's output size.
+template <class Attrs>
+kernels::ConvShape checked_conv_shape(LowerCtx& c, const Attrs& a, bool nxc, Channels wch) {
+    const kernels::ConvShape s = conv_shape(c, a, nxc, wch);
     if (s.C % s.groups || s.O % s.groups) c.unsupported(cat(s.C, " input and ", s.O, " output channels in ", s.groups, " groups"));
-    check_weights(c, s, s.O, s.C / s.groups);
+    check_weights(c, s, wch, s.O, s.C / s.groups);
     // the output sizes are those of this window (the IR's shapes are not trusted blindly)
     const Dims ys = c.out_shape(0);
     int64_t peh = 0, pew = 0;
@@ -82,10 +92,47 @@ void lower_convolution(LowerCtx& c) {
     };
     if (out_size(s.H, s.KH, s.sh, s.dh, s.ph, peh) != s.OH || out_size(s.W, s.KW, s.sw, s.dw, s.pw, pew) != s.OW)
         c.unsupported(cat("dst ", ys.str(), " is not the output of this convolution of ", c.in_shape(0).str()));
+    return s;
+}
+
+void lower_convolution(LowerCtx& c) {
+    const auto& a = c.attrs<ops::ConvolutionAttrs>();
+    using A = ops::ConvolutionAttrs;
+    const bool nxc = a.data_format == A::DataFormat::NXC;
+    const kernels::ConvShape s =
+        checked_conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::OIX ? Channels::first : Channels::last);
     ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
     ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
-    const auto ne = ys.ne();
+    const auto ne = c.out_shape(0).ne();
     ggml_tensor* y = kernels::conv2d(c.ctx, x, w, bias_of(c, s.O), c.keep(s), ne.data());
+    c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
+}
+
+// src made NXC and weights OXI (byte copies, unless they are so already), then the integer kernel.
+void lower_quantized_convolution(LowerCtx& c) {
+    const auto& a = c.attrs<ops::QuantizedConvolutionAttrs>();
+    using A = ops::QuantizedConvolutionAttrs;
+    const bool nxc = a.data_format == A::DataFormat::NXC;
+    const Channels wch = a.weights_format == A::WeightsFormat::OIX   ? Channels::first
+                         : a.weights_format == A::WeightsFormat::XIO ? Channels::last
+                                                                     : Channels::around;
+    kernels::Int8ConvParams p;
+    p.shape = checked_conv_shape(c, a, nxc, wch);
+    p.q = int8::params(c, a, p.shape.O);
+    p.shape.channels_first_weights = false;
+    const kernels::ConvShape& s = p.shape;
+    const int rank = c.in_shape(0).rank;
+    p.src_nxc = nxc || !(s.C == s.groups && s.O == s.groups);  // depthwise kernels read NCX planes as they are
+    ggml_tensor* x = c.cont(c.in[0]);
+    if (!nxc && p.src_nxc) x = kernels::int8_ncx_to_nxc(c.ctx, x, s.N, s.C, s.H, s.W);
+    ggml_tensor* w = c.cont(c.in[1]);
+    if (wch != Channels::around) {  // OIX [O, I, K...] or XIO [K..., I, O] -> [O, K..., I]
+        const int oix4[4] = {0, 2, 3, 1}, oix3[3] = {0, 2, 1}, xio4[4] = {3, 0, 1, 2}, xio3[3] = {2, 0, 1};
+        const int* perm = wch == Channels::first ? (rank == 4 ? oix4 : oix3) : (rank == 4 ? xio4 : xio3);
+        w = c.cont(c.permute(w, rank, perm));
+    }
+    const auto ne = c.out_shape(0).ne();
+    ggml_tensor* y = kernels::int8_conv2d(c.ctx, x, w, bias_of(c, p.shape.O), c.keep(std::move(p)), ne.data());
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
 }
 
@@ -93,9 +140,10 @@ void lower_conv_transpose(LowerCtx& c) {
     const auto& a = c.attrs<ops::ConvTransposeAttrs>();
     using A = ops::ConvTransposeAttrs;
     const bool nxc = a.data_format == A::DataFormat::NXC;
-    const kernels::ConvShape s = conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::IOX);
+    const Channels wch = a.weights_format == A::WeightsFormat::IOX ? Channels::first : Channels::last;
+    const kernels::ConvShape s = conv_shape(c, a, nxc, wch);
     if (s.C % s.groups || s.O % s.groups) c.unsupported(cat(s.C, " input and ", s.O, " output channels in ", s.groups, " groups"));
-    check_weights(c, s, s.C, s.O / s.groups);
+    check_weights(c, s, wch, s.C, s.O / s.groups);
     ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
     ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
     const auto ne = c.out_shape(0).ne();
@@ -108,6 +156,7 @@ void lower_conv_transpose(LowerCtx& c) {
 void register_conv(LoweringTable& t) {
     t.add(uint16_t(K::Convolution), lower_convolution);
     t.add(uint16_t(K::ConvTranspose), lower_conv_transpose);
+    t.add(uint16_t(K::QuantizedConvolution), lower_quantized_convolution);
 }
 
 }  // namespace dg

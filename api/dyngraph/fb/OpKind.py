@@ -94,4 +94,5 @@ class OpKind(object):
     ArgSort = 88
     ScatterND = 89
     MatMulId = 90
-    End = 91
+    QuantizedConvolution = 91
+    End = 92

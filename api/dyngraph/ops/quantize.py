@@ -2,7 +2,8 @@
 Quantize, Dequantize (scales and zero points as attributes), DynamicQuantize,
 DynamicDequantize (as input tensors), and QuantizedMatMul, the int8 matrix
 product that a compile-time pass makes of Dequantize -> MatMul [-> Quantize]
-(passes.fuse_int8_matmul).
+(int8_fusion.py). QuantizedConvolution, its convolution counterpart, has its
+rule beside Convolution's (ops/conv.py) and the same arithmetic.
 
 The arithmetic, exactly (every implementation of dyngraph computes this, in f32):
 
@@ -147,18 +148,49 @@ def dynamic_dequantize(attrs, ins, ctx):
     return [TensorType(_float_out(ctx), src.shape)]
 
 
+# The attributes of the fused int8 ops (QuantizedMatMul, QuantizedConvolution): the scales and zero points
+# of the Dequantize ops they replace, and of the Quantize that may follow.
+INT8_ATTRS = {
+    "src_scale": AttrSpec("float", finite=True),
+    "src_zp": AttrSpec("int", 0, min=-128, max=255),
+    "wei_scales": AttrSpec("floats", finite=True),
+    "wei_zps": AttrSpec("ints", (), min=-128, max=255),
+    "dst_scale": AttrSpec("float", 1.0, finite=True),
+    "dst_zp": AttrSpec("int", 0, min=-128, max=255),
+}
+
+
+def int8_output(attrs, src, wei, n, ctx, columns="output columns"):
+    """The output dtype of a fused int8 op (its declared float dtype, u8 / s8,
+    else f32) after checking INT8_ATTRS against the input dtypes and the
+    ``n`` output channels (``columns`` names them in messages)."""
+    d = ctx.declared_outputs[0] if ctx.declared_outputs else None
+    out_dt = d.dtype if d is not None and (d.dtype.is_float or d.dtype in QRANGE) else DataType.f32
+    if not attrs["src_scale"] > 0 or any(not s > 0 for s in attrs["wei_scales"]) or not attrs["dst_scale"] > 0:
+        raise ctx.error("scales must be positive")
+    lo, hi = QRANGE[src.dtype]
+    if not lo <= attrs["src_zp"] <= hi:
+        raise ctx.error(f"src_zp {attrs['src_zp']} is outside the range of {src.dtype}")
+    lo, hi = QRANGE[wei.dtype]
+    if any(not lo <= z <= hi for z in attrs["wei_zps"]):
+        raise ctx.error(f"wei_zps must lie in the range of {wei.dtype}")
+    if out_dt in QRANGE:
+        lo, hi = QRANGE[out_dt]
+        if not lo <= attrs["dst_zp"] <= hi:
+            raise ctx.error(f"dst_zp {attrs['dst_zp']} is outside the range of {out_dt}")
+    for name in ("wei_scales", "wei_zps"):
+        m = len(attrs[name])
+        if m > 1 or (name == "wei_scales" and m == 0):
+            if m < 1:
+                raise ctx.error(f"wei_scales must have one entry or one per {columns[:-1]}")
+            ctx.equal(n, as_expr(m), f"{name}: {m} entries for {n} {columns}")
+    return out_dt
+
+
 @register(
     K.QuantizedMatMul,
     inputs=(2, 3),
-    attrs={
-        "transpose_b": AttrSpec("bool", False),
-        "src_scale": AttrSpec("float", finite=True),
-        "src_zp": AttrSpec("int", 0, min=-128, max=255),
-        "wei_scales": AttrSpec("floats", finite=True),
-        "wei_zps": AttrSpec("ints", (), min=-128, max=255),
-        "dst_scale": AttrSpec("float", 1.0, finite=True),
-        "dst_zp": AttrSpec("int", 0, min=-128, max=255),
-    },
+    attrs={"transpose_b": AttrSpec("bool", False), **INT8_ATTRS},
     dtypes=("quant", "quant", "float"),
     out_dtypes=("float_or_quant",),
     weight_inputs=(1,),
@@ -182,26 +214,7 @@ def quantized_matmul(attrs, ins, ctx):
                         f"{format_shape(wei.shape)}")
     k_w, n = (wei.shape[1], wei.shape[0]) if attrs["transpose_b"] else (wei.shape[0], wei.shape[1])
     ctx.equal(src.shape[-1], k_w, f"contraction dimension: {format_shape(src.shape)} @ {format_shape(wei.shape)}")
-    d = ctx.declared_outputs[0] if ctx.declared_outputs else None
-    out_dt = d.dtype if d is not None and (d.dtype.is_float or d.dtype in QRANGE) else DataType.f32
-    if not attrs["src_scale"] > 0 or any(not s > 0 for s in attrs["wei_scales"]) or not attrs["dst_scale"] > 0:
-        raise ctx.error("scales must be positive")
-    lo, hi = QRANGE[src.dtype]
-    if not lo <= attrs["src_zp"] <= hi:
-        raise ctx.error(f"src_zp {attrs['src_zp']} is outside the range of {src.dtype}")
-    lo, hi = QRANGE[wei.dtype]
-    if any(not lo <= z <= hi for z in attrs["wei_zps"]):
-        raise ctx.error(f"wei_zps must lie in the range of {wei.dtype}")
-    if out_dt in QRANGE:
-        lo, hi = QRANGE[out_dt]
-        if not lo <= attrs["dst_zp"] <= hi:
-            raise ctx.error(f"dst_zp {attrs['dst_zp']} is outside the range of {out_dt}")
-    for name in ("wei_scales", "wei_zps"):
-        m = len(attrs[name])
-        if m > 1 or (name == "wei_scales" and m == 0):
-            if m < 1:
-                raise ctx.error("wei_scales must have one entry or one per output column")
-            ctx.equal(n, as_expr(m), f"{name}: {m} entries for {n} output columns")
+    out_dt = int8_output(attrs, src, wei, n, ctx)
     if len(ins) == 3:
         bias = ins[2]
         if bias.dtype is not DataType.f32 or bias.rank != 1 and not (bias.rank == 2 and as_expr(bias.shape[0]) == 1):

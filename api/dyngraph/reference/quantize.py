@@ -1,6 +1,7 @@
 """Quantize, Dequantize, their Dynamic forms and QuantizedMatMul, with the
 f32 arithmetic ops/quantize.py defines (each step rounded to f32 once; the
-int8 product's integer sums exact)."""
+int8 product's integer sums exact). QuantizedConvolution's is in spatial.py,
+with this module's epilogue."""
 
 from __future__ import annotations
 
@@ -93,6 +94,20 @@ def dynamic_dequantize(attrs, ins, ctx):
     return [dequantize_f32(q, s, z)]
 
 
+def int8_epilogue(acc, attrs, bias, dt, axis):
+    """The fused int8 ops' output from their exact integer sums ``acc``:
+    f32(acc) * (f32(src_scale) * f32(wei_scales[c])) (+ bias[c]), each step
+    rounded to f32, channels c along ``axis``; then Quantize's arithmetic for
+    u8 / s8 outputs."""
+    scale = (np.float32(attrs["src_scale"]) * np.array(attrs["wei_scales"], np.float32)).astype(np.float32)
+    y = (np.asarray(acc).astype(np.float32) * _along(scale, axis, acc.ndim)).astype(np.float32)
+    if bias is not None:
+        y = (y + _along(np.asarray(bias).astype(np.float32).reshape(-1), axis, acc.ndim)).astype(np.float32)
+    if dt in _RANGE:
+        return quantize_f32(y, np.float32(1.0 / attrs["dst_scale"]), np.float32(attrs["dst_zp"]), dt)
+    return y
+
+
 @implements(K.QuantizedMatMul)
 def quantized_matmul(attrs, ins, ctx):
     a, w = ins[0].astype(np.int64), ins[1].astype(np.int64)
@@ -100,14 +115,7 @@ def quantized_matmul(attrs, ins, ctx):
         w = w.T
     zw = np.array(attrs["wei_zps"] or [0], np.int64).reshape(1, -1)
     acc = (a - attrs["src_zp"]) @ (w - zw)
-    scale = (np.float32(attrs["src_scale"]) * np.array(attrs["wei_scales"], np.float32)).astype(np.float32)
-    y = (acc.astype(np.float32) * scale).astype(np.float32)
-    if len(ins) == 3:
-        y = (y + ins[2].astype(np.float32).reshape(-1)).astype(np.float32)
-    dt = ctx.out_dtypes[0]
-    if dt in _RANGE:
-        return [quantize_f32(y, np.float32(1.0 / attrs["dst_scale"]), np.float32(attrs["dst_zp"]), dt)]
-    return [y]
+    return [int8_epilogue(acc, attrs, ins[2] if len(ins) == 3 else None, ctx.out_dtypes[0], acc.ndim - 1)]
 
 
 def _unrounded(kind, attrs, ins):

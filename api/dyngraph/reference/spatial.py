@@ -1,12 +1,16 @@
-"""Convolution, transposed convolution, pooling, batch / group normalization
-and interpolation: the op kinds' normalized attributes handed to the float64
-definitions in :mod:`.spatial_numpy`."""
+"""Convolution (and the int8 QuantizedConvolution), transposed convolution,
+pooling, batch / group normalization and interpolation: the op kinds'
+normalized attributes handed to the float64 definitions in
+:mod:`.spatial_numpy`."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..op import OpKind as K
 from ..ops.spatial import window_out
 from . import spatial_numpy as sp
+from .quantize import int8_epilogue
 from .registry import NoReferenceError, implements
 
 
@@ -42,6 +46,29 @@ def convolution(attrs, ins, ctx):
     return [sp.conv(ins[0], ins[1], b, strides=list(attrs["strides"]), dilations=list(attrs["dilations"]),
                     pads_begin=pb, pads_end=pe, groups=attrs["groups"], fmt=attrs["data_format"],
                     wfmt=attrs["weights_format"])]
+
+
+@implements(K.QuantizedConvolution)
+def quantized_convolution(attrs, ins, ctx):
+    """The integer sums exactly (float64 holds them: every product is below
+    2^16, a sum below 2^53 for any kernel dyngraph takes), padding src_zp,
+    then QuantizedMatMul's epilogue per output channel."""
+    x, w = ins[0], ins[1]
+    wfmt = attrs["weights_format"]
+    if wfmt == "OXI":  # [O, K..., I] -> [O, I, K...]
+        w, wfmt = np.moveaxis(w, -1, 1), "OIX"
+    o_axis = 0 if wfmt == "OIX" else w.ndim - 1
+    zw = np.array(attrs["wei_zps"] or [0], np.float64)
+    shape = [1] * w.ndim
+    shape[o_axis] = zw.size
+    wz = np.asarray(w, np.float64) - zw.reshape(shape)
+    xz = np.asarray(x, np.float64) - attrs["src_zp"]
+    pb, pe = _pads(attrs, x, _kernel(w, wfmt), ctx)
+    acc = sp.conv(xz, wz, None, strides=list(attrs["strides"]), dilations=list(attrs["dilations"]), pads_begin=pb,
+                  pads_end=pe, groups=attrs["groups"], fmt=attrs["data_format"], wfmt=wfmt)
+    acc = np.rint(acc).astype(np.int64)
+    axis = 1 if attrs["data_format"] == "NCX" else acc.ndim - 1
+    return [int8_epilogue(acc, attrs, ins[2] if len(ins) == 3 else None, ctx.out_dtypes[0], axis)]
 
 
 @implements(K.ConvTranspose)
