@@ -118,7 +118,7 @@ void lower_quantized_convolution(LowerCtx& c) {
                                                                      : Channels::around;
     kernels::Int8ConvParams p;
     p.shape = checked_conv_shape(c, a, nxc, wch);
-    p.q = int8::params(c, a, p.shape.O);
+    p.q = int8::params(c, a, p.shape.O, "output channels");
     p.shape.channels_first_weights = false;
     const kernels::ConvShape& s = p.shape;
     const int rank = c.in_shape(0).rank;

@@ -26,9 +26,9 @@ inline void check_scale(const LowerCtx& c, double s, const char* what) {
 
 // The parameters of a fused int8 op (src_scale, src_zp, wei_scales, wei_zps, dst_scale, dst_zp: the
 // attributes of QuantizedMatMul and QuantizedConvolution) for src input 0, weights input 1, output 0,
-// and n output columns / channels.
+// and n output columns (or channels: `what` names them).
 template <class Attrs>
-kernels::Int8Params params(const LowerCtx& c, const Attrs& a, int64_t n) {
+kernels::Int8Params params(const LowerCtx& c, const Attrs& a, int64_t n, const char* what = "columns") {
     const DType at = c.in_dtype(0), wt = c.in_dtype(1), ot = c.out_dtype(0);
     if (!is_quant(at) || !is_quant(wt)) c.internal_error("the inputs are not u8 / s8");
     kernels::Int8Params p;
@@ -36,13 +36,13 @@ kernels::Int8Params params(const LowerCtx& c, const Attrs& a, int64_t n) {
     p.w_unsigned = wt == DType::U8;
     check_zp(c, a.src_zp, at, "src_zp");
     p.a_zp = int32_t(a.src_zp);
-    if (a.wei_zps.size() > 1 && int64_t(a.wei_zps.size()) != n) c.unsupported(cat(a.wei_zps.size(), " wei_zps for ", n, " columns"));
+    if (a.wei_zps.size() > 1 && int64_t(a.wei_zps.size()) != n) c.unsupported(cat(a.wei_zps.size(), " wei_zps for ", n, " ", what));
     for (int64_t z : a.wei_zps) {
         check_zp(c, z, wt, "wei_zps");
         p.w_zp.push_back(int32_t(z));
     }
     if (a.wei_scales.empty() || (a.wei_scales.size() > 1 && int64_t(a.wei_scales.size()) != n))
-        c.unsupported(cat(a.wei_scales.size(), " wei_scales for ", n, " columns"));
+        c.unsupported(cat(a.wei_scales.size(), " wei_scales for ", n, " ", what));
     check_scale(c, a.src_scale, "src_scale");
     for (double s : a.wei_scales) {
         check_scale(c, s, "wei_scales");

@@ -59,6 +59,51 @@ def test_a_pt2e_style_quantized_linear_converts_whole_and_fuses(rng):
         assert (diff > 1e-6).float().mean() < 0.01
 
 
+class QuantConv(torch.nn.Module):
+    """What convert_pt2e makes of Conv2d -> ReLU: the same quantize / dequantize pairs around aten.conv2d
+    (torch.export programs hold no quantized conv op of their own: the pass fuses this form)."""
+
+    def __init__(self, c, o, stride, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        w = torch.randn(o, c, 3, 3, generator=g)
+        self.stride = stride
+        self.register_buffer("w_scales", (w.abs().amax(dim=(1, 2, 3)) / 127).float())
+        self.register_buffer("w_zps", torch.zeros(o, dtype=torch.int64))
+        self.register_buffer("w_int8", torch.clamp(torch.round(w / self.w_scales[:, None, None, None]), -127,
+                                                   127).to(torch.int8))
+        self.bias = torch.nn.Parameter(torch.randn(o, generator=g))
+
+    def forward(self, x):
+        q = qd.quantize_per_tensor(x, 0.05, 128, 0, 255, torch.uint8)
+        xd = qd.dequantize_per_tensor(q, 0.05, 128, 0, 255, torch.uint8)
+        wd = qd.dequantize_per_channel(self.w_int8, self.w_scales, self.w_zps, 0, -127, 127, torch.int8)
+        y = torch.relu(torch.nn.functional.conv2d(xd, wd, self.bias, stride=self.stride, padding=1))
+        q2 = qd.quantize_per_tensor(y, 0.1, 0, 0, 255, torch.uint8)
+        return qd.dequantize_per_tensor(q2, 0.1, 0, 0, 255, torch.uint8)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_pt2e_style_quantized_conv_converts_whole_and_fuses(stride):
+    model = QuantConv(8, 16, stride).eval()
+    b, h = torch.export.Dim("b", min=1, max=8), torch.export.Dim("h", min=4, max=64)
+    run = compile_module(model, (torch.randn(2, 8, 12, 12),), dynamic_shapes=({0: b, 2: h, 3: h},))
+    assert run.fallbacks == [], run.report()
+    (cp,) = run.compiled_partitions
+    kinds = [op.kind for op in cp._program.ops]
+    assert K.QuantizedConvolution in kinds and K.Convolution not in kinds, kinds
+    g = torch.Generator().manual_seed(2)
+    for n, size in ((1, 5), (3, 16), (2, 31)):
+        x = torch.randn(n, 8, size, size, generator=g) * 3
+        with torch.no_grad():
+            want = model(x)
+        got = run(x)
+        # integer sums against torch's f32 ones: equal but where a value sits on a rounding boundary
+        diff = (got - want).abs()
+        assert diff.max() <= 0.1 + 1e-6
+        assert (diff > 1e-6).float().mean() < 0.01
+
+
 class QuantDequant(torch.nn.Module):
     def __init__(self, dtype, per_channel):
         super().__init__()

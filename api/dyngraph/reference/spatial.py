@@ -48,27 +48,38 @@ def convolution(attrs, ins, ctx):
                     wfmt=attrs["weights_format"])]
 
 
-@implements(K.QuantizedConvolution)
-def quantized_convolution(attrs, ins, ctx):
-    """The integer sums exactly (float64 holds them: every product is below
-    2^16, a sum below 2^53 for any kernel dyngraph takes), padding src_zp,
-    then QuantizedMatMul's epilogue per output channel."""
-    x, w = ins[0], ins[1]
+def int8_conv(x, w, bias, attrs, pads_begin, pads_end, out_dtype):
+    """QuantizedConvolution of integer arrays x and w (its attributes:
+    window, formats, scales and zero points; the padding resolved): the
+    integer sums exactly (float64 holds them: every product is below 2^16, a
+    sum below 2^53 for any kernel dyngraph takes), a padded position counting
+    as src_zp, then QuantizedMatMul's epilogue per output channel."""
     wfmt = attrs["weights_format"]
+    w = np.asarray(w)
     if wfmt == "OXI":  # [O, K..., I] -> [O, I, K...]
         w, wfmt = np.moveaxis(w, -1, 1), "OIX"
     o_axis = 0 if wfmt == "OIX" else w.ndim - 1
-    zw = np.array(attrs["wei_zps"] or [0], np.float64)
+    zw = np.array(attrs.get("wei_zps") or [0], np.float64)
     shape = [1] * w.ndim
     shape[o_axis] = zw.size
-    wz = np.asarray(w, np.float64) - zw.reshape(shape)
-    xz = np.asarray(x, np.float64) - attrs["src_zp"]
-    pb, pe = _pads(attrs, x, _kernel(w, wfmt), ctx)
-    acc = sp.conv(xz, wz, None, strides=list(attrs["strides"]), dilations=list(attrs["dilations"]), pads_begin=pb,
-                  pads_end=pe, groups=attrs["groups"], fmt=attrs["data_format"], wfmt=wfmt)
+    wz = w.astype(np.float64) - zw.reshape(shape)
+    xz = np.asarray(x, np.float64) - attrs.get("src_zp", 0)
+    ns = x.ndim - 2
+    acc = sp.conv(xz, wz, None, strides=list(attrs["strides"]), dilations=list(attrs.get("dilations") or [1] * ns),
+                  pads_begin=list(pads_begin), pads_end=list(pads_end), groups=attrs.get("groups", 1),
+                  fmt=attrs["data_format"], wfmt=wfmt)
     acc = np.rint(acc).astype(np.int64)
     axis = 1 if attrs["data_format"] == "NCX" else acc.ndim - 1
-    return [int8_epilogue(acc, attrs, ins[2] if len(ins) == 3 else None, ctx.out_dtypes[0], axis)]
+    full = {"dst_scale": 1.0, "dst_zp": 0, **attrs}
+    return int8_epilogue(acc, full, bias, out_dtype, axis)
+
+
+@implements(K.QuantizedConvolution)
+def quantized_convolution(attrs, ins, ctx):
+    wfmt = attrs["weights_format"]
+    kernel = list(ins[1].shape[1:-1]) if wfmt == "OXI" else _kernel(ins[1], wfmt)
+    pb, pe = _pads(attrs, ins[0], kernel, ctx)
+    return [int8_conv(ins[0], ins[1], ins[2] if len(ins) == 3 else None, attrs, pb, pe, ctx.out_dtypes[0])]
 
 
 @implements(K.ConvTranspose)
