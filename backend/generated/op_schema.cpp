@@ -613,10 +613,13 @@ ConvolutionAttrs read_ConvolutionAttrs(AttrReader& r) {
     ConvolutionAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = ConvolutionAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -627,8 +630,10 @@ ConvolutionAttrs read_ConvolutionAttrs(AttrReader& r) {
     }
     a.dilations = r.read_ints("dilations");
     r.check_min("dilations", a.dilations, 1);
+    r.check_max("dilations", a.dilations, 2147483647);
     a.groups = r.read_int("groups");
     r.check_min("groups", a.groups, 1);
+    r.check_max("groups", a.groups, 2147483647);
     {
         static const char* const choices[] = {"XIO", "OIX"};
         a.weights_format = ConvolutionAttrs::WeightsFormat(r.read_choice("weights_format", choices, 2));
@@ -643,10 +648,13 @@ ConvTransposeAttrs read_ConvTransposeAttrs(AttrReader& r) {
     ConvTransposeAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = ConvTransposeAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -657,10 +665,13 @@ ConvTransposeAttrs read_ConvTransposeAttrs(AttrReader& r) {
     }
     a.dilations = r.read_ints("dilations");
     r.check_min("dilations", a.dilations, 1);
+    r.check_max("dilations", a.dilations, 2147483647);
     a.groups = r.read_int("groups");
     r.check_min("groups", a.groups, 1);
+    r.check_max("groups", a.groups, 2147483647);
     a.output_padding = r.read_ints("output_padding");
     r.check_min("output_padding", a.output_padding, 0);
+    r.check_max("output_padding", a.output_padding, 2147483647);
     {
         static const char* const choices[] = {"XOI", "IOX"};
         a.weights_format = ConvTransposeAttrs::WeightsFormat(r.read_choice("weights_format", choices, 2));
@@ -675,10 +686,13 @@ MaxPoolAttrs read_MaxPoolAttrs(AttrReader& r) {
     MaxPoolAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = MaxPoolAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -689,12 +703,14 @@ MaxPoolAttrs read_MaxPoolAttrs(AttrReader& r) {
     }
     a.kernel = r.read_ints("kernel");
     r.check_min("kernel", a.kernel, 1);
+    r.check_max("kernel", a.kernel, 2147483647);
     {
         static const char* const choices[] = {"floor", "ceil"};
         a.rounding_type = MaxPoolAttrs::RoundingType(r.read_choice("rounding_type", choices, 2));
     }
     a.dilations = r.read_ints("dilations");
     r.check_min("dilations", a.dilations, 1);
+    r.check_max("dilations", a.dilations, 2147483647);
     a.resolved_pads_begin = r.read_exprs("resolved_pads_begin");
     a.resolved_pads_end = r.read_exprs("resolved_pads_end");
     r.finish();
@@ -705,10 +721,13 @@ AvgPoolAttrs read_AvgPoolAttrs(AttrReader& r) {
     AvgPoolAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = AvgPoolAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -719,6 +738,7 @@ AvgPoolAttrs read_AvgPoolAttrs(AttrReader& r) {
     }
     a.kernel = r.read_ints("kernel");
     r.check_min("kernel", a.kernel, 1);
+    r.check_max("kernel", a.kernel, 2147483647);
     {
         static const char* const choices[] = {"floor", "ceil"};
         a.rounding_type = AvgPoolAttrs::RoundingType(r.read_choice("rounding_type", choices, 2));
@@ -734,6 +754,7 @@ AdaptiveAvgPoolAttrs read_AdaptiveAvgPoolAttrs(AttrReader& r) {
     AdaptiveAvgPoolAttrs a;
     a.sizes = r.read_ints("sizes");
     r.check_min("sizes", a.sizes, 1);
+    r.check_max("sizes", a.sizes, 2147483647);
     {
         static const char* const choices[] = {"NXC", "NCX"};
         a.data_format = AdaptiveAvgPoolAttrs::DataFormat(r.read_choice("data_format", choices, 2));

@@ -84,10 +84,14 @@ void lower_slice(LowerCtx& c) {
         Strided st = c.strides_of(c.in[0], s);
         int64_t offset = 0;
         for (int ax = 0; ax < s.rank; ++ax) {
-            offset += c.eval(starts[size_t(ax)]) * st.nb[ax];
-            st.nb[ax] *= strides[size_t(ax)];
+            const int64_t start = c.eval(starts[size_t(ax)]);
+            int64_t step = 0;
+            if (start < 0 || start >= s.d[ax] || __builtin_mul_overflow(start, st.nb[ax], &step) ||
+                __builtin_add_overflow(offset, step, &offset) ||
+                __builtin_mul_overflow(st.nb[ax], strides[size_t(ax)], &st.nb[ax]))
+                c.unsupported(cat("axis ", ax, ": start ", start, " is outside the input ", s.str()));
             st.ne[ax] = o.d[ax];
-        }
+        }  // (gather_strided checks that the last element read lies inside the input)
         c.out = {c.gather_strided(c.in[0], st, offset)};
         return;
     }

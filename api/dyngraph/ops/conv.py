@@ -17,21 +17,21 @@ from ..op import OpKind as K
 from ..symbolic import Expr, format_shape
 from .common import require_float, same_dtype
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
-from .spatial import (RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank, per_axis,
-                      require_positive, spatial_axes, static_dim, window_out, with_spatial)
+from .spatial import (MAX_WINDOW, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank,
+                      per_axis, require_positive, spatial_axes, static_dim, window_out, with_spatial)
 
 CONV_ATTRS = {
     **WINDOW_ATTRS,
-    "dilations": AttrSpec("ints", min=1),
-    "groups": AttrSpec("int", 1, min=1),
+    "dilations": AttrSpec("ints", min=1, max=MAX_WINDOW),
+    "groups": AttrSpec("int", 1, min=1, max=MAX_WINDOW),
     "weights_format": AttrSpec("str", "XIO", ("XIO", "OIX")),
 }
 
 CONV_TRANSPOSE_ATTRS = {
     **WINDOW_ATTRS,
-    "dilations": AttrSpec("ints", min=1),
-    "groups": AttrSpec("int", 1, min=1),
-    "output_padding": AttrSpec("ints", (), min=0),
+    "dilations": AttrSpec("ints", min=1, max=MAX_WINDOW),
+    "groups": AttrSpec("int", 1, min=1, max=MAX_WINDOW),
+    "output_padding": AttrSpec("ints", (), min=0, max=MAX_WINDOW),
     "weights_format": AttrSpec("str", "XOI", ("XOI", "IOX")),
 }
 
