@@ -85,11 +85,14 @@ def test_the_int8_product_refuses_low_bit_operands(dt, engine, rng):
         _backend.check_ir(write_program(p))
 
 
-def test_an_unknown_dtype_code_is_refused(engine):
+def test_an_unknown_dtype_code_is_refused(engine, tmp_path):
     t = unpack(write_program(relu_program(engine)))
     t.tensors[0].dtype = 12  # one past f8_e5m2
     with pytest.raises(dg.IRError, match="unknown dtype 12"):
         _backend.check_ir(pack(t))
+    (tmp_path / "bad.dg").write_bytes(seal(pack(t)))
+    with pytest.raises(dg.IRError, match="unknown dtype 12"):
+        dg.load(tmp_path / "bad.dg")
 
 
 @pytest.mark.parametrize("src,dst", [(dg.f8_e4m3, dg.i32), (dg.boolean, dg.f8_e5m2)], ids=str)

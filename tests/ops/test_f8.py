@@ -114,6 +114,30 @@ def test_dequantize_f8_per_channel_matches_numpy(dt, rng):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dt", F8, ids=str)
+def test_dynamic_dequantize_of_f8_per_group_matches_numpy(dt, rng):
+    """f16 scales per group of 4 along the last axis; the row count is dynamic."""
+    cp = compile_op(K.DynamicDequantize, [[dg.DYNAMIC_DIM, 16], [dg.DYNAMIC_DIM, 4]], [dt, dg.f16],
+                    {"qtype": "per_group", "group_shape": [1, 4]}, out_dtypes=dg.f16)
+    for n in (1, 5, 12):
+        q = (rng.integers(-16, 17, (n, 16)) / 8).astype(dt.numpy)
+        s = (rng.integers(1, 9, (n, 4)) / 4).astype(np.float16)
+        (got,) = run(cp, q, s)
+        want = (q.astype(np.float32) * np.repeat(s.astype(np.float32), 4, axis=1)).astype(np.float16)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dt", F8, ids=str)
+def test_dynamic_quantize_to_f8_per_tensor_matches_ml_dtypes(dt, rng):
+    seq = dg.Dim("seq", min=1, max=512)
+    cp = compile_op(K.DynamicQuantize, [[seq, 32], [1]], [dg.f32, dg.f32], out_dtypes=dt)
+    for n in (1, 6, 21):
+        x = hard_values(dt, rng, n * 32).reshape(n, 32)
+        s = np.array([rng.choice([0.5, 0.3, 4.0])], np.float32)
+        (got,) = run(cp, x, s)
+        np.testing.assert_array_equal(bits(got), bits(f8_of(x, dt, np.float32(1.0 / np.float64(s[0])))))
+
+
 @pytest.mark.parametrize("src", [dg.f32, dg.f16, dg.bf16], ids=str)
 @pytest.mark.parametrize("dt", F8, ids=str)
 def test_typecast_of_floats_to_f8_matches_ml_dtypes(src, dt, rng):

@@ -50,6 +50,32 @@ def test_quantize_to_4_bits_matches_numpy_at_every_length(dt, scale, zp, rng):
     assert cp.cache_info().builds == 3
 
 
+@pytest.mark.parametrize("dt", [dg.s4, dg.u4], ids=str)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_quantize_and_dequantize_4_bits_per_channel_match_numpy(dt, axis, rng):
+    shape = (3, 5, 8)
+    c = shape[axis]
+    lo, hi = RANGE[dt]
+    scales = [float(v) for v in rng.uniform(0.05, 1.0, c)]
+    zps = [int(v) for v in rng.integers(lo, hi + 1, c)]
+    attrs = {"qtype": "per_channel", "axis": axis, "scales": scales, "zps": zps}
+    along = [1, 1, 1]
+    along[axis] = c
+    inv = np.array([np.float32(1.0 / s) for s in scales], np.float32).reshape(along)
+    z = np.array(zps).reshape(along)
+    cp = compile_op(K.Quantize, [shape], dg.f32, attrs, out_dtypes=dt)
+    x = values(rng, shape, 0.5)
+    (q,) = run(cp, x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = (x * inv).astype(np.float32)
+        want = np.clip(np.where(np.isnan(p), z, np.rint(p) + z), lo, hi).astype(np.int64)
+    np.testing.assert_array_equal(q.astype(np.int64), want)
+    cp = compile_op(K.Dequantize, [shape], dt, attrs, out_dtypes=dg.f32)
+    (y,) = run(cp, q)
+    s = np.array(scales, np.float32).reshape(along)
+    np.testing.assert_array_equal(y, ((want - z).astype(np.float32) * s).astype(np.float32))
+
+
 @pytest.mark.parametrize("dt,x,want", [
     (dg.s4, [-8.5, -100, 7.4, 7.5, 6.5, -7.5, np.nan, np.inf], [-8, -8, 7, 7, 6, -8, 0, 7]),
     (dg.u4, [-0.5, -3, 14.5, 15.5, 99, 0.5, np.nan, -np.inf], [0, 0, 14, 15, 15, 0, 0, 0]),
