@@ -19,7 +19,7 @@ from subproc import run_python
 INT64_MAX = 2**63 - 1
 
 
-def tests_on_path() -> dict:
+def env_with_the_tests_dir() -> dict:
     """The environment of a child that imports the tests' helpers (the caller's PYTHONPATH kept)."""
     return {"PYTHONPATH": os.path.dirname(os.path.abspath(__file__)) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
@@ -164,7 +164,7 @@ try:
 except dg.DyngraphError as e:
     print(type(e).__name__, str(e)[:200])
 """
-    r = run_python(code, timeout=60, env_vars=tests_on_path())
+    r = run_python(code, timeout=60, env_vars=env_with_the_tests_dir())
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines[0].startswith("IRError") or op == ExprOp.MINIMUM, lines
@@ -240,7 +240,7 @@ for trial in range(600):
         pass
 print(counts["ok"], counts["refused"])
 """
-    r = run_python(code, timeout=600, env_vars=tests_on_path())
+    r = run_python(code, timeout=600, env_vars=env_with_the_tests_dir())
     assert r.returncode == 0, f"child died ({r.returncode}):\n{r.stderr[-3000:]}"
     ok, refused = map(int, r.stdout.split())
     assert refused > 100 and ok + refused > 400
