@@ -20,12 +20,16 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .dtypes import DataType
 from .logical_tensor import Property
 from .op import OpKind
 from .ops import InferContext, TensorType, schema_of
 from .ops.registry import normalize_attrs
 from .program import OpSpec, Program, TensorSpec
 from .symbolic import as_expr
+
+
+_INT8 = (DataType.u8, DataType.s8)
 
 
 def _producers(prog: Program) -> Dict[int, OpSpec]:
@@ -54,6 +58,8 @@ def _match(prog: Program, mm: OpSpec, producers, readers) -> Optional[dict]:
         return None
     y = prog.tensors[mm.outputs[0]]
     w = prog.tensors[dw.inputs[0]]
+    if prog.tensors[da.inputs[0]].dtype not in _INT8 or w.dtype not in _INT8:
+        return None  # (s4 / u4 / f8 Dequantize -> MatMul stays as it is)
     if y.dtype.name != "f32" or len(w.shape) != 2 or da.attrs["qtype"] != "per_tensor":
         return None
     tb = bool(mm.attrs.get("transpose_b"))
@@ -79,7 +85,7 @@ def _match(prog: Program, mm: OpSpec, producers, readers) -> Optional[dict]:
     out = mm.outputs[0]
     after = readers.get(out, [])
     if len(after) == 1 and after[0].kind is OpKind.Quantize and out not in prog.outputs \
-            and after[0].attrs["qtype"] == "per_tensor":
+            and after[0].attrs["qtype"] == "per_tensor" and prog.tensors[after[0].outputs[0]].dtype in _INT8:
         q = after[0]
         attrs["dst_scale"] = q.attrs["scales"][0]
         attrs["dst_zp"] = q.attrs["zps"][0] if q.attrs["zps"] else 0

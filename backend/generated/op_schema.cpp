@@ -18,9 +18,11 @@ bool dtype_in(DTypeClass c, DType t) {
         case DTypeClass::NonBool: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I32 || t == DType::I64;
         case DTypeClass::FloatOrBool: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Bool;
         case DTypeClass::IntOrF32: return t == DType::I32 || t == DType::I64 || t == DType::F32;
-        case DTypeClass::Quant: return t == DType::U8 || t == DType::S8;
-        case DTypeClass::QuantZp: return t == DType::U8 || t == DType::S8 || t == DType::I32;
-        case DTypeClass::FloatOrQuant: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::U8 || t == DType::S8;
+        case DTypeClass::Quant: return t == DType::U8 || t == DType::S8 || t == DType::S4 || t == DType::U4 || t == DType::F8E4M3 || t == DType::F8E5M2;
+        case DTypeClass::QuantZp: return t == DType::U8 || t == DType::S8 || t == DType::S4 || t == DType::U4 || t == DType::I32;
+        case DTypeClass::Int8: return t == DType::U8 || t == DType::S8;
+        case DTypeClass::AnyOrF8: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I32 || t == DType::I64 || t == DType::Bool || t == DType::F8E4M3 || t == DType::F8E5M2;
+        case DTypeClass::FloatOrInt8: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::U8 || t == DType::S8;
     }
     return false;
 }
@@ -34,9 +36,11 @@ const char* dtype_class_words(DTypeClass c) {
         case DTypeClass::NonBool: return "a non-bool";
         case DTypeClass::FloatOrBool: return "a floating-point or bool";
         case DTypeClass::IntOrF32: return "an i32, i64 or f32";
-        case DTypeClass::Quant: return "a u8 or s8";
-        case DTypeClass::QuantZp: return "a u8, s8 or i32";
-        case DTypeClass::FloatOrQuant: return "a floating-point, u8 or s8";
+        case DTypeClass::Quant: return "a u8, s8, s4, u4, f8_e4m3 or f8_e5m2";
+        case DTypeClass::QuantZp: return "a u8, s8, s4, u4 or i32";
+        case DTypeClass::Int8: return "a u8 or s8";
+        case DTypeClass::AnyOrF8: return "an f32, f16, bf16, i32, i64, bool, f8_e4m3 or f8_e5m2";
+        case DTypeClass::FloatOrInt8: return "a floating-point, u8 or s8";
     }
     return "?";
 }
@@ -99,8 +103,8 @@ const DTypeClass kConcatIn[] = {DTypeClass::Any};
 const DTypeClass kConcatOut[] = {DTypeClass::Any};
 const DTypeClass kSliceIn[] = {DTypeClass::Any};
 const DTypeClass kSliceOut[] = {DTypeClass::Any};
-const DTypeClass kTypeCastIn[] = {DTypeClass::Any};
-const DTypeClass kTypeCastOut[] = {DTypeClass::Any};
+const DTypeClass kTypeCastIn[] = {DTypeClass::AnyOrF8};
+const DTypeClass kTypeCastOut[] = {DTypeClass::AnyOrF8};
 const DTypeClass kReduceSumIn[] = {DTypeClass::NonBool};
 const DTypeClass kReduceSumOut[] = {DTypeClass::Any};
 const DTypeClass kReduceMeanIn[] = {DTypeClass::Float};
@@ -234,8 +238,8 @@ const char* const kDynamicQuantizeNames[] = {"src", "scales", "zps"};
 const DTypeClass kDynamicDequantizeIn[] = {DTypeClass::Quant, DTypeClass::Float, DTypeClass::QuantZp};
 const DTypeClass kDynamicDequantizeOut[] = {DTypeClass::Float};
 const char* const kDynamicDequantizeNames[] = {"src", "scales", "zps"};
-const DTypeClass kQuantizedMatMulIn[] = {DTypeClass::Quant, DTypeClass::Quant, DTypeClass::Float};
-const DTypeClass kQuantizedMatMulOut[] = {DTypeClass::FloatOrQuant};
+const DTypeClass kQuantizedMatMulIn[] = {DTypeClass::Int8, DTypeClass::Int8, DTypeClass::Float};
+const DTypeClass kQuantizedMatMulOut[] = {DTypeClass::FloatOrInt8};
 const char* const kQuantizedMatMulNames[] = {"src", "weights", "bias"};
 const DTypeClass kTopKIn[] = {DTypeClass::NonBool};
 const DTypeClass kTopKOut[] = {DTypeClass::NonBool, DTypeClass::Int};
