@@ -9,8 +9,9 @@
 namespace dg {
 
 // Same codes as dyngraph.fb.DataType.
-enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, Bool = 5, U8 = 6, S8 = 7 };
-constexpr int kNumDTypes = 8;
+enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, Bool = 5, U8 = 6, S8 = 7, S4 = 8, U4 = 9,
+                              F8E4M3 = 10, F8E5M2 = 11 };
+constexpr int kNumDTypes = 12;
 
 // Same codes as dyngraph.fb.StorageType.
 enum class Storage : uint8_t { Default = 0, F32, F16, BF16, Q8_0, Q4_0, Q4_1 };
@@ -21,7 +22,8 @@ inline size_t dtype_size(DType t) {
         case DType::F32: case DType::I32: return 4;
         case DType::F16: case DType::BF16: return 2;
         case DType::I64: return 8;
-        case DType::Bool: case DType::U8: case DType::S8: return 1;
+        case DType::Bool: case DType::U8: case DType::S8: case DType::S4: case DType::U4: case DType::F8E4M3:
+        case DType::F8E5M2: return 1;
     }
     return 0;
 }
@@ -36,14 +38,19 @@ inline const char* dtype_name(DType t) {
         case DType::Bool: return "bool";
         case DType::U8: return "u8";
         case DType::S8: return "s8";
+        case DType::S4: return "s4";
+        case DType::U4: return "u4";
+        case DType::F8E4M3: return "f8_e4m3";
+        case DType::F8E5M2: return "f8_e5m2";
     }
     return "?";
 }
 
 // Inside ggml, i64 and bool values are held as i32 (ggml computes on 32-bit
-// integers); they are converted at the partition's boundary. u8 and s8 are
-// held as their bytes in I8 tensors: only our own kernels compute on them
-// (kernels/quantize.h, kernels/int8_gemm.h), which know the signedness from
+// integers); they are converted at the partition's boundary. u8, s8, s4, u4,
+// f8_e4m3 and f8_e5m2 are held as their bytes in I8 tensors (one byte an
+// element, as the host holds them: dtypes.py): only our own kernels compute
+// on them (kernels/quantize.h, kernels/int8_gemm.h), which know the type from
 // the IR; ggml itself only moves them (views, reshapes, copies).
 inline ggml_type ggml_type_of(DType t) {
     switch (t) {
@@ -51,7 +58,8 @@ inline ggml_type ggml_type_of(DType t) {
         case DType::F16: return GGML_TYPE_F16;
         case DType::BF16: return GGML_TYPE_BF16;
         case DType::I32: case DType::I64: case DType::Bool: return GGML_TYPE_I32;
-        case DType::U8: case DType::S8: return GGML_TYPE_I8;
+        case DType::U8: case DType::S8: case DType::S4: case DType::U4: case DType::F8E4M3: case DType::F8E5M2:
+            return GGML_TYPE_I8;
     }
     return GGML_TYPE_F32;
 }

@@ -111,10 +111,18 @@ Strided LowerCtx::strides_of(const ggml_tensor* t, const Dims& shape) const {
 ggml_tensor* LowerCtx::gather_strided(ggml_tensor* src, const Strided& s, int64_t offset_bytes) const {
     kernels::StridedCopy p;
     p.rank = s.rank;
+    // every element read lies within src's bytes (the shapes and offsets come from the IR)
+    int64_t last = offset_bytes, step = 0;
+    bool ok = offset_bytes >= 0;
     for (int a = 0; a < s.rank; ++a) {
         p.ne[a] = s.ne[a];
         p.nb[a] = s.ne[a] == 1 ? 0 : s.nb[a];
+        ok = ok && s.ne[a] >= 1 && p.nb[a] >= 0 && !__builtin_mul_overflow(s.ne[a] - 1, p.nb[a], &step) &&
+             !__builtin_add_overflow(last, step, &last);
     }
+    if (!ok || last + int64_t(ggml_type_size(src->type)) > int64_t(ggml_nbytes(src)))
+        unsupported(cat("a strided read of ", s.rank, " axes at byte ", offset_bytes, " goes outside its source of ",
+                        ggml_nbytes(src), " bytes"));
     p.offset = offset_bytes;
     const std::array<int64_t, 4> ne = folded_ne(s.ne, s.rank);
     return kernels::copy_strided(ctx, src, keep(p), ne.data());
@@ -126,6 +134,8 @@ ggml_tensor* LowerCtx::broadcast(ggml_tensor* t, const Dims& shape, const Dims& 
     b.rank = target.rank;
     const int lead = target.rank - s.rank;
     for (int a = 0; a < target.rank; ++a) {
+        if (a >= lead && s.ne[a - lead] != 1 && s.ne[a - lead] != target.d[a])
+            unsupported(cat(shape.str(), " does not broadcast to ", target.str()));
         b.ne[a] = target.d[a];
         b.nb[a] = a < lead || s.ne[a - lead] == 1 ? 0 : s.nb[a - lead];
     }

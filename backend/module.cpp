@@ -136,10 +136,12 @@ struct HostList {
     }
 };
 
-// The dtype code of a numpy array's elements, when it can hold `want` (bf16 may come as uint16 / ml_dtypes).
+// Whether a numpy array's elements can hold `want`: bf16 as ml_dtypes' bfloat16 or 16-bit
+// integer bits; s4 / u4 as ml_dtypes' int4 / uint4; f8 as ml_dtypes' float8 type or uint8 bits.
 bool array_holds(const py::array& a, DType want) {
     const char kind = a.dtype().kind();
     const auto size = size_t(a.itemsize());
+    const auto named = [&](const char* name) { return size == 1 && py::str(a.dtype().attr("name")).cast<std::string>() == name; };
     switch (want) {
         case DType::F32: return kind == 'f' && size == 4;
         case DType::F16: return kind == 'f' && size == 2;
@@ -149,6 +151,10 @@ bool array_holds(const py::array& a, DType want) {
         case DType::Bool: return kind == 'b';
         case DType::U8: return kind == 'u' && size == 1;
         case DType::S8: return kind == 'i' && size == 1;
+        case DType::S4: return named("int4");
+        case DType::U4: return named("uint4");
+        case DType::F8E4M3: return named("float8_e4m3fn") || (kind == 'u' && size == 1);
+        case DType::F8E5M2: return named("float8_e5m2") || (kind == 'u' && size == 1);
     }
     return false;
 }

@@ -75,13 +75,15 @@ CLASS_ENUM = {
     "int_or_f32": "IntOrF32",
     "quant": "Quant",
     "quant_zp": "QuantZp",
-    "float_or_quant": "FloatOrQuant",
+    "int8": "Int8",
+    "any_or_f8": "AnyOrF8",
+    "float_or_int8": "FloatOrInt8",
 }
 
 HIGH_RANK_ENUM = {None: "No", "elementwise": "Elementwise", "lowering": "Lowering"}
 
 DTYPE_ENUM = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32", "i64": "I64", "boolean": "Bool", "u8": "U8",
-              "s8": "S8"}
+              "s8": "S8", "s4": "S4", "u4": "U4", "f8_e4m3": "F8E4M3", "f8_e5m2": "F8E5M2"}
 
 
 def camel(name: str) -> str:

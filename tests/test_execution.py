@@ -223,3 +223,22 @@ def test_constants_are_copied_at_compile(engine):
     w[:] = 5
     (y,) = cp(np.ones((1, 2), np.float32))
     np.testing.assert_array_equal(y, [[1, 1]])
+
+
+def test_an_engine_computes_past_2_to_the_15_graphs():
+    """ggml's thread pool counts computes in an int shifted left by 16 bits, which leaves int's range after
+    2^15 computes (tools/ubsan-ggml.supp): computing goes on right past it, on two threads."""
+    eng = dg.Engine(num_threads=2)
+    x, y = lt(0, [4]), lt(1, [4])
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.Exp, [x], [y]))
+    g.finalize()
+    (p,) = g.get_partitions()
+    cp = p.compile([x], [y], eng)
+    data, out = np.arange(4, dtype=np.float32), np.empty(4, np.float32)
+    ins, outs, stream = [dg.Tensor(lt(0, [4]), eng, data)], [dg.Tensor(lt(1, [4]), eng, out)], dg.Stream(eng)
+    for i in range(40_000):
+        data[0] = i % 7
+        cp.execute(stream, ins, outs)
+        if i % 9_999 == 0 or i == 39_999:
+            np.testing.assert_allclose(out, np.exp(data), rtol=1e-6)

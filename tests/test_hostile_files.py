@@ -6,6 +6,7 @@ which skips the Python checks). The slow cases run in a child process with a
 timeout, so a hang fails the test instead of freezing the suite."""
 
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -16,6 +17,11 @@ from irtools import ExprOp, append_nodes, body_of, node, pack, seal, unpack
 from subproc import run_python
 
 INT64_MAX = 2**63 - 1
+
+
+def env_with_the_tests_dir() -> dict:
+    """The environment of a child that imports the tests' helpers (the caller's PYTHONPATH kept)."""
+    return {"PYTHONPATH": os.path.dirname(os.path.abspath(__file__)) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +164,7 @@ try:
 except dg.DyngraphError as e:
     print(type(e).__name__, str(e)[:200])
 """
-    r = run_python(code, timeout=60, env_vars={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)})
+    r = run_python(code, timeout=60, env_vars=env_with_the_tests_dir())
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines[0].startswith("IRError") or op == ExprOp.MINIMUM, lines
@@ -234,7 +240,7 @@ for trial in range(600):
         pass
 print(counts["ok"], counts["refused"])
 """
-    r = run_python(code, timeout=600, env_vars={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)})
+    r = run_python(code, timeout=600, env_vars=env_with_the_tests_dir())
     assert r.returncode == 0, f"child died ({r.returncode}):\n{r.stderr[-3000:]}"
     ok, refused = map(int, r.stdout.split())
     assert refused > 100 and ok + refused > 400

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "schema"))
 import gen_ops  # noqa: E402
 
 DTYPE_WORDS = {"any": "any", "float": "f32/f16/bf16", "int": "i32/i64", "bool": "bool", "nonbool": "not bool",
-               "float_or_bool": "float or bool", "int_or_f32": "i32/i64/f32"}
+               "float_or_bool": "float or bool", "int_or_f32": "i32/i64/f32", "any_or_f8": "any or f8"}
 
 
 def _default(spec, required) -> str:

@@ -25,7 +25,9 @@ cd "$root"
 out="$root/build/asan"
 pkg="$out/pkg"
 reports="$out/reports"
-san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# every UBSan check halts (halt_on_error=1 below); shift-base is recoverable only so that the
+# suppression of ggml's own (tools/ubsan-ggml.supp) applies: UBSan skips suppressions for fatal checks
+san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize-recover=shift-base -fno-omit-frame-pointer"
 
 build() {
   local gen=()
@@ -55,7 +57,7 @@ setenv() {
   # allocator_may_return_null: a huge allocation fails as in a release build (the code must handle it),
   # rather than ASan reporting it
   export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1:allocator_may_return_null=1:log_path=$reports/asan"
-  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tools/ubsan-ggml.supp:log_path=$reports/ubsan"
   export PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}"
   unset DYNGRAPH_DEV
   # reports of regression inputs already known to fail go here, not into $reports
@@ -108,7 +110,7 @@ case "$mode" in
     if [ "$mode" = ci ] && [ "${DG_SANITIZE_FUZZ_SECONDS:-60}" != 0 ]; then
       # a short fuzz under the sanitizers: heap overflows a release build survives silently
       ( export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:handle_abort=1"
-        export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+        export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tools/ubsan-ggml.supp"
         "$py" -m tests.fuzz --seconds "${DG_SANITIZE_FUZZ_SECONDS:-60}" --seed 0 --timeout 15 --mem-mb 6000 \
           --seeds-dir "$out/fuzz-seeds" --crash-dir "$root/tests/fuzz/corpus/crashes" --fail-on new ) || status=$?  # (its output is not searched: it classifies its workers' reports itself)
       echo "sanitized fuzz: $(( $(date +%s) - t2 )) s"

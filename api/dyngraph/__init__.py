@@ -18,7 +18,7 @@ _load_ggml()
 
 from . import _backend  # noqa: E402,F401  (loads the extension after the ggml libraries)
 from .compiled_partition import CacheInfo, CompiledPartition  # noqa: E402
-from .dtypes import DataType, bf16, boolean, f16, f32, i32, i64, s8, u8  # noqa: E402
+from .dtypes import DataType, bf16, boolean, f8_e4m3, f8_e5m2, f16, f32, i32, i64, s4, s8, u4, u8  # noqa: E402
 from .engine import DeviceInfo, Engine, EngineKind, Stream  # noqa: E402
 from .errors import (  # noqa: E402
     CompileError,
@@ -57,5 +57,5 @@ __all__ = [
     "DyngraphError", "Engine", "EngineKind", "ExecutionError", "Expr", "Graph", "GraphBuilder", "GraphError", "IRError",
     "LogicalTensor", "Op", "OpKind", "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
     "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "set_verbose", "sym_max", "sym_min",
-    "s8", "u8",
+    "s8", "u8", "s4", "u4", "f8_e4m3", "f8_e5m2",
 ]

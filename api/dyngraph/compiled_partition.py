@@ -229,7 +229,9 @@ class CompiledPartition:
     def write_state(self, tid: int, data) -> None:
         i = self._state_index(tid)
         t = self._program.tensors[i]
-        arr = np.ascontiguousarray(data, dtype=t.dtype.numpy)
+        arr = np.asarray(data)
+        # (bits of bf16 / f8 stay bits; other data is converted to the state's numpy dtype)
+        arr = np.ascontiguousarray(arr, dtype=arr.dtype if t.dtype.accepts(arr.dtype) else t.dtype.numpy)
         if arr.shape != t.concrete_shape():
             raise ShapeError(f"state {t.name or tid}: expected shape {list(t.concrete_shape())}, got {list(arr.shape)}")
         self._impl.write_state(i, arr)

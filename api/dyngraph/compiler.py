@@ -75,8 +75,8 @@ def _as_data(lt: LogicalTensor, value, what: str) -> np.ndarray:
         same_kind = (arr.dtype.kind == "f" and lt.dtype.is_float) or (
             arr.dtype.kind in "iu" and lt.dtype.is_int
         ) or (arr.dtype.kind == "b" and lt.dtype is DataType.boolean)
-        if lt.dtype is DataType.bf16 and lt.dtype.accepts(arr.dtype):
-            same_kind, want = True, arr.dtype
+        if (lt.dtype is DataType.bf16 or lt.dtype.is_f8) and lt.dtype.accepts(arr.dtype):
+            same_kind, want = True, arr.dtype  # (the bits)
         if not same_kind:
             raise DTypeError(f"{what} {lt.label}: data has dtype {arr.dtype}, the tensor is {lt.dtype}")
     return np.require(arr, dtype=want, requirements="C")  # (ascontiguousarray makes a 0-d array 1-d)

@@ -29,12 +29,16 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .dtypes import DataType
 from .logical_tensor import Property
 from .op import OpKind
 from .ops import InferContext, TensorType, schema_of
 from .ops.registry import check_facts, normalize_attrs
 from .program import OpSpec, Program, TensorSpec
 from .symbolic import as_expr
+
+
+_INT8 = (DataType.u8, DataType.s8)
 
 
 def _producers(prog: Program) -> Dict[int, OpSpec]:
@@ -85,7 +89,7 @@ def _requantized(prog: Program, op: OpSpec, readers, m: dict) -> dict:
     after = readers.get(out, [])
     m["output"] = out
     if len(after) == 1 and after[0].kind is OpKind.Quantize and out not in prog.outputs \
-            and after[0].attrs["qtype"] == "per_tensor":
+            and after[0].attrs["qtype"] == "per_tensor" and prog.tensors[after[0].outputs[0]].dtype in _INT8:
         q = after[0]
         m["attrs"]["dst_scale"] = q.attrs["scales"][0]
         m["attrs"]["dst_zp"] = q.attrs["zps"][0] if q.attrs["zps"] else 0
@@ -101,6 +105,8 @@ def _dequantized_operands(prog: Program, op: OpSpec, producers, readers):
         return None
     if not (_only_reader(op.inputs[0], op, readers, prog) and _only_reader(op.inputs[1], op, readers, prog)):
         return None
+    if prog.tensors[da.inputs[0]].dtype not in _INT8 or prog.tensors[dw.inputs[0]].dtype not in _INT8:
+        return None  # (s4 / u4 / f8 Dequantize -> MatMul / Convolution stays as it is)
     if da.attrs["qtype"] != "per_tensor" or prog.tensors[op.outputs[0]].dtype.name != "f32":
         return None
     return da, dw

@@ -24,6 +24,10 @@ DTYPE_CODE = {
     DataType.boolean: FbDataType.BOOL,
     DataType.u8: FbDataType.U8,
     DataType.s8: FbDataType.S8,
+    DataType.s4: FbDataType.S4,
+    DataType.u4: FbDataType.U4,
+    DataType.f8_e4m3: FbDataType.F8_E4M3,
+    DataType.f8_e5m2: FbDataType.F8_E5M2,
 }
 CODE_DTYPE = {v: k for k, v in DTYPE_CODE.items()}
 

@@ -33,6 +33,15 @@ def from_dlpack(data) -> np.ndarray:
     return arr.view(np.uint16) if arr.dtype == np.int16 and torch is not None and isinstance(data, torch.Tensor) else arr
 
 
+_BITS_ONLY = frozenset(dt.numpy for dt in DataType if dt.numpy.kind == "V" or dt.is_f8)
+
+
+def dlpack_view(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as DLPack can carry it: an ml_dtypes array (bf16, s4, u4, f8),
+    which numpy cannot export, as its bits (uint16 / uint8), the same memory."""
+    return arr.view(np.dtype(f"u{arr.itemsize}")) if arr.dtype in _BITS_ONLY else arr
+
+
 def as_array(data, dtype: DataType) -> np.ndarray:
     """A numpy view of ``data`` (no copy for numpy arrays, DLPack producers and buffers)."""
     if isinstance(data, np.ndarray):
@@ -102,7 +111,7 @@ class Tensor(_backend.Tensor):
         return self.get_data_handle()
 
     def __dlpack__(self, *args, **kwargs):
-        return self.get_data_handle().__dlpack__(*args, **kwargs)
+        return dlpack_view(self.get_data_handle()).__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
         return self.get_data_handle().__dlpack_device__()

@@ -59,11 +59,15 @@ enum class DataType : int8_t {
   BOOL = 5,
   U8 = 6,
   S8 = 7,
+  S4 = 8,
+  U4 = 9,
+  F8_E4M3 = 10,
+  F8_E5M2 = 11,
   MIN = F32,
-  MAX = S8
+  MAX = F8_E5M2
 };
 
-inline const DataType (&EnumValuesDataType())[8] {
+inline const DataType (&EnumValuesDataType())[12] {
   static const DataType values[] = {
     DataType::F32,
     DataType::F16,
@@ -72,13 +76,17 @@ inline const DataType (&EnumValuesDataType())[8] {
     DataType::I64,
     DataType::BOOL,
     DataType::U8,
-    DataType::S8
+    DataType::S8,
+    DataType::S4,
+    DataType::U4,
+    DataType::F8_E4M3,
+    DataType::F8_E5M2
   };
   return values;
 }
 
 inline const char * const *EnumNamesDataType() {
-  static const char * const names[9] = {
+  static const char * const names[13] = {
     "F32",
     "F16",
     "BF16",
@@ -87,13 +95,17 @@ inline const char * const *EnumNamesDataType() {
     "BOOL",
     "U8",
     "S8",
+    "S4",
+    "U4",
+    "F8_E4M3",
+    "F8_E5M2",
     nullptr
   };
   return names;
 }
 
 inline const char *EnumNameDataType(DataType e) {
-  if (::flatbuffers::IsOutRange(e, DataType::F32, DataType::S8)) return "";
+  if (::flatbuffers::IsOutRange(e, DataType::F32, DataType::F8_E5M2)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesDataType()[index];
 }

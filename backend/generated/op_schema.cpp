@@ -18,9 +18,11 @@ bool dtype_in(DTypeClass c, DType t) {
         case DTypeClass::NonBool: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I32 || t == DType::I64;
         case DTypeClass::FloatOrBool: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Bool;
         case DTypeClass::IntOrF32: return t == DType::I32 || t == DType::I64 || t == DType::F32;
-        case DTypeClass::Quant: return t == DType::U8 || t == DType::S8;
-        case DTypeClass::QuantZp: return t == DType::U8 || t == DType::S8 || t == DType::I32;
-        case DTypeClass::FloatOrQuant: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::U8 || t == DType::S8;
+        case DTypeClass::Quant: return t == DType::U8 || t == DType::S8 || t == DType::S4 || t == DType::U4 || t == DType::F8E4M3 || t == DType::F8E5M2;
+        case DTypeClass::QuantZp: return t == DType::U8 || t == DType::S8 || t == DType::S4 || t == DType::U4 || t == DType::I32;
+        case DTypeClass::Int8: return t == DType::U8 || t == DType::S8;
+        case DTypeClass::AnyOrF8: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I32 || t == DType::I64 || t == DType::Bool || t == DType::F8E4M3 || t == DType::F8E5M2;
+        case DTypeClass::FloatOrInt8: return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::U8 || t == DType::S8;
     }
     return false;
 }
@@ -34,9 +36,11 @@ const char* dtype_class_words(DTypeClass c) {
         case DTypeClass::NonBool: return "a non-bool";
         case DTypeClass::FloatOrBool: return "a floating-point or bool";
         case DTypeClass::IntOrF32: return "an i32, i64 or f32";
-        case DTypeClass::Quant: return "a u8 or s8";
-        case DTypeClass::QuantZp: return "a u8, s8 or i32";
-        case DTypeClass::FloatOrQuant: return "a floating-point, u8 or s8";
+        case DTypeClass::Quant: return "a u8, s8, s4, u4, f8_e4m3 or f8_e5m2";
+        case DTypeClass::QuantZp: return "a u8, s8, s4, u4 or i32";
+        case DTypeClass::Int8: return "a u8 or s8";
+        case DTypeClass::AnyOrF8: return "an f32, f16, bf16, i32, i64, bool, f8_e4m3 or f8_e5m2";
+        case DTypeClass::FloatOrInt8: return "a floating-point, u8 or s8";
     }
     return "?";
 }
@@ -99,8 +103,8 @@ const DTypeClass kConcatIn[] = {DTypeClass::Any};
 const DTypeClass kConcatOut[] = {DTypeClass::Any};
 const DTypeClass kSliceIn[] = {DTypeClass::Any};
 const DTypeClass kSliceOut[] = {DTypeClass::Any};
-const DTypeClass kTypeCastIn[] = {DTypeClass::Any};
-const DTypeClass kTypeCastOut[] = {DTypeClass::Any};
+const DTypeClass kTypeCastIn[] = {DTypeClass::AnyOrF8};
+const DTypeClass kTypeCastOut[] = {DTypeClass::AnyOrF8};
 const DTypeClass kReduceSumIn[] = {DTypeClass::NonBool};
 const DTypeClass kReduceSumOut[] = {DTypeClass::Any};
 const DTypeClass kReduceMeanIn[] = {DTypeClass::Float};
@@ -234,8 +238,8 @@ const char* const kDynamicQuantizeNames[] = {"src", "scales", "zps"};
 const DTypeClass kDynamicDequantizeIn[] = {DTypeClass::Quant, DTypeClass::Float, DTypeClass::QuantZp};
 const DTypeClass kDynamicDequantizeOut[] = {DTypeClass::Float};
 const char* const kDynamicDequantizeNames[] = {"src", "scales", "zps"};
-const DTypeClass kQuantizedMatMulIn[] = {DTypeClass::Quant, DTypeClass::Quant, DTypeClass::Float};
-const DTypeClass kQuantizedMatMulOut[] = {DTypeClass::FloatOrQuant};
+const DTypeClass kQuantizedMatMulIn[] = {DTypeClass::Int8, DTypeClass::Int8, DTypeClass::Float};
+const DTypeClass kQuantizedMatMulOut[] = {DTypeClass::FloatOrInt8};
 const char* const kQuantizedMatMulNames[] = {"src", "weights", "bias"};
 const DTypeClass kTopKIn[] = {DTypeClass::NonBool};
 const DTypeClass kTopKOut[] = {DTypeClass::NonBool, DTypeClass::Int};
@@ -249,8 +253,8 @@ const char* const kScatterNDNames[] = {"data", "indices", "updates"};
 const DTypeClass kMatMulIdIn[] = {DTypeClass::Float, DTypeClass::Float, DTypeClass::Int};
 const DTypeClass kMatMulIdOut[] = {DTypeClass::Any};
 const char* const kMatMulIdNames[] = {"src", "weights", "ids"};
-const DTypeClass kQuantizedConvolutionIn[] = {DTypeClass::Quant, DTypeClass::Quant, DTypeClass::Float};
-const DTypeClass kQuantizedConvolutionOut[] = {DTypeClass::FloatOrQuant};
+const DTypeClass kQuantizedConvolutionIn[] = {DTypeClass::Int8, DTypeClass::Int8, DTypeClass::Float};
+const DTypeClass kQuantizedConvolutionOut[] = {DTypeClass::FloatOrInt8};
 const char* const kQuantizedConvolutionNames[] = {"src", "weights", "bias"};
 
 }  // namespace
@@ -617,10 +621,13 @@ ConvolutionAttrs read_ConvolutionAttrs(AttrReader& r) {
     ConvolutionAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = ConvolutionAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -631,8 +638,10 @@ ConvolutionAttrs read_ConvolutionAttrs(AttrReader& r) {
     }
     a.dilations = r.read_ints("dilations");
     r.check_min("dilations", a.dilations, 1);
+    r.check_max("dilations", a.dilations, 2147483647);
     a.groups = r.read_int("groups");
     r.check_min("groups", a.groups, 1);
+    r.check_max("groups", a.groups, 2147483647);
     {
         static const char* const choices[] = {"XIO", "OIX"};
         a.weights_format = ConvolutionAttrs::WeightsFormat(r.read_choice("weights_format", choices, 2));
@@ -647,10 +656,13 @@ ConvTransposeAttrs read_ConvTransposeAttrs(AttrReader& r) {
     ConvTransposeAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = ConvTransposeAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -661,10 +673,13 @@ ConvTransposeAttrs read_ConvTransposeAttrs(AttrReader& r) {
     }
     a.dilations = r.read_ints("dilations");
     r.check_min("dilations", a.dilations, 1);
+    r.check_max("dilations", a.dilations, 2147483647);
     a.groups = r.read_int("groups");
     r.check_min("groups", a.groups, 1);
+    r.check_max("groups", a.groups, 2147483647);
     a.output_padding = r.read_ints("output_padding");
     r.check_min("output_padding", a.output_padding, 0);
+    r.check_max("output_padding", a.output_padding, 2147483647);
     {
         static const char* const choices[] = {"XOI", "IOX"};
         a.weights_format = ConvTransposeAttrs::WeightsFormat(r.read_choice("weights_format", choices, 2));
@@ -679,10 +694,13 @@ MaxPoolAttrs read_MaxPoolAttrs(AttrReader& r) {
     MaxPoolAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = MaxPoolAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -693,12 +711,14 @@ MaxPoolAttrs read_MaxPoolAttrs(AttrReader& r) {
     }
     a.kernel = r.read_ints("kernel");
     r.check_min("kernel", a.kernel, 1);
+    r.check_max("kernel", a.kernel, 2147483647);
     {
         static const char* const choices[] = {"floor", "ceil"};
         a.rounding_type = MaxPoolAttrs::RoundingType(r.read_choice("rounding_type", choices, 2));
     }
     a.dilations = r.read_ints("dilations");
     r.check_min("dilations", a.dilations, 1);
+    r.check_max("dilations", a.dilations, 2147483647);
     a.resolved_pads_begin = r.read_exprs("resolved_pads_begin");
     a.resolved_pads_end = r.read_exprs("resolved_pads_end");
     r.finish();
@@ -709,10 +729,13 @@ AvgPoolAttrs read_AvgPoolAttrs(AttrReader& r) {
     AvgPoolAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = AvgPoolAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -723,6 +746,7 @@ AvgPoolAttrs read_AvgPoolAttrs(AttrReader& r) {
     }
     a.kernel = r.read_ints("kernel");
     r.check_min("kernel", a.kernel, 1);
+    r.check_max("kernel", a.kernel, 2147483647);
     {
         static const char* const choices[] = {"floor", "ceil"};
         a.rounding_type = AvgPoolAttrs::RoundingType(r.read_choice("rounding_type", choices, 2));
@@ -738,6 +762,7 @@ AdaptiveAvgPoolAttrs read_AdaptiveAvgPoolAttrs(AttrReader& r) {
     AdaptiveAvgPoolAttrs a;
     a.sizes = r.read_ints("sizes");
     r.check_min("sizes", a.sizes, 1);
+    r.check_max("sizes", a.sizes, 2147483647);
     {
         static const char* const choices[] = {"NXC", "NCX"};
         a.data_format = AdaptiveAvgPoolAttrs::DataFormat(r.read_choice("data_format", choices, 2));
@@ -897,10 +922,13 @@ QuantizedConvolutionAttrs read_QuantizedConvolutionAttrs(AttrReader& r) {
     QuantizedConvolutionAttrs a;
     a.strides = r.read_ints("strides");
     r.check_min("strides", a.strides, 1);
+    r.check_max("strides", a.strides, 2147483647);
     a.pads_begin = r.read_ints("pads_begin");
     r.check_min("pads_begin", a.pads_begin, 0);
+    r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
     r.check_min("pads_end", a.pads_end, 0);
+    r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
         a.auto_pad = QuantizedConvolutionAttrs::AutoPad(r.read_choice("auto_pad", choices, 4));
@@ -911,8 +939,10 @@ QuantizedConvolutionAttrs read_QuantizedConvolutionAttrs(AttrReader& r) {
     }
     a.dilations = r.read_ints("dilations");
     r.check_min("dilations", a.dilations, 1);
+    r.check_max("dilations", a.dilations, 2147483647);
     a.groups = r.read_int("groups");
     r.check_min("groups", a.groups, 1);
+    r.check_max("groups", a.groups, 2147483647);
     {
         static const char* const choices[] = {"XIO", "OIX", "OXI"};
         a.weights_format = QuantizedConvolutionAttrs::WeightsFormat(r.read_choice("weights_format", choices, 3));

@@ -17,7 +17,7 @@ namespace ops {
 constexpr int kNumOpKinds = 92;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
-enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32, Quant, QuantZp, FloatOrQuant };
+enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32, Quant, QuantZp, Int8, AnyOrF8, FloatOrInt8 };
 bool dtype_in(DTypeClass c, DType t);
 const char* dtype_class_words(DTypeClass c);  // "a floating-point"
 

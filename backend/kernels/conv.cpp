@@ -208,8 +208,10 @@ void conv_transpose_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     auto row = [&](int64_t o, int64_t kh, int64_t kw) {
         return s.channels_first_weights ? (o * s.KH + kh) * s.KW + kw : (kh * s.KW + kw) * Og + o;
     };
+    // the columns of a tile of input positions: about kColumnBytes (one position at least)
+    const int64_t tile = std::clamp<int64_t>(kColumnBytes / (int64_t(sizeof(float)) * R), 1, Pin);
     thread_local std::vector<float> cols;
-    if (cols.size() < size_t(R * Pin)) cols.resize(size_t(R * Pin));
+    if (cols.size() < size_t(R * tile)) cols.resize(size_t(R * tile));
     float* col = cols.data();
     one_blas_thread();
     int64_t t0, t1;
@@ -219,39 +221,47 @@ void conv_transpose_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
         // the columns: every input position times every (output channel, tap) of the group
         const float* Wg = s.channels_first_weights ? w + g * Ig * R : w + g * Ig;
         const int ldw = int(s.channels_first_weights ? R : s.C);
-        if (!s.nxc) {  // col[R, Pin]
+        if (!s.nxc) {  // col[R, pt]
             const float* xg = x + (n * s.C + g * Ig) * Pin;
-            scipy_cblas_sgemm(CblasRowMajor, s.channels_first_weights ? CblasTrans : CblasNoTrans, CblasNoTrans, int(R),
-                              int(Pin), int(Ig), 1.0f, Wg, ldw, xg, int(Pin), 0.0f, col, int(Pin));
             float* yg = y + (n * s.O + g * Og) * Pout;
             for (int64_t o = 0; o < Og; ++o) fill(yg + o * Pout, Pout, bias ? bias[g * Og + o] : 0.0f);
-            for (int64_t o = 0; o < Og; ++o)
-                for (int64_t kh = 0; kh < s.KH; ++kh)
-                    for (int64_t kw = 0; kw < s.KW; ++kw) {
-                        const float* cr = col + row(o, kh, kw) * Pin;
-                        for (int64_t ih = 0; ih < s.H; ++ih) {
-                            const int64_t oh = ih * s.sh + kh * s.dh - s.ph;
-                            if (oh < 0 || oh >= s.OH) continue;
-                            float* yr = yg + o * Pout + oh * s.OW;
-                            const float* c = cr + ih * s.W;
-                            for (int64_t iw = 0; iw < s.W; ++iw) {
-                                const int64_t ow = iw * s.sw + kw * s.dw - s.pw;
-                                if (ow >= 0 && ow < s.OW) yr[ow] += c[iw];
+            for (int64_t p0 = 0; p0 < Pin; p0 += tile) {
+                const int64_t pt = std::min(tile, Pin - p0);
+                scipy_cblas_sgemm(CblasRowMajor, s.channels_first_weights ? CblasTrans : CblasNoTrans, CblasNoTrans,
+                                  int(R), int(pt), int(Ig), 1.0f, Wg, ldw, xg + p0, int(Pin), 0.0f, col, int(pt));
+                for (int64_t o = 0; o < Og; ++o)
+                    for (int64_t kh = 0; kh < s.KH; ++kh)
+                        for (int64_t kw = 0; kw < s.KW; ++kw) {
+                            const float* cr = col + row(o, kh, kw) * pt;  // cr[p - p0]
+                            for (int64_t p = p0; p < p0 + pt;) {  // the tile's part of each input row
+                                const int64_t ih = p / s.W, iw0 = p - ih * s.W, iw1 = std::min(s.W, iw0 + p0 + pt - p);
+                                const int64_t oh = ih * s.sh + kh * s.dh - s.ph;
+                                if (oh >= 0 && oh < s.OH) {
+                                    float* yr = yg + o * Pout + oh * s.OW;
+                                    const float* c = cr + (p - p0);  // c[iw - iw0]
+                                    for (int64_t iw = iw0; iw < iw1; ++iw) {
+                                        const int64_t ow = iw * s.sw + kw * s.dw - s.pw;
+                                        if (ow >= 0 && ow < s.OW) yr[ow] += c[iw - iw0];
+                                    }
+                                }
+                                p += iw1 - iw0;
                             }
                         }
-                    }
-        } else {  // col[Pin, R]
+            }
+        } else {  // col[pt, R]
             const float* xg = x + n * Pin * s.C + g * Ig;
-            scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, s.channels_first_weights ? CblasNoTrans : CblasTrans, int(Pin),
-                              int(R), int(Ig), 1.0f, xg, int(s.C), Wg, ldw, 0.0f, col, int(R));
             float* yn = y + n * Pout * s.O + g * Og;
             for (int64_t p = 0; p < Pout; ++p) {
                 if (bias) std::memcpy(yn + p * s.O, bias + g * Og, size_t(Og) * sizeof(float));
                 else fill(yn + p * s.O, Og, 0.0f);
             }
-            for (int64_t ih = 0; ih < s.H; ++ih)
-                for (int64_t iw = 0; iw < s.W; ++iw) {
-                    const float* cr = col + (ih * s.W + iw) * R;
+            for (int64_t p0 = 0; p0 < Pin; p0 += tile) {
+                const int64_t pt = std::min(tile, Pin - p0);
+                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, s.channels_first_weights ? CblasNoTrans : CblasTrans,
+                                  int(pt), int(R), int(Ig), 1.0f, xg + p0 * s.C, int(s.C), Wg, ldw, 0.0f, col, int(R));
+                for (int64_t p = p0; p < p0 + pt; ++p) {
+                    const int64_t ih = p / s.W, iw = p - ih * s.W;
+                    const float* cr = col + (p - p0) * R;
                     for (int64_t kh = 0; kh < s.KH; ++kh) {
                         const int64_t oh = ih * s.sh + kh * s.dh - s.ph;
                         if (oh < 0 || oh >= s.OH) continue;
@@ -263,6 +273,7 @@ void conv_transpose_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
                         }
                     }
                 }
+            }
         }
     }
 }

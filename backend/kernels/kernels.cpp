@@ -359,9 +359,20 @@ void copy_strided_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
 
 void* tag(int v) { return reinterpret_cast<void*>(intptr_t(v)); }
 
+// The broadcasting kernels read each operand where the output has n and it has n or 1 (row_ptr, at):
+// anything else would read out of its bounds.
+void need_broadcast(const char* fn, std::initializer_list<const ggml_tensor*> ts, const int64_t ne[4]) {
+    for (const ggml_tensor* t : ts)
+        for (int d = 0; d < 4; ++d)
+            if (t->ne[d] != ne[d] && t->ne[d] != 1)
+                throw gg::Violation(cat(fn, ": operand ", gg::describe(t), " does not broadcast to [", ne[0], ", ", ne[1],
+                                        ", ", ne[2], ", ", ne[3], "]"));
+}
+
 }  // namespace
 
 ggml_tensor* binary(ggml_context* ctx, Binary op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
+    need_broadcast("binary kernel", {a, b}, ne);
     ggml_tensor* args[2] = {a, b};
     return gg::custom_4d(ctx, a->type, ne[0], ne[1], ne[2], ne[3], args, 2, binary_kernel, GGML_N_TASKS_MAX, tag(int(op)));
 }
@@ -373,11 +384,13 @@ ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a, float p0, float 
 }
 
 ggml_tensor* compare(ggml_context* ctx, Compare op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
+    need_broadcast("compare kernel", {a, b}, ne);
     ggml_tensor* args[2] = {a, b};
     return gg::custom_4d(ctx, GGML_TYPE_I32, ne[0], ne[1], ne[2], ne[3], args, 2, compare_kernel, GGML_N_TASKS_MAX, tag(int(op)));
 }
 
 ggml_tensor* select(ggml_context* ctx, ggml_tensor* cond, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]) {
+    need_broadcast("select kernel", {cond, a, b}, ne);
     ggml_tensor* args[3] = {cond, a, b};
     return gg::custom_4d(ctx, a->type, ne[0], ne[1], ne[2], ne[3], args, 3, select_kernel, GGML_N_TASKS_MAX, nullptr);
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../gg.h"
+#include "f8.h"
 
 namespace dg::kernels {
 
@@ -44,6 +45,8 @@ struct Lookup {
             case ZpKind::None: return 0.0f;
             case ZpKind::U8: return float(*reinterpret_cast<const uint8_t*>(at(zps, i)));
             case ZpKind::S8: return float(*reinterpret_cast<const int8_t*>(at(zps, i)));
+            case ZpKind::U4: return float(*reinterpret_cast<const uint8_t*>(at(zps, i)) & 0x0F);
+            case ZpKind::S4: return float(((*reinterpret_cast<const uint8_t*>(at(zps, i)) & 0x0F) ^ 0x08) - 0x08);
             case ZpKind::I32: {
                 int32_t v;
                 std::memcpy(&v, at(zps, i), sizeof v);
@@ -60,62 +63,100 @@ struct Lookup {
     }
 };
 
-void quantize_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
-    const auto& p = *static_cast<const QuantParams*>(ud);
+// A byte of the quantized type T, as a value (U8 .. S4: an integer; F8: its f32 value).
+template <QType T>
+inline float read_q(uint8_t b, const float* f8) {
+    if constexpr (T == QType::U8) return float(b);
+    if constexpr (T == QType::S8) return float(int8_t(b));
+    if constexpr (T == QType::U4) return float(b & 0x0F);
+    if constexpr (T == QType::S4) return float(((b & 0x0F) ^ 0x08) - 0x08);
+    return f8[b];
+}
+
+// x * inv rounded to the quantized type T (for integers, with zp, saturated to T's range).
+template <QType T>
+inline uint8_t write_q(float x, float inv, float zp) {
+    if constexpr (T == QType::F8E4M3 || T == QType::F8E5M2)
+        return f32_to_f8(x * inv, T == QType::F8E4M3 ? F8::E4M3 : F8::E5M2);  // (f8 takes no zero points)
+    constexpr float lo = T == QType::U8 || T == QType::U4 ? 0.0f : T == QType::S8 ? -128.0f : -8.0f;
+    constexpr float hi = T == QType::U8 ? 255.0f : T == QType::S8 ? 127.0f : T == QType::U4 ? 15.0f : 7.0f;
+    const int32_t q = quantize_value(x, inv, zp, lo, hi);
+    return T == QType::S4 ? uint8_t(q) & 0x0F : uint8_t(q);
+}
+
+template <QType T>
+void quantize_rows(ggml_tensor* dst, int ith, int nth, const QuantParams& p) {
     const ggml_tensor* src = dst->src[0];
     const Lookup look{p, dst->src[1], dst->src[2]};
-    const float lo = p.q_unsigned ? 0.0f : -128.0f, hi = p.q_unsigned ? 255.0f : 127.0f;
     const bool per_elem = look.varies_along_row(dst->ne[0]);
     for_rows(dst, ith, nth, [&](int64_t i1, int64_t i2, int64_t i3) {
         const float* in = reinterpret_cast<const float*>(static_cast<const char*>(src->data) + i1 * src->nb[1] +
                                                          i2 * src->nb[2] + i3 * src->nb[3]);
-        char* out = static_cast<char*>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3];
+        auto* out = reinterpret_cast<uint8_t*>(static_cast<char*>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
+                                               i3 * dst->nb[3]);
         int64_t i[4] = {0, i1, i2, i3};
         float inv = 0, zp = 0;
         if (!per_elem) {
             inv = p.from_tensors ? float(1.0 / double(look.scale(i))) : look.scale(i);
             zp = look.zp(i);
+            for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) out[i0] = write_q<T>(in[i0], inv, zp);
+            return;
         }
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
-            if (per_elem) {
-                i[0] = i0;
-                inv = p.from_tensors ? float(1.0 / double(look.scale(i))) : look.scale(i);
-                zp = look.zp(i);
-            }
-            const int32_t q = quantize_value(in[i0], inv, zp, lo, hi);
-            out[i0] = p.q_unsigned ? char(uint8_t(q)) : char(int8_t(q));
+            i[0] = i0;
+            inv = p.from_tensors ? float(1.0 / double(look.scale(i))) : look.scale(i);
+            out[i0] = write_q<T>(in[i0], inv, look.zp(i));
         }
     });
 }
 
-void dequantize_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
-    const auto& p = *static_cast<const QuantParams*>(ud);
+template <QType T>
+void dequantize_rows(ggml_tensor* dst, int ith, int nth, const QuantParams& p) {
     const ggml_tensor* src = dst->src[0];
     const Lookup look{p, dst->src[1], dst->src[2]};
     const bool per_elem = look.varies_along_row(dst->ne[0]);
+    const float* f8 = T == QType::F8E4M3 ? f8_values(F8::E4M3) : T == QType::F8E5M2 ? f8_values(F8::E5M2) : nullptr;
     for_rows(dst, ith, nth, [&](int64_t i1, int64_t i2, int64_t i3) {
-        const char* in = static_cast<const char*>(src->data) + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        const auto* q = reinterpret_cast<const uint8_t*>(static_cast<const char*>(src->data) + i1 * src->nb[1] +
+                                                         i2 * src->nb[2] + i3 * src->nb[3]);
         float* out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] +
                                               i3 * dst->nb[3]);
         int64_t i[4] = {0, i1, i2, i3};
         if (!per_elem) {
             const float s = look.scale(i), zp = look.zp(i);
-            if (p.q_unsigned) {
-                const auto* q = reinterpret_cast<const uint8_t*>(in);
-                for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) out[i0] = (float(q[i0]) - zp) * s;
-            } else {
-                const auto* q = reinterpret_cast<const int8_t*>(in);
-                for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) out[i0] = (float(q[i0]) - zp) * s;
-            }
+            for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) out[i0] = (read_q<T>(q[i0], f8) - zp) * s;
             return;
         }
         for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) {
             i[0] = i0;
-            const float q = p.q_unsigned ? float(uint8_t(in[i0])) : float(int8_t(in[i0]));
-            out[i0] = (q - look.zp(i)) * look.scale(i);
+            out[i0] = (read_q<T>(q[i0], f8) - look.zp(i)) * look.scale(i);
         }
     });
 }
+
+// the kernel of ggml's custom op: the rows of `dst` for p.qtype
+template <template <QType> class Rows>
+void dispatch(ggml_tensor* dst, int ith, int nth, void* ud) {
+    const auto& p = *static_cast<const QuantParams*>(ud);
+    switch (p.qtype) {
+        case QType::U8: return Rows<QType::U8>::run(dst, ith, nth, p);
+        case QType::S8: return Rows<QType::S8>::run(dst, ith, nth, p);
+        case QType::U4: return Rows<QType::U4>::run(dst, ith, nth, p);
+        case QType::S4: return Rows<QType::S4>::run(dst, ith, nth, p);
+        case QType::F8E4M3: return Rows<QType::F8E4M3>::run(dst, ith, nth, p);
+        case QType::F8E5M2: return Rows<QType::F8E5M2>::run(dst, ith, nth, p);
+    }
+}
+
+template <QType T>
+struct QuantizeRows {
+    static void run(ggml_tensor* d, int ith, int nth, const QuantParams& p) { quantize_rows<T>(d, ith, nth, p); }
+};
+
+template <QType T>
+struct DequantizeRows {
+    static void run(ggml_tensor* d, int ith, int nth, const QuantParams& p) { dequantize_rows<T>(d, ith, nth, p); }
+};
 
 ggml_tensor* custom(ggml_context* ctx, ggml_type type, ggml_tensor* src, ggml_tensor* scales, ggml_tensor* zps,
                     ggml_custom_op_t fn, const QuantParams* p) {
@@ -128,12 +169,12 @@ ggml_tensor* custom(ggml_context* ctx, ggml_type type, ggml_tensor* src, ggml_te
 }  // namespace
 
 ggml_tensor* quantize(ggml_context* ctx, ggml_tensor* src, ggml_tensor* scales, ggml_tensor* zps, const QuantParams* p) {
-    return custom(ctx, GGML_TYPE_I8, src, scales, zps, quantize_kernel, p);
+    return custom(ctx, GGML_TYPE_I8, src, scales, zps, dispatch<QuantizeRows>, p);
 }
 
 ggml_tensor* dequantize(ggml_context* ctx, ggml_tensor* src, ggml_tensor* scales, ggml_tensor* zps,
                         const QuantParams* p) {
-    return custom(ctx, GGML_TYPE_F32, src, scales, zps, dequantize_kernel, p);
+    return custom(ctx, GGML_TYPE_F32, src, scales, zps, dispatch<DequantizeRows>, p);
 }
 
 }  // namespace dg::kernels

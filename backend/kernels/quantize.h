@@ -1,9 +1,12 @@
 // Quantize and dequantize (ops/quantize.py), as ggml custom ops, with the
 // arithmetic the op rules define exactly:
 //   quantize:   q = clamp(round_half_even(x * inv_scale) + zp, lo, hi)   (f32; NaN -> zp)
+//               q = f8(x * inv_scale)                                    (f8: f8.h's rounding)
 //   dequantize: x = (q - zp) * scale                                      (f32)
-// u8 and s8 are held as bytes in I8 tensors; which one a tensor is travels
-// in the parameters. Scales and zero points come from a list per channel
+// u8, s8, s4, u4 and the f8 types are held one element a byte in I8 tensors
+// (s4 / u4: the value in the low 4 bits, two's complement for s4, written with
+// the high 4 bits zero and read ignoring them); which one a tensor is
+// travels in the parameters. Scales and zero points come from a list per channel
 // (the attribute forms: one entry, or one per index along one ggml
 // dimension) or from tensors (the Dynamic forms: one entry per group of
 // elements, group[d] elements along ggml dimension d).
@@ -15,14 +18,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "../dtype.h"
 #include "ggml.h"
 
 namespace dg::kernels {
 
-enum class ZpKind : uint8_t { None, U8, S8, I32 };
+enum class ZpKind : uint8_t { None, U8, S8, U4, S4, I32 };
+
+// the quantized side's type
+enum class QType : uint8_t { U8, S8, U4, S4, F8E4M3, F8E5M2 };
 
 struct QuantParams {
-    bool q_unsigned = false;  // the quantized side is u8 (else s8)
+    QType qtype = QType::S8;
     // attribute form: scale[c] / zp[c] for c the index along ggml dimension `dim` (or c = 0 when the list has
     // one entry). For quantize, scale holds the inverse scales (1 / scale, rounded to f32).
     int dim = 0;
@@ -34,7 +41,34 @@ struct QuantParams {
     ZpKind zp_kind = ZpKind::None;
 };
 
-// I8 (u8 or s8 per p) from F32 `src` (dense); scales / zps: the tensor form's inputs (or null).
+inline bool is_f8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
+
+// Whether quantize / dequantize take `t` as their quantized side.
+inline bool is_quantized(DType t) {
+    return t == DType::U8 || t == DType::S8 || t == DType::S4 || t == DType::U4 || is_f8(t);
+}
+
+// The quantized side's QType of a dtype (is_quantized(t)).
+inline QType qtype_of(DType t) {
+    switch (t) {
+        case DType::U8: return QType::U8;
+        case DType::U4: return QType::U4;
+        case DType::S4: return QType::S4;
+        case DType::F8E4M3: return QType::F8E4M3;
+        case DType::F8E5M2: return QType::F8E5M2;
+        default: return QType::S8;
+    }
+}
+
+// Per tensor, scale 1, no zero point: a plain conversion (TypeCast of an f8 type).
+inline QuantParams unit_params(DType t) {
+    QuantParams p;
+    p.qtype = qtype_of(t);
+    p.scale = {1.0f};
+    return p;
+}
+
+// I8 (p.qtype's bytes) from F32 `src` (dense); scales / zps: the tensor form's inputs (or null).
 ggml_tensor* quantize(ggml_context* ctx, ggml_tensor* src, ggml_tensor* scales, ggml_tensor* zps, const QuantParams* p);
 
 // F32 from I8 `src` (dense).

@@ -9,6 +9,8 @@
 #include "int8_params.h"
 #include "spatial.h"
 
+#include <array>
+
 namespace dg {
 
 using K = dyngraph::fb::OpKind;
@@ -43,7 +45,20 @@ kernels::ConvShape conv_shape(LowerCtx& c, const Attrs& a, bool nxc, Channels wc
     s.groups = a.groups;
     if (y.N != x.N) c.unsupported(cat("src ", xs.str(), " and dst ", ys.str(), " differ in batch"));
     spatial::require_int_sizes(c, {s.N, s.C, s.H * s.W, s.O, s.OH * s.OW, s.KH * s.KW * s.C, s.KH * s.KW * s.O});
+    spatial::require_int_sizes(c, {s.sh, s.sw, s.dh, s.dw, s.groups});
     return s;
+}
+
+// The windows of both spatial axes (H and W), their end paddings from `pads_end`.
+template <class Attrs>
+std::array<spatial::WindowAxis, 2> windows(LowerCtx& c, const Attrs& a, const kernels::ConvShape& s, bool transposed) {
+    const int ns = c.out_shape(0).rank - 2;
+    int64_t peh = 0, pew = 0;
+    spatial::per_axis_exprs(c, a.resolved_pads_end, ns, peh, pew, "resolved_pads_end");
+    // a convolution slides over src (L = H, n = OH); a transposed one over dst
+    const int64_t H = transposed ? s.OH : s.H, OH = transposed ? s.H : s.OH;
+    const int64_t W = transposed ? s.OW : s.W, OW = transposed ? s.W : s.OW;
+    return {spatial::WindowAxis{H, OH, s.KH, s.sh, s.dh, s.ph, peh}, spatial::WindowAxis{W, OW, s.KW, s.sw, s.dw, s.pw, pew}};
 }
 
 // Weights of `shape` must be [a, b, KH, KW] (channels first), [KH, KW, b, a] (last) or [a, KH, KW, b]
@@ -85,13 +100,9 @@ kernels::ConvShape checked_conv_shape(LowerCtx& c, const Attrs& a, bool nxc, Cha
     check_weights(c, s, wch, s.O, s.C / s.groups);
     // the output sizes are those of this window (the IR's shapes are not trusted blindly)
     const Dims ys = c.out_shape(0);
-    int64_t peh = 0, pew = 0;
-    spatial::per_axis_exprs(c, a.resolved_pads_end, ys.rank - 2, peh, pew, "resolved_pads_end");
-    auto out_size = [](int64_t L, int64_t k, int64_t st, int64_t d, int64_t pb, int64_t pe) {
-        return (L + pb + pe - d * (k - 1) - 1) / st + 1;
-    };
-    if (out_size(s.H, s.KH, s.sh, s.dh, s.ph, peh) != s.OH || out_size(s.W, s.KW, s.sw, s.dw, s.pw, pew) != s.OW)
-        c.unsupported(cat("dst ", ys.str(), " is not the output of this convolution of ", c.in_shape(0).str()));
+    for (const spatial::WindowAxis& w : windows(c, a, s, false))
+        if (w.extent() > w.L + w.pad_begin + w.pad_end || w.floor_outputs() != w.n)
+            c.unsupported(cat("dst ", ys.str(), " is not the output of this convolution of ", c.in_shape(0).str()));
     return s;
 }
 
@@ -144,6 +155,17 @@ void lower_conv_transpose(LowerCtx& c) {
     const kernels::ConvShape s = conv_shape(c, a, nxc, wch);
     if (s.C % s.groups || s.O % s.groups) c.unsupported(cat(s.C, " input and ", s.O, " output channels in ", s.groups, " groups"));
     check_weights(c, s, wch, s.C, s.O / s.groups);
+    // dst = (src - 1) * stride + dilated kernel + output_padding - pads, per axis
+    const int ns = c.in_shape(0).rank - 2;
+    int64_t oph = 0, opw = 0;
+    if (!a.output_padding.empty()) spatial::per_axis(c, a.output_padding, ns, 0, oph, opw, "output_padding");
+    const auto win = windows(c, a, s, true);
+    const int64_t op[2] = {oph, opw};
+    for (int i = 0; i < 2; ++i)
+        if (op[i] < 0 || op[i] > spatial::kMaxWindow ||
+            (win[i].n - 1) * win[i].stride + win[i].extent() + op[i] - win[i].pad_begin - win[i].pad_end != win[i].L)
+            c.unsupported(cat("dst ", c.out_shape(0).str(), " is not the output of this transposed convolution of ",
+                              c.in_shape(0).str()));
     ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
     ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
     const auto ne = c.out_shape(0).ne();

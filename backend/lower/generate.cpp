@@ -99,6 +99,10 @@ void lower_full(LowerCtx& c) {
         }
         case DType::U8:
         case DType::S8:
+        case DType::S4:
+        case DType::U4:
+        case DType::F8E4M3:
+        case DType::F8E5M2:
             break;  // (the op's dtype class excludes them)
     }
     c.unsupported(cat("output dtype ", dtype_name(dt)));

@@ -1,5 +1,5 @@
-// The checks and kernel parameters the int8 lowerings share (quantize.cpp:
-// Quantize, Dequantize, QuantizedMatMul; conv.cpp: QuantizedConvolution):
+// The checks and kernel parameters the fused int8 lowerings share
+// (quantize.cpp: QuantizedMatMul; conv.cpp: QuantizedConvolution):
 // scales and zero points of the IR checked against the dtypes they quantize
 // (a file may carry anything), then converted as ops/quantize.py says.
 #pragma once
@@ -12,8 +12,9 @@
 
 namespace dg::int8 {
 
-inline bool is_quant(DType t) { return t == DType::U8 || t == DType::S8; }
+inline bool is_int8(DType t) { return t == DType::U8 || t == DType::S8; }
 
+// (u8 / s8: the fused int8 ops take no other type)
 inline void check_zp(const LowerCtx& c, int64_t zp, DType t, const char* what) {
     const int64_t lo = t == DType::U8 ? 0 : -128, hi = t == DType::U8 ? 255 : 127;
     if (zp < lo || zp > hi) c.unsupported(cat(what, " ", zp, " is outside the range of ", dtype_name(t)));
@@ -30,7 +31,9 @@ inline void check_scale(const LowerCtx& c, double s, const char* what) {
 template <class Attrs>
 kernels::Int8Params params(const LowerCtx& c, const Attrs& a, int64_t n, const char* what = "columns") {
     const DType at = c.in_dtype(0), wt = c.in_dtype(1), ot = c.out_dtype(0);
-    if (!is_quant(at) || !is_quant(wt)) c.internal_error("the inputs are not u8 / s8");
+    if (!is_int8(at) || !is_int8(wt)) c.internal_error("the inputs are not u8 / s8");
+    if (!is_int8(ot) && ot != DType::F32 && ot != DType::F16 && ot != DType::BF16)
+        c.internal_error("the output is not u8 / s8 or a float");
     kernels::Int8Params p;
     p.a_unsigned = at == DType::U8;
     p.w_unsigned = wt == DType::U8;
@@ -48,7 +51,7 @@ kernels::Int8Params params(const LowerCtx& c, const Attrs& a, int64_t n, const c
         check_scale(c, s, "wei_scales");
         p.scale.push_back(float(a.src_scale) * float(s));
     }
-    if (is_quant(ot)) {
+    if (is_int8(ot)) {
         check_scale(c, a.dst_scale, "dst_scale");
         check_zp(c, a.dst_zp, ot, "dst_zp");
         p.quantize_out = true;

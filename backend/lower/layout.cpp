@@ -2,6 +2,7 @@
 // tensors of rank up to 6 (held folded, see program.h).
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/kernels.h"
+#include "../kernels/quantize.h"
 #include "../gg.h"
 #include "families.h"
 
@@ -84,10 +85,14 @@ void lower_slice(LowerCtx& c) {
         Strided st = c.strides_of(c.in[0], s);
         int64_t offset = 0;
         for (int ax = 0; ax < s.rank; ++ax) {
-            offset += c.eval(starts[size_t(ax)]) * st.nb[ax];
-            st.nb[ax] *= strides[size_t(ax)];
+            const int64_t start = c.eval(starts[size_t(ax)]);
+            int64_t step = 0;
+            if (start < 0 || start >= s.d[ax] || __builtin_mul_overflow(start, st.nb[ax], &step) ||
+                __builtin_add_overflow(offset, step, &offset) ||
+                __builtin_mul_overflow(st.nb[ax], strides[size_t(ax)], &st.nb[ax]))
+                c.unsupported(cat("axis ", ax, ": start ", start, " is outside the input ", s.str()));
             st.ne[ax] = o.d[ax];
-        }
+        }  // (gather_strided checks that the last element read lies inside the input)
         c.out = {c.gather_strided(c.in[0], st, offset)};
         return;
     }
@@ -100,8 +105,23 @@ void lower_slice(LowerCtx& c) {
     c.out = {x};
 }
 
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// f8 to or from a float type (or the other f8): through F32 and our quantize
+// kernels at scale 1 (x * 1 is x: the one rounding is Quantize's, to nearest even)
+void lower_f8_cast(LowerCtx& c, DType from, DType to) {
+    if (!(kernels::is_f8(from) || is_float(from)) || !(kernels::is_f8(to) || is_float(to)))
+        c.unsupported(cat("TypeCast ", dtype_name(from), " -> ", dtype_name(to), " (f8 converts only to and from floats)"));
+    ggml_tensor* x = c.cont(c.in[0]);
+    x = kernels::is_f8(from) ? kernels::dequantize(c.ctx, x, nullptr, nullptr, c.keep(kernels::unit_params(from)))
+                             : c.cast(x, GGML_TYPE_F32);
+    c.out = {kernels::is_f8(to) ? kernels::quantize(c.ctx, x, nullptr, nullptr, c.keep(kernels::unit_params(to)))
+                                : c.cast(x, ggml_type_of(to))};
+}
+
 void lower_type_cast(LowerCtx& c) {
     DType from = c.in_dtype(0), to = c.out_dtype(0);
+    if (kernels::is_f8(from) || kernels::is_f8(to)) return lower_f8_cast(c, from, to);
     ggml_tensor* x = c.in[0];
     ggml_type gt = ggml_type_of(to);
     if (to == DType::Bool && from != DType::Bool) {

@@ -24,14 +24,20 @@ kernels::PoolShape pool_shape(LowerCtx& c, bool nxc, kernels::PoolKind kind) {
     return s;
 }
 
-// Every window of a pooling overlaps the input (or the kernel would read nothing / divide by 0).
-void check_windows(LowerCtx& c, const kernels::PoolShape& s) {
-    auto ok = [](int64_t L, int64_t n, int64_t k, int64_t st, int64_t d, int64_t pb) {
-        const int64_t dk = d * (k - 1) + 1;
-        return pb < dk && (n - 1) * st - pb < L;  // the first window reaches 0, the last starts inside
-    };
-    if (!ok(s.H, s.OH, s.KH, s.sh, s.dh, s.ph) || !ok(s.W, s.OW, s.KW, s.sw, s.dw, s.pw))
-        c.unsupported(cat("a window of dst ", c.out_shape(0).str(), " lies outside src ", c.in_shape(0).str()));
+// dst has the size of this window (ops/spatial.py window_out; rounding up adds at most one
+// window), and every window overlaps the input (or the kernel would read nothing / divide by 0).
+void check_windows(LowerCtx& c, const kernels::PoolShape& s, bool ceil) {
+    spatial::require_int_sizes(c, {s.KH, s.KW, s.sh, s.sw, s.dh, s.dw});
+    const spatial::WindowAxis axes[2] = {{s.H, s.OH, s.KH, s.sh, s.dh, s.ph, s.ph_end},
+                                         {s.W, s.OW, s.KW, s.sw, s.dw, s.pw, s.pw_end}};
+    for (const spatial::WindowAxis& w : axes) {
+        const int64_t floor_n = w.floor_outputs();
+        if (w.n != floor_n && !(ceil && w.n == floor_n + 1))
+            c.unsupported(cat("dst ", c.out_shape(0).str(), " is not the output of this pooling of ", c.in_shape(0).str()));
+        // the first window reaches 0, the last starts inside
+        if (!(w.pad_begin < w.extent() && (w.n - 1) * w.stride - w.pad_begin < w.L))
+            c.unsupported(cat("a window of dst ", c.out_shape(0).str(), " lies outside src ", c.in_shape(0).str()));
+    }
 }
 
 template <class Attrs>
@@ -46,7 +52,7 @@ void lower_window_pool(LowerCtx& c, const Attrs& a, kernels::PoolKind kind, cons
     spatial::per_axis_exprs(c, a.resolved_pads_begin, ns, s.ph, s.pw, "resolved_pads_begin");
     spatial::per_axis_exprs(c, a.resolved_pads_end, ns, s.ph_end, s.pw_end, "resolved_pads_end");
     s.exclude_pad = exclude_pad;
-    check_windows(c, s);
+    check_windows(c, s, a.rounding_type == Attrs::RoundingType::ceil);
     const auto ne = c.out_shape(0).ne();
     ggml_tensor* y = kernels::pool2d(c.ctx, spatial::dense_f32(c, c.in[0]), c.keep(s), ne.data());
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};

@@ -1,6 +1,6 @@
 // Quantization: Quantize, Dequantize (scales and zero points as attributes),
 // DynamicQuantize, DynamicDequantize (as tensors), all computed by our
-// kernels (kernels/quantize.h), and QuantizedMatMul, the int8 product
+// kernels (kernels/quantize.h) for u8, s8, s4, u4, f8_e4m3 and f8_e5m2, and QuantizedMatMul, the int8 product
 // (kernels/int8_gemm.h). The IR's attributes and shapes are checked here
 // against the data they index (a file may carry anything).
 #include "../generated/dyngraph_ir_generated.h"
@@ -16,14 +16,33 @@ using K = dyngraph::fb::OpKind;
 
 namespace {
 
-using int8::check_scale;
-using int8::check_zp;
-using int8::is_quant;
+using kernels::is_f8;
+using kernels::qtype_of;
+
+bool is_quant(DType t) { return kernels::is_quantized(t); }
+
+// the range of a zero point of type t (f8: zero points are not supported, only 0)
+void check_zp(const LowerCtx& c, int64_t zp, DType t, const char* what) {
+    int64_t lo = 0, hi = 0;
+    switch (t) {
+        case DType::U8: hi = 255; break;
+        case DType::S8: lo = -128, hi = 127; break;
+        case DType::U4: hi = 15; break;
+        case DType::S4: lo = -8, hi = 7; break;
+        default: break;
+    }
+    if (zp < lo || zp > hi) c.unsupported(cat(what, " ", zp, " is outside the range of ", dtype_name(t)));
+}
+
+void check_scale(const LowerCtx& c, double s, const char* what) {
+    if (!(s > 0) || !std::isfinite(s) || !std::isfinite(float(s)) || float(s) == 0.0f)
+        c.unsupported(cat(what, " ", s, " is not a positive f32"));
+}
 
 // The attribute form's parameters: per tensor, or per channel along `axis`.
 kernels::QuantParams attr_params(const LowerCtx& c, const ops::QuantizeAttrs& a, const Dims& s, DType qt, bool inverse) {
     kernels::QuantParams p;
-    p.q_unsigned = qt == DType::U8;
+    p.qtype = qtype_of(qt);
     size_t n = 1;
     if (a.qtype == ops::QuantizeAttrs::Qtype::per_channel) {
         if (a.axis < -s.rank || a.axis >= s.rank) c.unsupported(cat("axis ", a.axis, " is out of range for rank ", s.rank));
@@ -47,7 +66,7 @@ kernels::QuantParams attr_params(const LowerCtx& c, const ops::QuantizeAttrs& a,
 void lower_quantize(LowerCtx& c) {
     const auto& a = c.attrs<ops::QuantizeAttrs>();
     const DType qt = c.out_dtype(0);
-    if (!is_quant(qt)) c.internal_error("the output is not u8 / s8");
+    if (!is_quant(qt)) c.internal_error("the output is not a quantized type");
     const auto* p = c.keep(attr_params(c, a, c.in_shape(0), qt, /*inverse=*/true));
     ggml_tensor* x = c.cast(c.cont(c.in[0]), GGML_TYPE_F32);
     c.out = {kernels::quantize(c.ctx, x, nullptr, nullptr, p)};
@@ -56,7 +75,7 @@ void lower_quantize(LowerCtx& c) {
 void lower_dequantize(LowerCtx& c) {
     const auto& a = c.attrs<ops::DequantizeAttrs>();
     const DType qt = c.in_dtype(0);
-    if (!is_quant(qt)) c.internal_error("the input is not u8 / s8");
+    if (!is_quant(qt)) c.internal_error("the input is not a quantized type");
     const auto* p = c.keep(attr_params(c, a, c.in_shape(0), qt, /*inverse=*/false));
     ggml_tensor* y = kernels::dequantize(c.ctx, c.cont(c.in[0]), nullptr, nullptr, p);
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
@@ -73,7 +92,7 @@ TensorScales tensor_params(LowerCtx& c, int qtype /*0 tensor, 1 channel, 2 group
                            const std::vector<int64_t>& group_shape, DType qt) {
     const Dims s = c.in_shape(0), ss = c.in_shape(1);
     TensorScales r{nullptr, nullptr, {}};
-    r.params.q_unsigned = qt == DType::U8;
+    r.params.qtype = qtype_of(qt);
     r.params.from_tensors = true;
     Dims laid;  // the scales' shape in src's rank
     laid.rank = s.rank;
@@ -98,15 +117,21 @@ TensorScales tensor_params(LowerCtx& c, int qtype /*0 tensor, 1 channel, 2 group
     for (int d = 0; d < 4; ++d) r.params.group[d] = ne_src[size_t(d)] / ne_sc[size_t(d)];
     r.scales = c.cast(c.reshape(c.cont(c.in[1]), laid), GGML_TYPE_F32);
     if (c.n_in() == 3) {
+        if (is_f8(qt)) c.unsupported(cat("zero points for ", dtype_name(qt), " (f8 takes none)"));
         const Dims zs = c.in_shape(2);
         if (zs.numel() != ss.numel() || (qtype == 2 && zs.rank != ss.rank)) c.unsupported(cat("zps ", zs.str(), " for scales ", ss.str()));
         if (qtype == 2)
             for (int d = 0; d < zs.rank; ++d)
                 if (zs.d[d] != ss.d[d]) c.unsupported(cat("zps ", zs.str(), " for scales ", ss.str()));
         r.zps = c.reshape(c.cont(c.in[2]), laid);
-        const DType zt = c.in_dtype(2);
-        r.params.zp_kind = zt == DType::U8 ? kernels::ZpKind::U8 : zt == DType::S8 ? kernels::ZpKind::S8 : kernels::ZpKind::I32;
-        if (zt != DType::U8 && zt != DType::S8 && zt != DType::I32) c.internal_error("zps of an unexpected dtype");
+        switch (c.in_dtype(2)) {
+            case DType::U8: r.params.zp_kind = kernels::ZpKind::U8; break;
+            case DType::S8: r.params.zp_kind = kernels::ZpKind::S8; break;
+            case DType::U4: r.params.zp_kind = kernels::ZpKind::U4; break;
+            case DType::S4: r.params.zp_kind = kernels::ZpKind::S4; break;
+            case DType::I32: r.params.zp_kind = kernels::ZpKind::I32; break;
+            default: c.internal_error("zps of an unexpected dtype");
+        }
     }
     return r;
 }
@@ -114,7 +139,7 @@ TensorScales tensor_params(LowerCtx& c, int qtype /*0 tensor, 1 channel, 2 group
 void lower_dynamic_quantize(LowerCtx& c) {
     const auto& a = c.attrs<ops::DynamicQuantizeAttrs>();
     const DType qt = c.out_dtype(0);
-    if (!is_quant(qt)) c.internal_error("the output is not u8 / s8");
+    if (!is_quant(qt)) c.internal_error("the output is not a quantized type");
     TensorScales t = tensor_params(c, int(a.qtype), a.axis, {}, qt);
     const auto* p = c.keep(std::move(t.params));
     ggml_tensor* x = c.cast(c.cont(c.in[0]), GGML_TYPE_F32);
@@ -124,7 +149,7 @@ void lower_dynamic_quantize(LowerCtx& c) {
 void lower_dynamic_dequantize(LowerCtx& c) {
     const auto& a = c.attrs<ops::DynamicDequantizeAttrs>();
     const DType qt = c.in_dtype(0);
-    if (!is_quant(qt)) c.internal_error("the input is not u8 / s8");
+    if (!is_quant(qt)) c.internal_error("the input is not a quantized type");
     TensorScales t = tensor_params(c, int(a.qtype), a.axis, a.group_shape, qt);
     const auto* p = c.keep(std::move(t.params));
     ggml_tensor* y = kernels::dequantize(c.ctx, c.cont(c.in[0]), t.scales, t.zps, p);

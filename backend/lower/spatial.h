@@ -11,6 +11,9 @@
 
 namespace dg::spatial {
 
+// The largest size, stride, dilation, padding or group count the spatial kernels take (ops/spatial.py MAX_WINDOW).
+constexpr int64_t kMaxWindow = (int64_t(1) << 31) - 1;
+
 // Sizes of a rank-3/4 tensor in NCX or NXC, 1-D as H = 1.
 struct Layout {
     int64_t N = 1, C = 1, H = 1, W = 1;
@@ -41,7 +44,8 @@ inline void per_axis_exprs(const LowerCtx& c, const std::vector<int32_t>& v, int
     std::vector<int64_t> vals;
     for (int32_t e : v) vals.push_back(c.eval(e));
     per_axis(c, vals, n_spatial, 0, h, w, name);
-    if (h < 0 || w < 0) c.unsupported(cat(name, " must not be negative"));
+    if (h < 0 || w < 0 || h > kMaxWindow || w > kMaxWindow)
+        c.unsupported(cat(name, " (", h, ", ", w, ") must lie in [0, ", kMaxWindow, "]"));
 }
 
 // `t` as dense f32 (a copy or conversion only when needed).
@@ -50,8 +54,21 @@ inline ggml_tensor* dense_f32(const LowerCtx& c, ggml_tensor* t) { return c.cast
 // Sizes our kernels hand to BLAS (int) and index with.
 inline void require_int_sizes(const LowerCtx& c, std::initializer_list<int64_t> sizes) {
     for (int64_t s : sizes)
-        if (s < 1 || s > (int64_t(1) << 31) - 1) c.unsupported(cat("a size of ", s, " is outside the kernels' range"));
+        if (s < 1 || s > kMaxWindow) c.unsupported(cat("a size of ", s, " is outside the kernels' range"));
 }
+
+// Floor division by a positive divisor (C++'s `/` truncates negative quotients towards 0).
+inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// One spatial axis of a sliding window. Sizes, kernel sizes, strides and dilations lie in
+// [1, kMaxWindow] (require_int_sizes) and paddings in [0, kMaxWindow] (per_axis_exprs): every
+// quantity the kernels compute from them (o * stride - pad + k * dilation) is below 2^63.
+struct WindowAxis {
+    int64_t L, n, k, stride, dilation, pad_begin, pad_end;  // input size, output size, kernel...
+    int64_t extent() const { return dilation * (k - 1) + 1; }
+    // (L + pads - extent) // stride + 1: the outputs of a window that stays inside the padded input
+    int64_t floor_outputs() const { return floor_div(L + pad_begin + pad_end - extent(), stride) + 1; }
+};
 
 // A logical NXC tensor of rank 3/4 as NCX (a view), and back.
 inline ggml_tensor* nxc_to_ncx(const LowerCtx& c, ggml_tensor* t, int rank) {

@@ -10,8 +10,9 @@ Kinds: an MLP with a dynamic batch (LayerNorm, MatMul, GELU, SoftMax), a
 Llama-style KV-cache decoder (dyngraph.models.llama, STATE tensors), shape
 tensors (DynamicReshape + DynamicTranspose), quantized weights (q8_0 by
 ``weight_type``, q4_1 as a StoredWeight, q4_0 by ``weight_type``), a saved
-``dyngraph.torch`` program, and an "ops" graph of many op kinds (Gather,
-Concat, Slice, reductions, comparisons, Select, Arange, ScatterRows).
+``dyngraph.torch`` program, an "ops" graph of many op kinds (Gather,
+Concat, Slice, reductions, comparisons, Select, Arange, ScatterRows), and
+"lowbit", the s4 / u4 / f8 types through the quantization ops and TypeCast.
 """
 
 from __future__ import annotations
@@ -155,6 +156,31 @@ def ops(rng):
     return cp, steps
 
 
+def lowbit(rng):
+    """The 4-bit and 8-bit float types: f32 -> Quantize f8_e4m3 -> Dequantize -> MatMul with u4 weights
+    (DynamicDequantize: f16 scales, u8 zero points per group of 8 rows, constants) -> Quantize s4 per
+    channel -> Dequantize -> TypeCast to f8_e5m2 and back to f32."""
+    import ml_dtypes
+
+    import dyngraph as dg
+
+    K = dg.OpKind
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [dg.Dim("batch", min=1, max=32), 16])
+    xq = b.op(K.Quantize, [x], {"scales": [0.25]}, dtype=dg.f8_e4m3)
+    xd = b.op(K.Dequantize, [xq], {"scales": [0.25]}, dtype=dg.f32)
+    w = b.op(K.DynamicDequantize, [b.constant("w", rng.integers(0, 16, (16, 8)).astype(ml_dtypes.uint4)),
+                                   b.constant("s", np.full((2, 8), 0.125, np.float16)),
+                                   b.constant("z", rng.integers(0, 16, (2, 8)).astype(np.uint8))],
+             {"qtype": "per_group", "group_shape": [8, 1]}, dtype=dg.f32)
+    y = b.op(K.MatMul, [xd, w])
+    attrs = {"qtype": "per_channel", "axis": 1, "scales": [0.5] * 8, "zps": [-1] * 8}
+    yd = b.op(K.Dequantize, [b.op(K.Quantize, [y], attrs, dtype=dg.s4)], attrs, dtype=dg.f32)
+    b.output(b.op(K.TypeCast, [b.op(K.TypeCast, [yd], dtype=dg.f8_e5m2)], dtype=dg.f32))
+    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1))
+    return cp, [[rng.standard_normal((3, 16)).astype(np.float32)], [rng.standard_normal((1, 16)).astype(np.float32)]]
+
+
 def torch_program(rng):
     import torch
 
@@ -190,6 +216,7 @@ KINDS = {
     "quant_q4": quant_q4,
     "quant_stored": quant_stored,
     "ops": ops,
+    "lowbit": lowbit,
     "torch": torch_program,
 }
 

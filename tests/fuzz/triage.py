@@ -41,7 +41,7 @@ def triage(path: str, timeout: float) -> str:
     if "asan" in env.get("LD_PRELOAD", ""):
         # reports to stderr, and a stack for aborts too
         env["ASAN_OPTIONS"] = "detect_leaks=0:handle_abort=1:halt_on_error=1:allocator_may_return_null=1"
-        env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+        env["UBSAN_OPTIONS"] = f"halt_on_error=1:print_stacktrace=1:suppressions={ROOT}/tools/ubsan-ggml.supp"
     try:
         r = subprocess.run([sys.executable, "-m", "tests.fuzz.replay", path], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=timeout)

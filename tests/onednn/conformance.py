@@ -89,6 +89,9 @@ SMALL: Dict[str, List[str]] = {
                   "+24:shape:1x16x384x64"],
     "complex_fusion/mha/hf-sdpa-fwd-implicit-mask-bf16-f32.json": [
         "--in-shapes=0:1x8x2x256x128+1:1x8x1x256x128+5:1x8x1x256x128"],
+    # u4 weights [K, N] in groups of 128 along N (K 4096 -> 256, N 14336 -> 512)
+    "complex_fusion/mlp/gated-mlp-int4.json": [
+        "--in-shapes=0:256x512+1:256x4+2:256x4+5:1x256+8:256x512+9:256x4+10:256x4+23:512x256+24:512x2+25:512x2"],
 }
 
 STATUSES = ("pass", "fail", "unsupported", "error", "untyped", "crash", "hang")
@@ -244,6 +247,8 @@ DYNAMIC: Dict[str, List[str]] = {
         ["--in-shapes=0:1x128+1:128x256+4:128x256+13:256x128", "--dynamic=0:0:b", "--shapes=b=1+b=7+b=32"],
     "complex_fusion/mlp/gated-mlp-gelu-f32.json":
         ["--in-shapes=0:1x128+1:128x256+4:128x256+12:256x128", "--dynamic=0:0:b", "--shapes=b=1+b=7+b=32"],
+    "complex_fusion/mlp/gated-mlp-int4.json":  # u4 weights, f16 scales and u8 zero points per group of 128
+        SMALL["complex_fusion/mlp/gated-mlp-int4.json"] + ["--dynamic=5:0:b", "--shapes=b=1+b=7+b=32"],
 }
 
 

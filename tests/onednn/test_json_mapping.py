@@ -252,20 +252,20 @@ def test_an_op_kind_dyngraph_lacks_is_named():
     assert _refused(d) == ("op kind Dropout (dropout)",)
 
 
-def test_training_kinds_and_f8_quantization_say_so():
+def test_training_kinds_and_a_dtype_dyngraph_lacks_say_so():
     assert _refused(unary("ReLUBackward")) == ("op kind ReLUBackward (training)",)
-    # u8 / s8 quantization converts (ops/quantize.py); f8 does not
-    d = doc(op(0, "Dequantize", [lt(0, [2, 3], "f8_e4m3")], [lt(1, [2, 3])], scales=[0.5]))
-    assert _refused(d) == ("dtype f8_e4m3",)
+    # every oneDNN data type but f64 has a dyngraph one
+    d = doc(op(0, "TypeCast", [lt(0, [2, 3], "f64")], [lt(1, [2, 3])]))
+    assert _refused(d) == ("dtype f64",)
 
 
 def test_every_gap_of_a_file_is_named_at_once():
     d = doc(
-        op(0, "Dequantize", [lt(0, [2, 3], "f8_e5m2")], [lt(1, [2, 3])], scales=[0.5]),
+        op(0, "TypeCast", [lt(0, [2, 3], "f64")], [lt(1, [2, 3])]),
         op(1, "Dropout", [lt(1, [2, 3]), lt(8, [1], "s64"), lt(9, [1])], [lt(2, [2, 3])]),
         op(2, "MatMul", [lt(2, [2, 3]), lt(7, [3, 2])], [lt(3, [2, 2])], accumulation_mode="f16"),
     )
-    assert set(_refused(d)) == {"dtype f8_e5m2", "op kind Dropout (dropout)", "MatMul attribute accumulation_mode=f16"}
+    assert set(_refused(d)) == {"dtype f64", "op kind Dropout (dropout)", "MatMul attribute accumulation_mode=f16"}
 
 
 def test_layernorm_keep_stats_without_the_stats_outputs_is_named():

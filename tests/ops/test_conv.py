@@ -212,6 +212,42 @@ def test_conv_transpose1d_with_a_dynamic_length(rng):
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("fmt,wfmt", [("NCX", "IOX"), ("NXC", "XOI")])
+def test_conv_transpose_over_more_input_positions_than_one_column_tile(fmt, wfmt, rng):
+    """The kernel's columns hold a tile of input positions (about 512 KB: 227 positions of 64 channels x
+    3 x 3 taps here); an input of 40 x 37 positions spans several tiles, one ending inside a row."""
+    C, Og, ks = 8, 64, (3, 3)
+    w = rng.standard_normal(weight_shape(wfmt, C, Og, ks)).astype(np.float32)
+    attrs = dict(strides=[2, 1], dilations=[1, 2], pads_begin=[1, 0], pads_end=[0, 1], data_format=fmt,
+                 weights_format=wfmt)
+    cp = compile_op(K.ConvTranspose, [shape_of(fmt, D, C, [D, D]), list(w.shape)], attrs=attrs, constants={1: w},
+                    engine=dg.Engine(num_threads=2))
+    for n, h, wd in [(1, 40, 37), (2, 3, 300), (1, 1, 1)]:
+        x = rng.standard_normal(shape_of(fmt, n, C, (h, wd))).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.conv_transpose(x, w, strides=[2, 1], dilations=[1, 2], pads_begin=[1, 0], pads_end=[0, 1], fmt=fmt,
+                                  wfmt=wfmt)
+        assert y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind,attrs", [
+    (K.Convolution, dict(strides=[1], dilations=[1 << 62], pads_begin=[0], pads_end=[0])),
+    (K.Convolution, dict(strides=[1], dilations=[1], pads_begin=[0], pads_end=[(1 << 63) - 1])),
+    (K.ConvTranspose, dict(strides=[1 << 31], dilations=[1], pads_begin=[0], pads_end=[0])),
+    (K.MaxPool, dict(kernel=[2], strides=[1], dilations=[(1 << 63) - 2], pads_begin=[1 << 62], pads_end=[1 << 62])),
+    (K.AvgPool, dict(kernel=[1 << 40], strides=[1], pads_begin=[0], pads_end=[0], exclude_pad=False)),
+])
+def test_window_attributes_beyond_2_to_the_31_are_graph_errors(kind, attrs):
+    """Strides, dilations, kernels and paddings stay below 2^31, so that the kernels' window arithmetic
+    (o * stride - pad + k * dilation) cannot overflow int64 (it read out of bounds for 2^62-sized values)."""
+    shapes = [[1, 2, 8]] + ([[2, 2, 3]] if kind in (K.Convolution, K.ConvTranspose) else [])
+    with pytest.raises(dg.GraphError, match="must be <= 2147483647"):
+        compile_op(kind, shapes, attrs={**attrs, "data_format": "NCX",
+                                        **({"weights_format": "OIX" if kind is K.Convolution else "IOX"}
+                                           if kind in (K.Convolution, K.ConvTranspose) else {})})
+
+
 # -- errors ------------------------------------------------------------------------------
 
 

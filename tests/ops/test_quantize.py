@@ -255,9 +255,9 @@ def test_bad_quantize_attributes_are_graph_errors(attrs, match):
 
 
 def test_quantization_dtypes_are_checked():
-    with pytest.raises(dg.DTypeError, match="u8 or s8"):
+    with pytest.raises(dg.DTypeError, match="u8, s8, s4, u4, f8_e4m3 or f8_e5m2"):
         _graph_error(K.Quantize, dg.f32, dg.f32, {"scales": [1.0]})
-    with pytest.raises(dg.DTypeError, match="u8 or s8"):
+    with pytest.raises(dg.DTypeError, match="u8, s8, s4, u4, f8_e4m3 or f8_e5m2"):
         _graph_error(K.Dequantize, dg.i32, dg.f32, {"scales": [1.0]})
     with pytest.raises(dg.DTypeError):
         _graph_error(K.Quantize, dg.i32, dg.s8, {"scales": [1.0]})

@@ -11,3 +11,7 @@ class DataType(object):
     BOOL = 5
     U8 = 6
     S8 = 7
+    S4 = 8
+    U4 = 9
+    F8_E4M3 = 10
+    F8_E5M2 = 11

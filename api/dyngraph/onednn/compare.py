@@ -24,6 +24,11 @@ float to them: there the reference gives a band (``quantize_band`` in
 ``dyngraph.reference.quantize``), the roundings of every value within the
 float tolerance of its unrounded value, and the output must lie in it. The
 error reported for integers is the number of elements outside.
+
+f8 outputs (f8_e4m3, f8_e5m2) are compared like integers: equal to the
+reference (NaN meets NaN), or, where a Quantize rounds to them, within its
+band (one f8 neighbour at most, and only where the unrounded value lies
+within the float tolerance of halfway between two f8 values).
 """
 
 from __future__ import annotations
@@ -65,6 +70,23 @@ class Comparison:
 _CHUNK = 1 << 20
 
 
+def _compare_f8(g: np.ndarray, ref: np.ndarray, band) -> Comparison:
+    """f8 values: equal to the reference, to an end of its band, or between the ends."""
+    def same(a, b):
+        return (a == b) | (np.isnan(a) & np.isnan(b))
+
+    with np.errstate(invalid="ignore"):
+        ok = same(g, ref)
+        if band is not None:
+            lo, hi = band
+            ok |= same(g, lo) | same(g, hi) | ((g >= lo) & (g <= hi))
+    bad = ~ok
+    if bad.any():
+        i = tuple(int(x) for x in np.unravel_index(int(np.argmax(bad)), bad.shape))
+        return Comparison(False, float(np.count_nonzero(bad)), 0.0, i, g[i].item(), ref[i].item())
+    return Comparison(True, 0.0, 0.0, ties=int(np.count_nonzero(~same(g, ref))))
+
+
 def compare(got, ref: np.ndarray, dtype: DataType, precision: DataType, band=None) -> Comparison:
     """``got``: the backend's output data; ``ref``: the reference's value
     (compute form); ``band``: for an integer output, the (lowest, highest)
@@ -72,6 +94,8 @@ def compare(got, ref: np.ndarray, dtype: DataType, precision: DataType, band=Non
     got = np.asarray(got)
     if got.shape != ref.shape:
         return Comparison(False, float("inf"), 0.0, detail=f"shape {list(got.shape)}, reference {list(ref.shape)}")
+    if dtype.is_f8:
+        return _compare_f8(to_compute(got, dtype), ref, band)
     if not dtype.is_float:
         g = to_compute(got, dtype)
         bad = g != ref if band is None else (g < band[0]) | (g > band[1])

@@ -22,6 +22,9 @@ i32 / i64 (Gather indices)             in [0, size of the gathered axis)
 i32 / i64 (RoPE positions)             in [0, 4096)
 i32 / i64 (ScatterRows indices)        distinct rows, in [0, rows)
 i32 / i64 (anything else)              in [-8, 8]
+f8_e4m3 / f8_e5m2 (any consumer)       the float values above, rounded to the type
+s4 / u4                                any value of the type: [-8, 7] / [0, 15]
+zero points of DynamicDequantize       in the range of its src's type (u4 src: [0, 15])
 =====================================  ==========================================
 
 When one tensor feeds several ops, the first rule that applies in this table
@@ -94,6 +97,7 @@ def _floats(rng, shape, rule: str) -> np.ndarray:
 
 
 _RANGES = {"matmul": (-8, 8), "positive": (1, 32), "gamma": (4, 12), "default": (-16, 16)}
+_INT_RANGES = {DataType.s4: (-8, 7), DataType.u4: (0, 15)}
 
 
 def fill_tensor(graph, tid: int, shape: Tuple[int, ...], uses, seed: int,
@@ -103,8 +107,12 @@ def fill_tensor(graph, tid: int, shape: Tuple[int, ...], uses, seed: int,
     dt = lt.dtype
     rng = np.random.default_rng([seed, tid])
     shape = tuple(int(d) for d in shape)
-    if dt.is_float:
+    if dt.is_float or dt.is_f8:  # (f8: the same values, rounded to the type: every one representable)
         return to_storage(_floats(rng, shape, _rule(uses)), dt)
+    zp_of = next((op.inputs[0].dtype for op, i in uses if op.kind is K.DynamicDequantize and i == 2), None)
+    if dt in _INT_RANGES or zp_of in _INT_RANGES:
+        lo, hi = _INT_RANGES[zp_of if zp_of in _INT_RANGES else dt]
+        return rng.integers(lo, hi + 1, shape).astype(dt.numpy)
     if dt is DataType.boolean:
         return rng.integers(0, 2, shape).astype(bool)
     for op, i in uses:

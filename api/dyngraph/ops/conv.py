@@ -23,21 +23,21 @@ from ..symbolic import Expr, format_shape
 from .common import require_float, same_dtype
 from .quantize import INT8_ATTRS, int8_output
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
-from .spatial import (RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank, per_axis,
-                      require_positive, spatial_axes, static_dim, window_out, with_spatial)
+from .spatial import (MAX_WINDOW, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank,
+                      per_axis, require_positive, spatial_axes, static_dim, window_out, with_spatial)
 
 CONV_ATTRS = {
     **WINDOW_ATTRS,
-    "dilations": AttrSpec("ints", min=1),
-    "groups": AttrSpec("int", 1, min=1),
+    "dilations": AttrSpec("ints", min=1, max=MAX_WINDOW),
+    "groups": AttrSpec("int", 1, min=1, max=MAX_WINDOW),
     "weights_format": AttrSpec("str", "XIO", ("XIO", "OIX")),
 }
 
 CONV_TRANSPOSE_ATTRS = {
     **WINDOW_ATTRS,
-    "dilations": AttrSpec("ints", min=1),
-    "groups": AttrSpec("int", 1, min=1),
-    "output_padding": AttrSpec("ints", (), min=0),
+    "dilations": AttrSpec("ints", min=1, max=MAX_WINDOW),
+    "groups": AttrSpec("int", 1, min=1, max=MAX_WINDOW),
+    "output_padding": AttrSpec("ints", (), min=0, max=MAX_WINDOW),
     "weights_format": AttrSpec("str", "XOI", ("XOI", "IOX")),
 }
 
@@ -110,7 +110,7 @@ def convolution(attrs, ins, ctx):
 
 
 @register(K.QuantizedConvolution, inputs=(2, 3), attrs=QCONV_ATTRS, resolved=RESOLVED_PADS,
-          dtypes=("quant", "quant", "float"), out_dtypes=("float_or_quant",), input_names=("src", "weights", "bias"))
+          dtypes=("int8", "int8", "float"), out_dtypes=("float_or_int8",), input_names=("src", "weights", "bias"))
 def quantized_convolution(attrs, ins, ctx):
     """The int8 convolution: src (u8 / s8) and weights (u8 / s8) as
     Convolution takes them (or weights OXI, ``[O, K..., C/groups]``, the

@@ -156,10 +156,15 @@ def slice_(attrs, ins, ctx):
     return [TensorType(x.dtype, tuple(shape))]
 
 
-@register(K.TypeCast, high_rank="elementwise")
+@register(K.TypeCast, high_rank="elementwise", dtypes=("any_or_f8",), out_dtypes=("any_or_f8",))
 def type_cast(attrs, ins, ctx):
-    """Convert to the dtype declared on the output logical tensor."""
+    """Convert to the dtype declared on the output logical tensor. An f8
+    type converts to and from the floating-point types (and the other f8):
+    rounded to nearest even, without saturation, as Quantize with scale 1."""
     if not ctx.declared_outputs or ctx.declared_outputs[0] is None:
         raise ctx.error("TypeCast takes its target dtype from its output logical tensor")
-    return [TensorType(ctx.declared_outputs[0].dtype, ins[0].shape)]
+    src, dst = ins[0].dtype, ctx.declared_outputs[0].dtype
+    if (src.is_f8 or dst.is_f8) and not ((src.is_f8 or src.is_float) and (dst.is_f8 or dst.is_float)):
+        raise ctx.dtype_error(f"{src} -> {dst}: an f8 type converts only to and from f32, f16, bf16 and f8")
+    return [TensorType(dst, ins[0].shape)]
 

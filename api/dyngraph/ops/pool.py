@@ -11,12 +11,12 @@ from __future__ import annotations
 from ..op import OpKind as K
 from .common import require_float
 from .registry import AttrSpec, TensorType, register
-from .spatial import (DATA_FORMAT, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_spatial_rank, per_axis,
+from .spatial import (DATA_FORMAT, MAX_WINDOW, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_spatial_rank, per_axis,
                       require_positive, spatial_axes, window_out, with_spatial)
 
 _POOL_ATTRS = {
     **WINDOW_ATTRS,
-    "kernel": AttrSpec("ints", min=1),
+    "kernel": AttrSpec("ints", min=1, max=MAX_WINDOW),
     "rounding_type": AttrSpec("str", "floor", ("floor", "ceil")),
 }
 
@@ -47,7 +47,7 @@ def _pool(attrs, ins, ctx, dilations):
     return [TensorType(x.dtype, with_spatial(x, fmt, x.shape[channel_axis(x.rank, fmt)], out))]
 
 
-@register(K.MaxPool, attrs={**_POOL_ATTRS, "dilations": AttrSpec("ints", (), min=1)}, resolved=RESOLVED_PADS,
+@register(K.MaxPool, attrs={**_POOL_ATTRS, "dilations": AttrSpec("ints", (), min=1, max=MAX_WINDOW)}, resolved=RESOLVED_PADS,
           dtypes=("float",), out_dtype_of=0)
 def max_pool(attrs, ins, ctx):
     """The largest value of each window (padding never wins; NaN propagates)."""
@@ -62,7 +62,7 @@ def avg_pool(attrs, ins, ctx):
     return _pool(attrs, ins, ctx, dilations=False)
 
 
-@register(K.AdaptiveAvgPool, attrs={"sizes": AttrSpec("ints", min=1), "data_format": DATA_FORMAT},
+@register(K.AdaptiveAvgPool, attrs={"sizes": AttrSpec("ints", min=1, max=MAX_WINDOW), "data_format": DATA_FORMAT},
           dtypes=("float",), out_dtype_of=0)
 def adaptive_avg_pool(attrs, ins, ctx):
     """PyTorch's adaptive average pooling to `sizes` (one per spatial axis):

@@ -5,15 +5,26 @@ product that a compile-time pass makes of Dequantize -> MatMul [-> Quantize]
 (int8_fusion.py). QuantizedConvolution, its convolution counterpart, has its
 rule beside Convolution's (ops/conv.py) and the same arithmetic.
 
+The quantized types are u8, s8, s4, u4 (integers) and f8_e4m3, f8_e5m2
+(8-bit floats); s4 and u4 are held one to a byte (``dyngraph.dtypes``).
 The arithmetic, exactly (every implementation of dyngraph computes this, in f32):
 
-- Quantize:   q = clamp(round(x * (1 / scale)) + zp, lo, hi), where ``1 / scale``
-  is computed in double and rounded to f32, ``x * (1 / scale)`` is an f32
-  product, ``round`` rounds half to even, and [lo, hi] is the output type's
-  range (u8: [0, 255], s8: [-128, 127]). oneDNN leaves the rounding to the
-  implementation; this is PyTorch's (``quantize_per_tensor``), so torch's
-  quantized programs convert exactly. NaN becomes zp.
-- Dequantize: x = (q - zp) * scale, an f32 product (``scale`` rounded to f32).
+- Quantize to an integer type: q = clamp(round(x * (1 / scale)) + zp, lo, hi),
+  where ``1 / scale`` is computed in double and rounded to f32,
+  ``x * (1 / scale)`` is an f32 product, ``round`` rounds half to even, and
+  [lo, hi] is the output type's range (u8: [0, 255], s8: [-128, 127],
+  u4: [0, 15], s4: [-8, 7]): values beyond it saturate. oneDNN leaves the
+  rounding to the implementation; this is PyTorch's (``quantize_per_tensor``),
+  so torch's quantized programs convert exactly. NaN becomes zp.
+- Quantize to an 8-bit float: q = f8(x * (1 / scale)), the f32 product
+  rounded to the nearest f8 value, ties to even, as oneDNN converts f32 to
+  f8: no saturation. f8_e4m3 (OCP E4M3, no infinities, largest 448) turns a
+  value that rounds beyond 448, an infinity and NaN into NaN; f8_e5m2 (OCP
+  E5M2, largest 57344) turns one beyond 57344 into an infinity. f8 types
+  take no zero points (oneDNN does not support them): zps must be absent
+  (or zero, in the attribute forms).
+- Dequantize: x = (q - zp) * scale, an f32 product (``scale`` rounded to f32;
+  q an f8 value read exactly).
 - Per tensor, one scale and zero point; per channel (``qtype="per_channel"``),
   one per index of axis ``axis``; per group (DynamicDequantize), one per block
   of ``group_shape`` elements.
@@ -27,7 +38,10 @@ from ..symbolic import as_expr, format_shape
 from .common import normalize_axis
 from .registry import AttrSpec, TensorType, register
 
-QRANGE = {DataType.u8: (0, 255), DataType.s8: (-128, 127)}
+QRANGE = {DataType.u8: (0, 255), DataType.s8: (-128, 127), DataType.u4: (0, 15), DataType.s4: (-8, 7)}
+QUANT = (DataType.u8, DataType.s8, DataType.s4, DataType.u4, DataType.f8_e4m3, DataType.f8_e5m2)
+_QUANT_WORDS = "u8, s8, s4, u4, f8_e4m3 or f8_e5m2"
+INT8 = (DataType.u8, DataType.s8)
 
 _QTYPE = AttrSpec("str", "per_tensor", ("per_tensor", "per_channel"))
 _STATIC = {
@@ -60,7 +74,9 @@ def _check_lists(attrs, src, qdt, ctx):
     axis = _channel_axis(attrs, src, ctx)
     if any(not s > 0 for s in scales):
         raise ctx.error(f"scales must be positive, got {list(scales)}")
-    lo, hi = QRANGE[qdt]
+    lo, hi = QRANGE.get(qdt, (0, 0))  # f8: zero points must be zero
+    if qdt.is_f8 and any(z != 0 for z in zps):
+        raise ctx.dtype_error(f"zero points are not supported for {qdt} (oneDNN's rule), got {list(zps)}")
     if any(not lo <= z <= hi for z in zps):
         raise ctx.error(f"zero points must lie in the range of {qdt} [{lo}, {hi}], got {list(zps)}")
     if axis is None:
@@ -76,9 +92,10 @@ def _check_lists(attrs, src, qdt, ctx):
 
 @register(K.Quantize, attrs=_STATIC, dtypes=("float",), out_dtypes=("quant",), input_names=("src",))
 def quantize(attrs, ins, ctx):
-    """f32 -> u8 / s8 (the output logical tensor's dtype): clamp(round(src / scale) + zp)."""
+    """f32 -> a quantized type (the output logical tensor's dtype): clamp(round(src / scale) + zp),
+    or for f8, src / scale rounded to f8."""
     (src,) = ins
-    qdt = _declared_dtype(ctx, QRANGE, "u8 or s8")
+    qdt = _declared_dtype(ctx, QUANT, _QUANT_WORDS)
     _check_lists(attrs, src, qdt, ctx)
     return [TensorType(qdt, src.shape)]
 
@@ -90,15 +107,17 @@ def _float_out(ctx):
 
 @register(K.Dequantize, attrs=_STATIC, dtypes=("quant",), out_dtypes=("float",), input_names=("src",))
 def dequantize(attrs, ins, ctx):
-    """u8 / s8 -> f32 (or the f16 / bf16 the output is declared): (src - zp) * scale."""
+    """a quantized type -> f32 (or the f16 / bf16 the output is declared): (src - zp) * scale."""
     (src,) = ins
     _check_lists(attrs, src, src.dtype, ctx)
     return [TensorType(_float_out(ctx), src.shape)]
 
 
-def _check_tensors(attrs, src, scales, zps, ctx):
+def _check_tensors(attrs, src, scales, zps, qdt, ctx):
     """scales and zps of the tensor forms: their shapes."""
     qtype = attrs["qtype"]
+    if zps is not None and qdt.is_f8:
+        raise ctx.dtype_error(f"zero points are not supported for {qdt} (oneDNN's rule): give no zps input")
     if qtype == "per_tensor":
         if any(not (as_expr(d).is_const and as_expr(d).value == 1) for d in scales.shape):
             raise ctx.error(f"per_tensor takes one scale, got scales of shape {format_shape(scales.shape)}")
@@ -129,8 +148,8 @@ def dynamic_quantize(attrs, ins, ctx):
     """Quantize with scales (and zero points) given as tensors: per tensor (one
     element) or per channel (1-D, one per index of ``axis``)."""
     src, scales = ins[0], ins[1]
-    qdt = _declared_dtype(ctx, QRANGE, "u8 or s8")
-    _check_tensors(attrs, src, scales, ins[2] if len(ins) > 2 else None, ctx)
+    qdt = _declared_dtype(ctx, QUANT, _QUANT_WORDS)
+    _check_tensors(attrs, src, scales, ins[2] if len(ins) > 2 else None, qdt, ctx)
     return [TensorType(qdt, src.shape)]
 
 
@@ -144,7 +163,7 @@ def dynamic_dequantize(attrs, ins, ctx):
     divided by its ``group_shape`` entry). The output has the declared float
     dtype (oneDNN: the scales')."""
     src, scales = ins[0], ins[1]
-    _check_tensors(attrs, src, scales, ins[2] if len(ins) > 2 else None, ctx)
+    _check_tensors(attrs, src, scales, ins[2] if len(ins) > 2 else None, src.dtype, ctx)
     return [TensorType(_float_out(ctx), src.shape)]
 
 
@@ -165,7 +184,7 @@ def int8_output(attrs, src, wei, n, ctx, columns="output columns"):
     else f32) after checking INT8_ATTRS against the input dtypes and the
     ``n`` output channels (``columns`` names them in messages)."""
     d = ctx.declared_outputs[0] if ctx.declared_outputs else None
-    out_dt = d.dtype if d is not None and (d.dtype.is_float or d.dtype in QRANGE) else DataType.f32
+    out_dt = d.dtype if d is not None and (d.dtype.is_float or d.dtype in INT8) else DataType.f32
     if not attrs["src_scale"] > 0 or any(not s > 0 for s in attrs["wei_scales"]) or not attrs["dst_scale"] > 0:
         raise ctx.error("scales must be positive")
     lo, hi = QRANGE[src.dtype]
@@ -174,7 +193,7 @@ def int8_output(attrs, src, wei, n, ctx, columns="output columns"):
     lo, hi = QRANGE[wei.dtype]
     if any(not lo <= z <= hi for z in attrs["wei_zps"]):
         raise ctx.error(f"wei_zps must lie in the range of {wei.dtype}")
-    if out_dt in QRANGE:
+    if out_dt in INT8:
         lo, hi = QRANGE[out_dt]
         if not lo <= attrs["dst_zp"] <= hi:
             raise ctx.error(f"dst_zp {attrs['dst_zp']} is outside the range of {out_dt}")
@@ -191,8 +210,8 @@ def int8_output(attrs, src, wei, n, ctx, columns="output columns"):
     K.QuantizedMatMul,
     inputs=(2, 3),
     attrs={"transpose_b": AttrSpec("bool", False), **INT8_ATTRS},
-    dtypes=("quant", "quant", "float"),
-    out_dtypes=("float_or_quant",),
+    dtypes=("int8", "int8", "float"),
+    out_dtypes=("float_or_int8",),
     weight_inputs=(1,),
     input_names=("src", "weights", "bias"),
 )

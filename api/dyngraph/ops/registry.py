@@ -44,8 +44,9 @@ HIGH_RANK = (None, "elementwise", "lowering")
 ALL_INPUTS = (-1,)  # same_dtypes: every input of the op
 
 # Classes of dtypes an op input or output may have (the C++ side checks the same table).
-# "any" is every type the general ops compute on; the quantized u8 / s8 only go
-# to ops that declare them (Quantize, Dequantize and the int8 MatMul).
+# "any" is every type the general ops compute on; the quantized types (u8, s8,
+# s4, u4, f8_e4m3, f8_e5m2) only go to ops that declare them (Quantize,
+# Dequantize and their Dynamic forms, TypeCast for f8; u8 / s8 to the int8 MatMul).
 _COMPUTE = (DataType.f32, DataType.f16, DataType.bf16, DataType.i32, DataType.i64, DataType.boolean)
 DTYPE_CLASSES: Dict[str, Tuple[DataType, ...]] = {
     "any": _COMPUTE,
@@ -56,14 +57,18 @@ DTYPE_CLASSES: Dict[str, Tuple[DataType, ...]] = {
     "float_or_bool": (DataType.f32, DataType.f16, DataType.bf16, DataType.boolean),
     "int_or_f32": (DataType.i32, DataType.i64, DataType.f32),
     # quantization (ops/quantize.py)
-    "quant": (DataType.u8, DataType.s8),
-    "quant_zp": (DataType.u8, DataType.s8, DataType.i32),
-    "float_or_quant": (DataType.f32, DataType.f16, DataType.bf16, DataType.u8, DataType.s8),
+    "quant": (DataType.u8, DataType.s8, DataType.s4, DataType.u4, DataType.f8_e4m3, DataType.f8_e5m2),
+    "quant_zp": (DataType.u8, DataType.s8, DataType.s4, DataType.u4, DataType.i32),
+    "int8": (DataType.u8, DataType.s8),
+    "any_or_f8": _COMPUTE + (DataType.f8_e4m3, DataType.f8_e5m2),
+    "float_or_int8": (DataType.f32, DataType.f16, DataType.bf16, DataType.u8, DataType.s8),
 }
 _DTYPE_WORDS = {"float": "a floating-point", "int": "an i32 or i64", "bool": "a bool", "nonbool": "a non-bool",
                 "float_or_bool": "a floating-point or bool", "int_or_f32": "an i32, i64 or f32",
-                "any": "an f32, f16, bf16, i32, i64 or bool", "quant": "a u8 or s8", "quant_zp": "a u8, s8 or i32",
-                "float_or_quant": "a floating-point, u8 or s8"}
+                "any": "an f32, f16, bf16, i32, i64 or bool", "quant": "a u8, s8, s4, u4, f8_e4m3 or f8_e5m2",
+                "quant_zp": "a u8, s8, s4, u4 or i32", "int8": "a u8 or s8",
+                "any_or_f8": "an f32, f16, bf16, i32, i64, bool, f8_e4m3 or f8_e5m2",
+                "float_or_int8": "a floating-point, u8 or s8"}
 
 
 @dataclass(frozen=True)

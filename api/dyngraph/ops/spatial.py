@@ -20,11 +20,15 @@ MIN_RANK, MAX_RANK = 3, 4  # one or two spatial axes
 
 DATA_FORMAT = AttrSpec("str", "NXC", DATA_FORMATS)
 
+# the largest stride, dilation, kernel size, padding or group count: the kernels multiply and
+# add them with positions (which are below 2^31 too) in int64, where no such sum can overflow
+MAX_WINDOW = (1 << 31) - 1
+
 # the attributes of a sliding window (oneDNN's names; one entry per spatial axis)
 WINDOW_ATTRS = {
-    "strides": AttrSpec("ints", min=1),
-    "pads_begin": AttrSpec("ints", min=0),
-    "pads_end": AttrSpec("ints", min=0),
+    "strides": AttrSpec("ints", min=1, max=MAX_WINDOW),
+    "pads_begin": AttrSpec("ints", min=0, max=MAX_WINDOW),
+    "pads_end": AttrSpec("ints", min=0, max=MAX_WINDOW),
     "auto_pad": AttrSpec("str", "none", AUTO_PADS),
     "data_format": DATA_FORMAT,
 }

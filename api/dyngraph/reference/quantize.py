@@ -1,7 +1,8 @@
 """Quantize, Dequantize, their Dynamic forms and QuantizedMatMul, with the
 f32 arithmetic ops/quantize.py defines (each step rounded to f32 once; the
-int8 product's integer sums exact). QuantizedConvolution's is in spatial.py,
-with this module's epilogue."""
+int8 product's integer sums exact). f8 roundings are ml_dtypes' casts from
+float32 (nearest, ties to even, no saturation: what oneDNN's conversion does).
+QuantizedConvolution's is in spatial.py, with this module's epilogue."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from ..dtypes import DataType
 from ..op import OpKind as K
 from .registry import implements
 
-_RANGE = {DataType.u8: (0, 255), DataType.s8: (-128, 127)}
+_RANGE = {DataType.u8: (0, 255), DataType.s8: (-128, 127), DataType.u4: (0, 15), DataType.s4: (-8, 7)}
+
+
+def to_f8(p, dt):
+    """float32 values rounded to the f8 type ``dt`` (float64 results; NaN, infinities as the type has them)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(p, np.float32).astype(dt.numpy).astype(np.float64)
 
 
 def _along(v, axis, rank):
@@ -24,11 +31,15 @@ def _along(v, axis, rank):
 
 
 def quantize_f32(x, inv, zp, dt):
-    """clamp(round_half_even(f32(x * inv)) + zp) with NaN -> zp; inv and zp broadcast to x."""
-    lo, hi = _RANGE[dt]
+    """clamp(round_half_even(f32(x * inv)) + zp) with NaN -> zp; inv and zp broadcast to x.
+    For an f8 ``dt``: f8(f32(x * inv)) (zp is zero)."""
     x = np.asarray(x, np.float64).astype(np.float32)
     with np.errstate(all="ignore"):
         p = (x * np.asarray(inv, np.float32)).astype(np.float32)
+    if dt.is_f8:
+        return to_f8(p, dt)
+    lo, hi = _RANGE[dt]
+    with np.errstate(all="ignore"):
         r = np.rint(p) + np.asarray(zp, np.float32)
         r = np.where(np.isnan(p), np.asarray(zp, np.float32), r)
     return np.clip(r, lo, hi).astype(np.int64)
@@ -134,18 +145,23 @@ def _unrounded(kind, attrs, ins):
 
 
 def quantize_band(kind, attrs, ins, dt: DataType, rtol: float):
-    """The lowest and highest integer a Quantize (or DynamicQuantize) may give
+    """The lowest and highest value a Quantize (or DynamicQuantize) may give
     when its input carries a relative error of ``rtol``: the roundings of every
     value within ``rtol * (|p| + rms(p))`` of the unrounded ``p`` (the
     normalized error the float comparison allows; ``rms`` over p's finite
     values). Where ``p`` is that close to a rounding boundary (x.5, as when
-    exact arithmetic meets a tie), either neighbour is a right answer; elsewhere
-    the band is the one reference value."""
+    exact arithmetic meets a tie, or halfway between two f8 values), either
+    neighbour is a right answer; elsewhere the band is the one reference value.
+    For f8, NaN and infinities are the band's ends as the rounding gives them
+    (an end beyond f8_e4m3's range is NaN)."""
     p, zp = _unrounded(kind, attrs, ins)
     fin = np.isfinite(p)
     rms = float(np.sqrt(np.mean(np.square(p[fin])))) if fin.any() else 0.0
     with np.errstate(all="ignore"):
         tol = rtol * (np.abs(p) + rms)
+    if dt.is_f8:
+        with np.errstate(all="ignore"):
+            return to_f8((p - tol).astype(np.float32), dt), to_f8((p + tol).astype(np.float32), dt)
     lo, hi = _RANGE[dt]
 
     def q(v):

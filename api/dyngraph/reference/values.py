@@ -32,6 +32,10 @@ def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
 def to_compute(arr, dtype: DataType) -> np.ndarray:
     """A tensor's data (as dyngraph takes it) -> the reference's value."""
     a = np.asarray(arr)
+    if dtype.is_f8:
+        if a.dtype == np.uint8:  # the bits
+            a = a.view(dtype.numpy)
+        return a.astype(np.float64)
     if dtype is DataType.bf16:
         if a.dtype.kind == "f" and a.dtype.itemsize != 2:
             return a.astype(np.float64)
@@ -55,6 +59,9 @@ def round_to(v: np.ndarray, dtype: DataType) -> np.ndarray:
     if dtype is DataType.bf16:
         with np.errstate(over="ignore"):
             return bf16_bits_to_f32(f32_to_bf16_bits(v.astype(np.float32))).astype(np.float64)
+    if dtype.is_f8:  # through f32 (exact for every value the reference stores), then one rounding
+        with np.errstate(over="ignore", invalid="ignore"):
+            return v.astype(np.float32).astype(dtype.numpy).astype(np.float64)
     if dtype is DataType.boolean:
         return v.astype(bool)
     if v.dtype.kind == "f":  # float -> integer: toward zero, like numpy's astype
@@ -68,9 +75,12 @@ def round_to(v: np.ndarray, dtype: DataType) -> np.ndarray:
 
 
 def to_storage(v: np.ndarray, dtype: DataType) -> np.ndarray:
-    """A reference value as data of ``dtype`` (bf16 as uint16 bits)."""
+    """A reference value as data of ``dtype`` (bf16 as uint16 bits; the others as dtype.numpy arrays)."""
     if dtype is DataType.bf16:
         return f32_to_bf16_bits(np.asarray(v, dtype=np.float64).astype(np.float32))
+    if dtype.is_f8:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.asarray(v, dtype=np.float64).astype(np.float32).astype(dtype.numpy)
     return np.asarray(v).astype(dtype.numpy)
 
 
