@@ -92,6 +92,16 @@ SMALL: Dict[str, List[str]] = {
     # u4 weights [K, N] in groups of 128 along N (K 4096 -> 256, N 14336 -> 512)
     "complex_fusion/mlp/gated-mlp-int4.json": [
         "--in-shapes=0:256x512+1:256x4+2:256x4+5:1x256+8:256x512+9:256x4+10:256x4+23:512x256+24:512x2+25:512x2"],
+    # backward MHA blocks (plain MatMul / Exp / ReduceSum ops, no *Backward kind) at smaller batch and sequence
+    "complex_fusion/mha/hf-sdpa-bwd-implicit-mask-bf16-f32.json": ["--mb=2"],
+    "complex_fusion/mha/hf-sdpa-bwd-no-mask-bf16-f32.json": [
+        "--in-shapes=0:1x8x256x64+1:1x8x256x64+2:1x8x256x64+3:1x8x256x64+4:1x8x256x64+5:1x8x256x1"],
+    "complex_fusion/mha/hf-sdpa-bwd-w-mask-bf16-f32.json": [
+        "--in-shapes=0:1x4x256x64+1:1x4x256x64+2:1x4x256x64+3:1x4x256x64+4:1x4x256x64+5:1x4x256x1+8:1x1x256x256"],
+    "complex_fusion/mha/torchbench-sdpa-bwd-bf16-f32.json": [
+        "--in-shapes=0:1x6x300x64+1:1x6x300x64+2:1x6x300x64+3:1x6x300x64+4:1x6x300x64+5:1x6x300x1"],
+    "complex_fusion/mha/torchbench-sdpa-bwd-w-mask-bf16-f32.json": [
+        "--in-shapes=0:1x4x256x64+1:1x4x256x64+2:1x4x256x64+3:1x4x256x64+4:1x4x256x64+5:1x4x256x1+8:1x1x256x256"],
 }
 
 STATUSES = ("pass", "fail", "unsupported", "error", "untyped", "crash", "hang")
