@@ -23,7 +23,7 @@
 // symmetric activations; oneDNN's int8 has per-tensor zero points and f32
 // scales per column.
 //
-// Files that use the epilogue are compiled with -ffp-contract=off
+// The epilogue (int8_dot.cpp) is compiled with -ffp-contract=off
 // (CMakeLists.txt): its product and sum round twice, never fuse.
 #pragma once
 

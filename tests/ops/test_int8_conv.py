@@ -182,15 +182,16 @@ def test_windows_of_more_than_65536_values_sum_beyond_32_bits(groups, rng):
     np.testing.assert_array_equal(got, want)
 
 
-def test_depthwise_kernels_beyond_258_taps_sum_in_integers(rng):
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+def test_depthwise_kernels_beyond_258_taps_sum_in_integers(fmt, rng):
     """Up to 258 taps the depthwise sums are exact in f32 (integers below 2^24); a longer kernel sums in int64."""
     C, kw = 3, 300
-    attrs = dict(strides=[1], dilations=[1], pads_begin=[10], pads_end=[0], groups=C, data_format="NCX",
+    attrs = dict(strides=[1], dilations=[1], pads_begin=[10], pads_end=[0], groups=C, data_format=fmt,
                  weights_format="OIX", src_scale=1.0, src_zp=255, wei_scales=[1.0], wei_zps=[127])
     w = np.full((C, 1, kw), -128, np.int8)
-    cp = compile_op(K.QuantizedConvolution, [[D, C, D], list(w.shape)], [dg.u8, dg.s8], attrs, out_dtypes=dg.f32,
-                    constants={1: w})
-    x = np.zeros((2, C, kw + 5), np.uint8)
+    cp = compile_op(K.QuantizedConvolution, [data_shape(fmt, D, C, [D]), list(w.shape)], [dg.u8, dg.s8], attrs,
+                    out_dtypes=dg.f32, constants={1: w})
+    x = np.zeros(data_shape(fmt, 2, C, [kw + 5]), np.uint8)
     (got,) = run(cp, x)
     want = reference(x, w, None, attrs, dg.f32)
     assert np.abs(want).max() > 2**24
