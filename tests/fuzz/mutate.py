@@ -16,7 +16,9 @@ Every mutator takes a ``random.Random``: a run with ``--seed`` is repeatable.
 from __future__ import annotations
 
 import math
+import os
 import random
+import re
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -38,7 +40,19 @@ F32_WORDS = [0x7FC00000, 0x7F800000, 0xFF800000, 0x00000001, 0x7F7FFFFF, 0x80000
 F16_WORDS = [0x7E00, 0x7C00, 0xFC00, 0x0001, 0x7BFF, 0x8000, 0xFFFF]
 
 N_EXPR_OPS = 9  # CONST .. MAXIMUM
-N_OPKINDS = 65  # OpKind.End
+
+
+def _n_codes(enum: str) -> int:
+    """1 + the largest code of one of the schema's generated Python enums (read as text: the fuzzer's
+    parent never imports dyngraph), so that mutated codes reach every value the IR has (and one past)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "api", "dyngraph", "fb", f"{enum}.py")
+    with open(path) as f:
+        return 1 + max(int(v) for v in re.findall(r"^\s*[A-Za-z_]\w* = (\d+)$", f.read(), re.M))
+
+
+N_OPKINDS = _n_codes("OpKind") - 1  # OpKind.End
+N_DTYPES = _n_codes("DataType")
+N_STORAGE = _n_codes("StorageType")
 ADD, MUL, SUB, FLOORDIV, MOD, MIN, MAX = 2, 4, 3, 5, 6, 7, 8
 
 
@@ -474,11 +488,11 @@ def m_tensor(rng, m, ctx):
     t = m.tensors[ti]
     f = rng.choice(["dtype", "property", "storage", "storage", "id", "name"])
     if f == "dtype":
-        t.dtype = rng.randrange(6) if rng.random() < 0.9 else rng.choice([6, 7, 127, -1])
+        t.dtype = rng.randrange(N_DTYPES) if rng.random() < 0.9 else rng.choice([N_DTYPES, N_DTYPES + 1, 127, -1])
     elif f == "property":
         t.property = rng.randrange(3) if rng.random() < 0.9 else rng.choice([3, 127, -1])
     elif f == "storage":
-        t.storage = rng.randrange(7) if rng.random() < 0.9 else rng.choice([7, 8, 127, -1])
+        t.storage = rng.randrange(N_STORAGE) if rng.random() < 0.9 else rng.choice([N_STORAGE, N_STORAGE + 1, 127, -1])
     elif f == "id":
         t.id = rng.choice([m.tensors[rng.randrange(len(m.tensors))].id, -1, I64_MAX, 0])
     else:

@@ -12,7 +12,9 @@ tensors (DynamicReshape + DynamicTranspose), quantized weights (q8_0 by
 ``weight_type``, q4_1 as a StoredWeight, q4_0 by ``weight_type``), a saved
 ``dyngraph.torch`` program, an "ops" graph of many op kinds (Gather,
 Concat, Slice, reductions, comparisons, Select, Arange, ScatterRows), and
-"lowbit", the s4 / u4 / f8 types through the quantization ops and TypeCast.
+"lowbit", the s4 / u4 / f8 types through the quantization ops and TypeCast,
+and "spatial", the windowed ops (an int8 convolution fused at compile,
+pooling, a transposed convolution, interpolation).
 """
 
 from __future__ import annotations
@@ -181,6 +183,36 @@ def lowbit(rng):
     return cp, [[rng.standard_normal((3, 16)).astype(np.float32)], [rng.standard_normal((1, 16)).astype(np.float32)]]
 
 
+def spatial(rng):
+    """The windowed ops: an int8 Convolution pattern (fused into QuantizedConvolution at compile, requantized
+    to u8), then MaxPool, a grouped ConvTranspose, AvgPool and a nearest Interpolate, over a dynamic batch
+    and image size."""
+    import dyngraph as dg
+
+    K = dg.OpKind
+    b = dg.GraphBuilder()
+    side = dg.Dim("side", min=4, max=32)
+    x = b.input("x", dg.u8, [dg.Dim("batch", min=1, max=4), 4, side, side])
+    q = {"qtype": "per_tensor", "axis": 1}
+    xd = b.op(K.Dequantize, [x], {**q, "scales": [0.05], "zps": [128]}, dtype=dg.f32)
+    w = b.constant("w", rng.integers(-127, 128, (8, 4, 3, 3)).astype(np.int8))
+    wd = b.op(K.Dequantize, [w], {"qtype": "per_channel", "axis": 0, "scales": [0.01 * (i + 1) for i in range(8)],
+                                  "zps": [0] * 8}, dtype=dg.f32)
+    win = {"strides": [1, 1], "pads_begin": [1, 1], "pads_end": [1, 1], "data_format": "NCX"}
+    c = b.op(K.Convolution, [xd, wd, b.constant("bias", rng.standard_normal(8).astype(np.float32))],
+             {**win, "dilations": [1, 1], "weights_format": "OIX"})
+    y = b.op(K.Dequantize, [b.op(K.Quantize, [c], {**q, "scales": [0.1], "zps": [100]}, dtype=dg.u8)],
+             {**q, "scales": [0.1], "zps": [100]}, dtype=dg.f32)
+    y = b.op(K.MaxPool, [y], {**win, "kernel": [2, 2], "strides": [2, 2], "pads_begin": [0, 0], "pads_end": [0, 0]})
+    wt = b.constant("wt", rng.standard_normal((8, 2, 3, 3)).astype(np.float32))
+    y = b.op(K.ConvTranspose, [y, wt], {**win, "strides": [2, 2], "dilations": [1, 1], "groups": 2,
+                                        "output_padding": [1, 1], "weights_format": "IOX"})
+    y = b.op(K.AvgPool, [y], {**win, "kernel": [3, 3], "exclude_pad": True})
+    b.output(b.op(K.Interpolate, [y], {"mode": "nearest", "scales": [2.0, 2.0], "data_format": "NCX"}))
+    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1))
+    return cp, [[rng.integers(0, 256, (2, 4, 8, 8)).astype(np.uint8)], [rng.integers(0, 256, (1, 4, 5, 5)).astype(np.uint8)]]
+
+
 def torch_program(rng):
     import torch
 
@@ -217,6 +249,7 @@ KINDS = {
     "quant_stored": quant_stored,
     "ops": ops,
     "lowbit": lowbit,
+    "spatial": spatial,
     "torch": torch_program,
 }
 
