@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dequantize.h"
+#include "isa.h"
 #include "quant_gemm.h"
 #include "quant_rows.h"
 #include "small_gemm.h"
@@ -104,6 +105,11 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
     ggml_tensor* args[2] = {x, y};
     return gg::custom_4d(ctx, GGML_TYPE_F32, x->ne[1], y->ne[1], y->ne[2], y->ne[3], args, 2, f32_matmul_kernel,
                           GGML_N_TASKS_MAX, nullptr);
+}
+
+bool ggml_repack_preferred(ggml_type type) {
+    const bool ours = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
+    return !(ours && kernel_isa() >= Isa::avx512vnni);
 }
 
 bool half_weights_to_ggml(ggml_type type) {

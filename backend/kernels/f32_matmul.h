@@ -8,8 +8,9 @@
 //   scipy-openblas32 wheel), faster here than llamafile's in ggml.
 // - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
 //   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
-//   AVX2; weights ggml repacked (q4_0 by default) stay with ggml's repacked
-//   kernels. Without AVX2: ggml's product below kDequantMinRows rows, blocks
+//   AVX2 (AVX-512 VNNI where it has that: quant_vnni.h); weights ggml repacked
+//   (q4_0 by default, except where our VNNI kernels run: ggml_repack_preferred)
+//   stay with ggml's repacked kernels. Without AVX2: ggml's product below kDequantMinRows rows, blocks
 //   of weight rows dequantized into cache and sgemm from there (dequantize.h).
 // - f16, bf16: ggml's product where ggml has llamafile's sgemm (it multiplies
 //   in the weights' own type, AVX-512 BF16 where the CPU has it; the
@@ -42,6 +43,13 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 // [N, M, B2, B3]), ggml's threads sharing the output columns (or the batches,
 // when there are enough), each running single-threaded code.
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
+
+// Whether quantized matmul weights of `type` go to ggml's CPU_REPACK layout
+// (where ggml's buffer type takes them, and the partition asks for it): not
+// for the types our AVX-512 VNNI kernels compute (quant_vnni.h), which are
+// faster than ggml's repacked kernels (q4_0, dg_matmul_bench: 32 rows 110-145
+// against 80-100 GFLOP/s, 1 row 31-39 against 20-24 on an Ice Lake Xeon).
+bool ggml_repack_preferred(ggml_type type);
 
 // Whether f16 / bf16 weights go to ggml's product at every row count (ggml has llamafile's sgemm).
 bool half_weights_to_ggml(ggml_type type);
