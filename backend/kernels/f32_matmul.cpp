@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dequantize.h"
+#include "f32_gemm.h"
 #include "isa.h"
 #include "quant_gemm.h"
 #include "quant_rows.h"
@@ -75,6 +76,8 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
             dequant_sgemm(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (M < kSgemmRows) {
             small_gemm_nt(int(M), n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
+        } else if (M < kF32GemmMaxRows && kernel_isa() >= Isa::avx512) {
+            f32_gemm_nt(M, n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else {
             scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n1 - n0), int(K), 1.0f, A, lda,
                               reinterpret_cast<const float*>(W), ldb, 0.0f, C + n0, ldc);

@@ -5,7 +5,11 @@
 // (measured with tests/benchmarks/cpp/matmul_bench.cpp):
 // - f32: 1 row ggml's (a matrix-vector product); 2-7 rows our register-blocked
 //   kernel (small_gemm.h); from kSgemmRows on OpenBLAS's sgemm (the
-//   scipy-openblas32 wheel), faster here than llamafile's in ggml.
+//   scipy-openblas32 wheel), faster on a Zen 3 than llamafile's in ggml; where
+//   the CPU has AVX-512, kSgemmRows to kF32GemmMaxRows - 1 rows our AVX-512
+//   kernel (f32_gemm.h), which reads the weights where they lie where sgemm
+//   copies them (Ice Lake Xeon, 32 rows: 60-72 against 44-55 GFLOP/s for
+//   sgemm and 49-57 for ggml; level at 64 rows, sgemm ahead from 128).
 // - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
 //   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
 //   AVX2 (AVX-512 VNNI where it has that: quant_vnni.h); weights ggml repacked
@@ -24,6 +28,7 @@
 namespace dg::kernels {
 
 constexpr int64_t kSgemmRows = 8;
+constexpr int64_t kF32GemmMaxRows = 64;
 
 // From this many rows on, f32 products go to f32_mul_mat; one row is a
 // matrix-vector product, where ggml's dot products do as well.

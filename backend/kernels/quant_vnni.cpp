@@ -32,6 +32,7 @@ constexpr int block_bytes() {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")
+#include "lane_sums_avx512.inc"
 
 inline __mmask64 first_bytes(int n) { return n >= 64 ? ~__mmask64(0) : n <= 0 ? 0 : (__mmask64(1) << n) - 1; }
 
@@ -102,40 +103,10 @@ inline WGroup load_group(const char* p, int nv) {
     return w;
 }
 
-// out[i] = the sum of v[i]'s 16 lanes, for 8 vectors (a transpose-and-add tree: 25 instructions, not 8 x 8)
-inline void reduce8(const __m512 v[8], float* out) {
-    __m512 t[4], u[2];
-    for (int i = 0; i < 4; ++i)
-        t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 4], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 4], 0xEE));
-    for (int i = 0; i < 2; ++i)  // 128-bit lanes of u[i]: v[i], v[i + 4], v[i + 2], v[i + 6]
-        u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[i], t[i + 2], 0x88), _mm512_shuffle_f32x4(t[i], t[i + 2], 0xDD));
-    const __m512 w = _mm512_add_ps(_mm512_unpacklo_ps(u[0], u[1]), _mm512_unpackhi_ps(u[0], u[1]));
-    const __m512 y = _mm512_add_ps(w, _mm512_shuffle_ps(w, w, _MM_SHUFFLE(1, 0, 3, 2)));
-    // y's lanes hold (v0, v1), (v4, v5), (v2, v3), (v6, v7) in their first two floats
-    const __m512 r = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 8, 9, 4, 5, 12, 13, 0, 0, 0, 0, 0, 0, 0, 0), y);
-    _mm256_storeu_ps(out, _mm512_castps512_ps256(r));
-}
-
-// out[i] = the sum of v[i]'s 16 lanes, for 16 vectors
-inline void reduce16(const __m512 v[16], float* out) {
-    __m512 t[8], u[4], w[2];
-    for (int i = 0; i < 8; ++i)
-        t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
-    for (int i = 0; i < 4; ++i)  // 128-bit lanes of u[i]: v[i], v[i + 8], v[i + 4], v[i + 12]
-        u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[i], t[i + 4], 0x88), _mm512_shuffle_f32x4(t[i], t[i + 4], 0xDD));
-    for (int i = 0; i < 2; ++i)
-        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(u[i], u[i + 2]), _mm512_unpackhi_ps(u[i], u[i + 2]));
-    const __m512 x = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(w[0]), _mm512_castps_pd(w[1]))),
-                                   _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(w[0]), _mm512_castps_pd(w[1]))));
-    // x's lanes: (v0, v2, v1, v3), (v8, v10, v9, v11), (v4, v6, v5, v7), (v12, v14, v13, v15)
-    _mm512_storeu_ps(out, _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15), x));
-}
-
 // C[MR, NR] (ldc apart) = MR activation rows (act, rows ng groups apart) times
 // NR weight rows (W, ldw bytes apart) over ng groups, the last holding nv_last blocks.
 template <ggml_type T, int MR, int NR>
 void tile(int64_t ng, int nv_last, const ActGroup* act, const char* W, size_t ldw, float* C, int64_t ldc) {
-    static_assert(MR * NR <= 16, "reduce16");
     constexpr size_t group_bytes = size_t(kGroupBlocks) * block_bytes<T>();
     __m512 acc[MR][NR];
     for (int m = 0; m < MR; ++m)
@@ -160,15 +131,7 @@ void tile(int64_t ng, int nv_last, const ActGroup* act, const char* W, size_t ld
             }
         }
     }
-    constexpr int R = MR * NR <= 8 ? 8 : 16;
-    __m512 v[R];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) v[i] = i < MR * NR ? acc[i / NR][i % NR] : _mm512_setzero_ps();
-    float out[R];
-    if constexpr (R == 8) reduce8(v, out);
-    else reduce16(v, out);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR * NR; ++i) C[i / NR * ldc + i % NR] = out[i];
+    store_sums<MR, NR>(acc, C, ldc);
 }
 
 template <ggml_type T, int MR>

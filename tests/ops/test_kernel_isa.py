@@ -1,6 +1,6 @@
 """Our hand-vectorized kernels are compiled for several instruction sets and
 picked at run time for the CPU: f32 products of 2-7 rows (AVX-512VL, AVX2 +
-FMA, baseline), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
+FMA, baseline) and of 8-63 rows (AVX-512F; else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
 integer kernels; else ggml's product for 1-7 rows and ggml's dequantization +
 sgemm from 8). Each variant is asked for with DYNGRAPH_KERNEL_ISA in a fresh
 process, which reports the variant it runs (the one asked for, or the best
@@ -148,6 +148,50 @@ QUANT_CHECK = textwrap.dedent("""
                     assert np.isfinite(out[1:m - 1]).all(), (isa, storage, m)
     print(isa)
 """)
+
+
+# f32 products of 8+ rows (AVX-512: our tiled kernel up to 63 rows, else
+# OpenBLAS): row counts with every remainder of the 8-row tiles, K with and
+# without a masked tail and in 1-3 blocks of up to 512, weight rows over
+# several 256 KiB chunks and every remainder of the 3-row tiles, 1-2 threads.
+F32_CHECK = textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+
+    rng = np.random.default_rng(3)
+    for threads in (1, 2):
+        e = dg.Engine(dg.Engine.CPU, num_threads=threads)
+        for k, n in ((37, 19), (512, 100), (600, 701), (1100, 65)):
+            x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+            w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+            y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+            g = dg.Graph(dg.Engine.CPU)
+            g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+            g.finalize()
+            (p,) = g.get_partitions()
+            W = rng.standard_normal((n, k)).astype(np.float32)
+            cp = p.compile([x, w], [y], e, constants={1: W})
+            for m in (8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8):
+                a = rng.standard_normal((m, k)).astype(np.float32)
+                (out,) = cp(a)
+                ref = a.astype(np.float64) @ W.T.astype(np.float64)
+                err = np.abs(out - ref).max() / np.abs(ref).max()
+                assert err < 1e-5, (threads, k, n, m, err)
+            a = rng.standard_normal((9, k)).astype(np.float32)
+            a[2, k // 3] = np.nan
+            a[5, k - 1] = np.inf
+            (out,) = cp(a)
+            assert np.isnan(out[2]).all() and not np.isfinite(out[5]).any(), (threads, k, n)
+            assert np.isfinite(np.delete(out, [2, 5], axis=0)).all(), (threads, k, n)
+    print(dg._backend.kernel_isa())
+""")
+
+
+@pytest.mark.parametrize("isa", ORDER)
+def test_f32_product_variant_of_many_rows_matches_numpy(isa):
+    r = run_python(F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
 
 
 @pytest.mark.parametrize("isa", ORDER)
