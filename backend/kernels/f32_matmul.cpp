@@ -122,7 +122,7 @@ bool half_weights_to_ggml(ggml_type type) {
 
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
     if (half_weights_to_ggml(x->type)) return gg::mul_mat(ctx, x, y);
-    const int64_t min_rows = x->type == GGML_TYPE_F32     ? kF32KernelMinRows
+    const int64_t min_rows = x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx512 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;
     return f32_matmul_applies(x, y, min_rows) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);

@@ -3,7 +3,9 @@
 // several times slower than a blocked product once more than one row
 // multiplies the same weights. Which product runs, by weight type and rows
 // (measured with tests/benchmarks/cpp/matmul_bench.cpp):
-// - f32: 1 row ggml's (a matrix-vector product); 2-7 rows our register-blocked
+// - f32: 1 row ggml's (a matrix-vector product; where the CPU has AVX-512
+//   small_gemm.h, which prefetches the weights: on an Ice Lake Xeon 1.2-1.3x
+//   ggml's speed, 12 against 9.5 GB/s of weights); 2-7 rows our register-blocked
 //   kernel (small_gemm.h); from kSgemmRows on OpenBLAS's sgemm (the
 //   scipy-openblas32 wheel), faster on a Zen 3 than llamafile's in ggml; where
 //   the CPU has AVX-512, kSgemmRows to kF32GemmMaxRows - 1 rows our AVX-512
@@ -31,7 +33,8 @@ constexpr int64_t kSgemmRows = 8;
 constexpr int64_t kF32GemmMaxRows = 64;
 
 // From this many rows on, f32 products go to f32_mul_mat; one row is a
-// matrix-vector product, where ggml's dot products do as well.
+// matrix-vector product, where ggml's dot products do as well (on a Zen 3;
+// where the CPU has AVX-512, from one row on: mul_mat).
 constexpr int64_t kF32KernelMinRows = 2;
 
 // From this many rows on, products with quantized weights are dequantized
