@@ -55,8 +55,10 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 // Whether quantized matmul weights of `type` go to ggml's CPU_REPACK layout
 // (where ggml's buffer type takes them, and the partition asks for it): not
 // for the types our AVX-512 VNNI kernels compute (quant_vnni.h), which are
-// faster than ggml's repacked kernels (q4_0, dg_matmul_bench: 32 rows 110-145
-// against 80-100 GFLOP/s, 1 row 31-39 against 20-24 on an Ice Lake Xeon).
+// faster than ggml's repacked kernels (q4_0 on an Ice Lake Xeon,
+// dg_matmul_bench: 32 rows 107-157 against 80-100 GFLOP/s, 1 row 31-39
+// against 20-24; SmolLM2 Q4_0 both ways in one process: prefill of 32 tokens
+// 1.14-1.29x, decode 1.3-1.5x).
 bool ggml_repack_preferred(ggml_type type);
 
 // Whether f16 / bf16 weights go to ggml's product at every row count (ggml has llamafile's sgemm).

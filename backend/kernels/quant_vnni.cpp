@@ -1,7 +1,6 @@
 #include "quant_vnni.h"
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "quant_act_vnni.h"

@@ -9,9 +9,10 @@
 // second one their second halves into 16 int32 lanes, started from the
 // activations' correction for the bytes' offset (q8_0 -128, q4_0 -8: so the
 // sums are exact); each lane is scaled by its block's two scales into f32
-// accumulators (q4_1: plus m times the activations' sums). Tiles of up to
-// 4 activation rows x 2 weight rows; weights of 8+ rows in chunks that stay
-// in L2 while every tile of rows passes over them.
+// accumulators (q4_1: plus m times the activations' sums). 8+ rows: tiles of
+// 8 activation rows x 2 weight rows, weights in chunks of 64 rows that stay in
+// L2 while every tile of rows passes over them. 1-7 rows: all the rows x 2
+// weight rows (1 from 5 rows), the weights 8 KiB ahead prefetched.
 #pragma once
 
 #include <cstddef>
