@@ -163,7 +163,7 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             if (!weights[i] || t.storage == Storage::Default || t.shape.size() != 2) continue;
             int64_t n = prog.const_value(t.shape[0]), k = prog.const_value(t.shape[1]);
             const ggml_type type = ggml_type_of(t.storage, t.dtype);
-            repacked[i] = kernels::ggml_repack_preferred(type) && repack_supports(type, k, n);
+            repacked[i] = kernels::prefer_ggml_repack(type) && repack_supports(type, k, n);
         }
     }
     // constants whose embedded bytes are already what ggml computes on, and aligned:

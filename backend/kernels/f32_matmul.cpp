@@ -110,7 +110,7 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
                           GGML_N_TASKS_MAX, nullptr);
 }
 
-bool ggml_repack_preferred(ggml_type type) {
+bool prefer_ggml_repack(ggml_type type) {
     const bool ours = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
     return !(ours && kernel_isa() >= Isa::avx512vnni);
 }

@@ -15,7 +15,7 @@
 // - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
 //   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
 //   AVX2 (AVX-512 VNNI where it has that: quant_vnni.h); weights ggml repacked
-//   (q4_0 by default, except where our VNNI kernels run: ggml_repack_preferred)
+//   (q4_0 by default, except where our VNNI kernels run: prefer_ggml_repack)
 //   stay with ggml's repacked kernels. Without AVX2: ggml's product below kDequantMinRows rows, blocks
 //   of weight rows dequantized into cache and sgemm from there (dequantize.h).
 // - f16, bf16: ggml's product where ggml has llamafile's sgemm (it multiplies
@@ -59,7 +59,7 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 // dg_matmul_bench: 32 rows 107-157 against 80-100 GFLOP/s, 1 row 31-39
 // against 20-24; SmolLM2 Q4_0 both ways in one process: prefill of 32 tokens
 // 1.14-1.29x, decode 1.3-1.5x).
-bool ggml_repack_preferred(ggml_type type);
+bool prefer_ggml_repack(ggml_type type);
 
 // Whether f16 / bf16 weights go to ggml's product at every row count (ggml has llamafile's sgemm).
 bool half_weights_to_ggml(ggml_type type);
