@@ -10,6 +10,7 @@
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "generated/dyngraph_ir_generated.h"
+#include "kernels/f32_matmul.h"
 
 namespace dg {
 
@@ -161,7 +162,8 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             const TensorDef& t = prog.tensors[i];
             if (!weights[i] || t.storage == Storage::Default || t.shape.size() != 2) continue;
             int64_t n = prog.const_value(t.shape[0]), k = prog.const_value(t.shape[1]);
-            repacked[i] = repack_supports(ggml_type_of(t.storage, t.dtype), k, n);
+            const ggml_type type = ggml_type_of(t.storage, t.dtype);
+            repacked[i] = kernels::prefer_ggml_repack(type) && repack_supports(type, k, n);
         }
     }
     // constants whose embedded bytes are already what ggml computes on, and aligned:

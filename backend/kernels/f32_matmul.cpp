@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "dequantize.h"
+#include "f32_gemm.h"
+#include "isa.h"
 #include "quant_gemm.h"
 #include "quant_rows.h"
 #include "small_gemm.h"
@@ -74,6 +76,8 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
             dequant_sgemm(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (M < kSgemmRows) {
             small_gemm_nt(int(M), n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
+        } else if (M < kF32GemmMaxRows && kernel_isa() >= Isa::avx512) {
+            f32_gemm_nt(M, n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else {
             scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n1 - n0), int(K), 1.0f, A, lda,
                               reinterpret_cast<const float*>(W), ldb, 0.0f, C + n0, ldc);
@@ -106,6 +110,11 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
                           GGML_N_TASKS_MAX, nullptr);
 }
 
+bool prefer_ggml_repack(ggml_type type) {
+    const bool ours = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
+    return !(ours && kernel_isa() >= Isa::avx512vnni);
+}
+
 bool half_weights_to_ggml(ggml_type type) {
     static const bool llamafile = ggml_cpu_has_llamafile() != 0;
     return llamafile && (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16);
@@ -113,7 +122,7 @@ bool half_weights_to_ggml(ggml_type type) {
 
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
     if (half_weights_to_ggml(x->type)) return gg::mul_mat(ctx, x, y);
-    const int64_t min_rows = x->type == GGML_TYPE_F32     ? kF32KernelMinRows
+    const int64_t min_rows = x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx512 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;
     return f32_matmul_applies(x, y, min_rows) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);

@@ -3,13 +3,20 @@
 // several times slower than a blocked product once more than one row
 // multiplies the same weights. Which product runs, by weight type and rows
 // (measured with tests/benchmarks/cpp/matmul_bench.cpp):
-// - f32: 1 row ggml's (a matrix-vector product); 2-7 rows our register-blocked
+// - f32: 1 row ggml's (a matrix-vector product; where the CPU has AVX-512
+//   small_gemm.h, which prefetches the weights: on an Ice Lake Xeon 1.2-1.3x
+//   ggml's speed, 12 against 9.5 GB/s of weights); 2-7 rows our register-blocked
 //   kernel (small_gemm.h); from kSgemmRows on OpenBLAS's sgemm (the
-//   scipy-openblas32 wheel), faster here than llamafile's in ggml.
+//   scipy-openblas32 wheel), faster on a Zen 3 than llamafile's in ggml; where
+//   the CPU has AVX-512, kSgemmRows to kF32GemmMaxRows - 1 rows our AVX-512
+//   kernel (f32_gemm.h), which reads the weights where they lie where sgemm
+//   copies them (Ice Lake Xeon, 32 rows: 60-72 against 44-55 GFLOP/s for
+//   sgemm and 49-57 for ggml; level at 64 rows, sgemm ahead from 128).
 // - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
 //   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
-//   AVX2; weights ggml repacked (q4_0 by default) stay with ggml's repacked
-//   kernels. Without AVX2: ggml's product below kDequantMinRows rows, blocks
+//   AVX2 (AVX-512 VNNI where it has that: quant_vnni.h); weights ggml repacked
+//   (q4_0 by default, except where our VNNI kernels run: prefer_ggml_repack)
+//   stay with ggml's repacked kernels. Without AVX2: ggml's product below kDequantMinRows rows, blocks
 //   of weight rows dequantized into cache and sgemm from there (dequantize.h).
 // - f16, bf16: ggml's product where ggml has llamafile's sgemm (it multiplies
 //   in the weights' own type, AVX-512 BF16 where the CPU has it; the
@@ -23,9 +30,11 @@
 namespace dg::kernels {
 
 constexpr int64_t kSgemmRows = 8;
+constexpr int64_t kF32GemmMaxRows = 64;
 
 // From this many rows on, f32 products go to f32_mul_mat; one row is a
-// matrix-vector product, where ggml's dot products do as well.
+// matrix-vector product, where ggml's dot products do as well (on a Zen 3;
+// where the CPU has AVX-512, from one row on: mul_mat).
 constexpr int64_t kF32KernelMinRows = 2;
 
 // From this many rows on, products with quantized weights are dequantized
@@ -42,6 +51,15 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 // [N, M, B2, B3]), ggml's threads sharing the output columns (or the batches,
 // when there are enough), each running single-threaded code.
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
+
+// Whether quantized matmul weights of `type` go to ggml's CPU_REPACK layout
+// (where ggml's buffer type takes them, and the partition asks for it): not
+// for the types our AVX-512 VNNI kernels compute (quant_vnni.h), which are
+// faster than ggml's repacked kernels (q4_0 on an Ice Lake Xeon,
+// dg_matmul_bench: 32 rows 107-157 against 80-100 GFLOP/s, 1 row 31-39
+// against 20-24; SmolLM2 Q4_0 both ways in one process: prefill of 32 tokens
+// 1.14-1.29x, decode 1.3-1.5x).
+bool prefer_ggml_repack(ggml_type type);
 
 // Whether f16 / bf16 weights go to ggml's product at every row count (ggml has llamafile's sgemm).
 bool half_weights_to_ggml(ggml_type type);

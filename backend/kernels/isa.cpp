@@ -1,33 +1,60 @@
 #include "isa.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 namespace dg::kernels {
 
 namespace {
 
-Isa pick_isa() {
-    Isa best = Isa::generic;
+Isa best_isa() {
 #if defined(__GNUC__) && defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-        best = Isa::avx2;
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) best = Isa::avx512;
-    }
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        return Isa::generic;
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))) return Isa::avx2;
+    if (!(__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") &&
+          __builtin_cpu_supports("avx512vbmi")))
+        return Isa::avx512;
+    return Isa::avx512vnni;
+#else
+    return Isa::generic;
 #endif
+}
+
+Isa pick_isa() {
+    const Isa best = best_isa();
     const char* v = std::getenv("DYNGRAPH_KERNEL_ISA");
-    if (v && std::strcmp(v, "generic") == 0) return Isa::generic;
-    if (v && std::strcmp(v, "avx2") == 0 && best == Isa::avx512) return Isa::avx2;
+    if (!v) return best;
+    for (Isa lower : {Isa::generic, Isa::avx2, Isa::avx512})
+        if (std::strcmp(v, isa_name(lower)) == 0) return lower < best ? lower : best;
     return best;
+}
+
+std::atomic<int>& chosen() {
+    static std::atomic<int> isa{int(pick_isa())};
+    return isa;
 }
 
 }  // namespace
 
-Isa kernel_isa() {
-    static const Isa picked = pick_isa();
-    return picked;
+Isa kernel_isa() { return Isa(chosen().load(std::memory_order_relaxed)); }
+
+Isa set_kernel_isa_for_benchmark(Isa isa) {
+    const Isa best = best_isa();
+    chosen().store(int(isa < best ? isa : best), std::memory_order_relaxed);
+    return kernel_isa();
 }
 
-const char* isa_name(Isa isa) { return isa == Isa::avx512 ? "avx512" : isa == Isa::avx2 ? "avx2" : "generic"; }
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::avx512vnni: return "avx512vnni";
+        case Isa::avx512: return "avx512";
+        case Isa::avx2: return "avx2";
+        default: return "generic";
+    }
+}
 
 }  // namespace dg::kernels

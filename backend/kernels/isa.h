@@ -1,18 +1,29 @@
-// The instruction set our hand-vectorized kernels (small_gemm, dequantize)
-// run with in this process: the best the CPU has, or a lower one asked for
-// with DYNGRAPH_KERNEL_ISA=generic|avx2 (the tests run every variant that way).
-// avx2 means AVX2 + FMA + F16C (every AVX2 CPU has the other two); avx512
-// adds AVX-512F + VL.
+// The instruction set our hand-vectorized kernels (small_gemm, dequantize,
+// the quantized products) run with in this process: the best the CPU has, or
+// a lower one asked for with DYNGRAPH_KERNEL_ISA=generic|avx2|avx512 (the
+// tests run every variant that way). The levels, each including the ones
+// below it:
+// - avx2: AVX2 + FMA + F16C (every AVX2 CPU has the other two);
+// - avx512: adds AVX-512F + VL (f32 products of 2-7 rows, small_gemm.h);
+// - avx512vnni: adds AVX-512BW, VNNI (vpdpbusd, 8-bit dot products) and VBMI
+//   (byte permutes): Intel Ice Lake and later, AMD Zen 4 and later. The
+//   products with q8_0 / q4_0 / q4_1 weights (quant_vnni.h) use it; at the
+//   avx512 level they run their AVX2 variants.
 #pragma once
 
 namespace dg::kernels {
 
-enum class Isa { generic, avx2, avx512 };
+enum class Isa { generic, avx2, avx512, avx512vnni };  // in this order: a level includes those before it
 
-// Chosen once per process.
+// Chosen once per process (DYNGRAPH_KERNEL_ISA read at the first call).
 Isa kernel_isa();
 
-// "generic", "avx2" or "avx512".
+// Benchmarks only (tests/benchmarks/cpp): switch the variant for the calls that
+// follow, to time two variants side by side in one process; capped at the best
+// this CPU has. Returns the variant now in use.
+Isa set_kernel_isa_for_benchmark(Isa isa);
+
+// "generic", "avx2", "avx512" or "avx512vnni".
 const char* isa_name(Isa isa);
 
 }  // namespace dg::kernels

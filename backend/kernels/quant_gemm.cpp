@@ -8,6 +8,7 @@
 #include "isa.h"
 #include "quant_act.h"
 #include "quant_blocks.h"
+#include "quant_vnni.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -145,6 +146,7 @@ bool quant_gemm_supports(ggml_type type) {
 
 void quant_gemm_nt(ggml_type type, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
                    size_t ldw, float* C, int64_t ldc) {
+    if (kernel_isa() >= Isa::avx512vnni) return vnni::quant_gemm_nt(type, M, N, K, A, lda, W, ldw, C, ldc);
     const int64_t nb = K / kQuantBlock;
     thread_local std::vector<ActBlock> act;  // grows to the largest M * K / 32 seen by this thread
     if (act.size() < size_t(M * nb)) act.resize(size_t(M * nb));

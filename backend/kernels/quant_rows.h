@@ -4,7 +4,8 @@
 // block is read once and multiplied into every row with 8-bit integer dot
 // products (AVX2), the next weight rows prefetched. ggml's product for these
 // types computes one output at a time and reaches about half the memory
-// bandwidth; this reaches it. AVX2 only (isa.h): elsewhere ggml's product runs.
+// bandwidth; this reaches it. AVX2 only (isa.h): elsewhere ggml's product runs;
+// where the CPU has AVX-512 VNNI, quant_vnni.h computes it.
 #pragma once
 
 #include <cstddef>

@@ -41,7 +41,7 @@ void small_gemm_nt(int rows, int64_t N, int64_t K, const float* A, int64_t lda, 
     float* Ap = packed.data();
     const Isa chosen = kernel_isa();
 #ifdef DG_SMALL_GEMM_X86
-    if (chosen == Isa::avx512) return avx512::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
+    if (chosen >= Isa::avx512) return avx512::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
     if (chosen == Isa::avx2) return avx2::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
 #endif
     generic::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);

@@ -1,9 +1,10 @@
 """Our hand-vectorized kernels are compiled for several instruction sets and
 picked at run time for the CPU: f32 products of 2-7 rows (AVX-512VL, AVX2 +
-FMA, baseline), products with q8_0/q4_0/q4_1 weights (AVX2 integer kernels;
-else ggml's product for 1-7 rows and ggml's dequantization + sgemm from 8). Each variant is asked for with
-DYNGRAPH_KERNEL_ISA in a fresh process, which reports the variant it runs (the
-one asked for, or the best below it this CPU has) and checks it against numpy."""
+FMA, baseline) and of 8-63 rows (AVX-512F; else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
+integer kernels; else ggml's product for 1-7 rows and ggml's dequantization +
+sgemm from 8). Each variant is asked for with DYNGRAPH_KERNEL_ISA in a fresh
+process, which reports the variant it runs (the one asked for, or the best
+below it this CPU has) and checks it against numpy."""
 
 import platform
 import textwrap
@@ -60,7 +61,7 @@ CHECK = textwrap.dedent("""
     print(dg._backend.kernel_isa())
 """)
 
-ORDER = ["generic", "avx2", "avx512"]
+ORDER = ["generic", "avx2", "avx512", "avx512vnni"]
 
 
 def cpu_flags() -> set:
@@ -75,7 +76,9 @@ def best_isa() -> str:
     flags = cpu_flags()
     if platform.machine() not in ("x86_64", "AMD64") or not {"avx2", "fma", "f16c"} <= flags:
         return "generic"
-    return "avx512" if {"avx512f", "avx512vl"} <= flags else "avx2"
+    if not {"avx512f", "avx512vl"} <= flags:
+        return "avx2"
+    return "avx512vnni" if {"avx512bw", "avx512_vnni", "avx512vbmi"} <= flags else "avx512"
 
 
 @pytest.mark.parametrize("isa", ORDER)
@@ -84,3 +87,116 @@ def test_small_row_kernel_variant_matches_numpy(isa):
     assert r.returncode == 0, r.stderr
     expected = min(isa, best_isa(), key=ORDER.index)
     assert r.stdout.strip() == expected
+
+
+# The integer kernels of every variant against numpy on the same rounding of
+# the activations (per 32-value block: q = rint(x * 127 / amax) in f32, value
+# q * amax / 127): exact integer dot products, so only f32 accumulation error
+# is allowed. Row counts 1-40 (the 1-7 row kernels, the 8+ row tiles and every
+# remainder of them), 1 and 2 threads, K of 1 to 18 blocks (groups of 4
+# blocks and every partial last group), an odd number of weight rows, an
+# all-zero block, rows of very different scales; then NaN and inf activations.
+QUANT_CHECK = textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import dequantize, quantize
+
+    def rounded_rows(x):
+        b = x.reshape(x.shape[0], -1, 32).astype(np.float32)
+        amax = np.abs(b).max(axis=-1, keepdims=True)
+        inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+        q = np.rint(b * inv)
+        return (q.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
+
+    isa = dg._backend.kernel_isa()
+    rng = np.random.default_rng(7)
+    rows = list(range(1, 18)) + [23, 24, 31, 32, 33, 40, 1]
+    for threads in (1, 2):
+        e = dg.Engine(dg.Engine.CPU, num_threads=threads)
+        for storage in ("q8_0", "q4_0", "q4_1"):
+            for k, n in ((32, 37), (96, 50), (352, 45), (576, 19)):
+                W = rng.standard_normal((n, k)).astype(np.float32)
+                raw = quantize(W, getattr(Q, storage.upper()))
+                deq = dequantize(raw, getattr(Q, storage.upper())).reshape(n, k).astype(np.float64)
+                x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+                w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+                y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+                g = dg.Graph(dg.Engine.CPU)
+                g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+                g.finalize()
+                (p,) = g.get_partitions()
+                cp = p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)},
+                               repack_weights=False)
+                for m in rows:
+                    a = rng.standard_normal((m, k)).astype(np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
+                    a[m // 2, :32] = 0  # an all-zero block
+                    (out,) = cp(a)
+                    if isa == "generic":
+                        continue  # ggml's product, or dequantized + sgemm: test_quant_matmul.py
+                    ref = rounded_rows(a) @ deq.T
+                    err = (np.abs(out - ref).max(axis=1) / np.maximum(np.abs(ref).max(axis=1), 1e-30)).max()
+                    assert err < 1e-5, (isa, threads, storage, k, n, m, err)
+                if isa == "generic":
+                    continue
+                for m in (1, 3, 8, 13):  # a NaN or an infinity makes its row's outputs NaN, and no other row's
+                    a = rng.standard_normal((m, k)).astype(np.float32)
+                    a[0, k // 2] = np.nan
+                    a[m - 1, k - 1] = np.inf if m > 1 else np.nan
+                    (out,) = cp(a)
+                    assert np.isnan(out[0]).all() and np.isnan(out[m - 1]).all(), (isa, storage, m)
+                    assert np.isfinite(out[1:m - 1]).all(), (isa, storage, m)
+    print(isa)
+""")
+
+
+# f32 products of 8+ rows (AVX-512: our tiled kernel up to 63 rows, else
+# OpenBLAS): row counts with every remainder of the 8-row tiles, K with and
+# without a masked tail and in 1-3 blocks of up to 512, weight rows over
+# several 256 KiB chunks and every remainder of the 3-row tiles, 1-2 threads.
+F32_CHECK = textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+
+    rng = np.random.default_rng(3)
+    for threads in (1, 2):
+        e = dg.Engine(dg.Engine.CPU, num_threads=threads)
+        for k, n in ((37, 19), (512, 100), (600, 701), (1100, 65)):
+            x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+            w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+            y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+            g = dg.Graph(dg.Engine.CPU)
+            g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+            g.finalize()
+            (p,) = g.get_partitions()
+            W = rng.standard_normal((n, k)).astype(np.float32)
+            cp = p.compile([x, w], [y], e, constants={1: W})
+            for m in (8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8):
+                a = rng.standard_normal((m, k)).astype(np.float32)
+                (out,) = cp(a)
+                ref = a.astype(np.float64) @ W.T.astype(np.float64)
+                err = np.abs(out - ref).max() / np.abs(ref).max()
+                assert err < 1e-5, (threads, k, n, m, err)
+            a = rng.standard_normal((9, k)).astype(np.float32)
+            a[2, k // 3] = np.nan
+            a[5, k - 1] = np.inf
+            (out,) = cp(a)
+            assert np.isnan(out[2]).all() and not np.isfinite(out[5]).any(), (threads, k, n)
+            assert np.isfinite(np.delete(out, [2, 5], axis=0)).all(), (threads, k, n)
+    print(dg._backend.kernel_isa())
+""")
+
+
+@pytest.mark.parametrize("isa", ORDER)
+def test_f32_product_variant_of_many_rows_matches_numpy(isa):
+    r = run_python(F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
+
+
+@pytest.mark.parametrize("isa", ORDER)
+def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa):
+    pytest.importorskip("gguf")
+    r = run_python(QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa}, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)

@@ -2,7 +2,9 @@
 // ggml's own ggml_mul_mat (whatever the ggml build has: its AVX2/AVX-512
 // kernels, llamafile's sgemm, ...), ggml's product on weights in its
 // CPU_REPACK layout (where the buffer type takes them), and dyngraph's product
-// (kernels::f32_mul_mat: our kernels or OpenBLAS, what MatMul lowers to).
+// (kernels::f32_mul_mat: our kernels or OpenBLAS, what MatMul lowers to) with
+// the best variant of our kernels this CPU has and, where that is above AVX2,
+// with the AVX2 variant too (switched call by call, isa.h).
 //
 //   build/dev/tests/benchmarks/cpp/dg_matmul_bench [rows] [reps] [types, e.g. q8_0,q4_1]
 //
@@ -28,6 +30,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "kernels/f32_matmul.h"
+#include "kernels/isa.h"
 
 namespace {
 
@@ -49,7 +52,9 @@ ggml_backend_buffer_type_t repack_buft() {
     return nullptr;
 }
 
-enum class Path { ggml, repack, dyngraph };
+enum class Path { ggml, repack, dyngraph, dyngraph_avx2 };
+
+namespace k = dg::kernels;
 
 // One weight copy, its graph and the memory both need.
 struct Case {
@@ -123,7 +128,7 @@ bool make_case(const Bench& b, Path path, ggml_backend_buffer_type_t rbuft, Case
     ggml_backend_tensor_set(w, b.wdata.data(), 0, b.wdata.size());
     ggml_tensor* y = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, b.K, b.M);
     std::memcpy(y->data, b.act.data(), b.act.size() * 4);
-    if (path == Path::dyngraph) {
+    if (path == Path::dyngraph || path == Path::dyngraph_avx2) {
         if (!dg::kernels::f32_matmul_applies(w, y, 1)) return false;
         c.out = dg::kernels::mul_mat(c.ctx, w, y);
     } else {
@@ -158,7 +163,12 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1);
     std::printf("rows %lld, 1 thread, median of %d calls, weights from memory; us (GFLOP/s) [max error / max |ref|]\n",
                 (long long)M, reps);
-    std::printf("%-6s %-12s %24s %24s %24s\n", "type", "K x N", "ggml", "ggml repack", "dyngraph");
+    // our kernels' best variant here, and (where it is above avx2) the AVX2 one beside it, switched per call
+    const k::Isa best = k::kernel_isa();
+    const bool both = best > k::Isa::avx2;
+    std::printf("%-6s %-12s %24s %24s %24s", "type", "K x N", "ggml", "ggml repack",
+                (std::string("dyngraph ") + k::isa_name(best)).c_str());
+    std::printf(both ? " %24s\n" : "\n", "dyngraph avx2");
     const std::string only = argc > 3 ? std::string(",") + argv[3] + "," : "";
     for (ggml_type t : types) {
         if (!only.empty() && only.find(std::string(",") + ggml_type_name(t) + ",") == std::string::npos) continue;
@@ -168,6 +178,7 @@ int main(int argc, char** argv) {
             const size_t wbytes = b.wdata.size();
             const int copies = int(std::max<size_t>(2, (64u << 20) / std::max<size_t>(wbytes, 1)));
             std::vector<Path> paths = {Path::ggml, Path::repack, Path::dyngraph};
+            if (both) paths.push_back(Path::dyngraph_avx2);
             std::vector<std::vector<Case>> cases(paths.size());
             for (auto& v : cases) v.reserve(64);  // no reallocation: plan.work_data points into each element
             std::vector<bool> have(paths.size(), true);
@@ -189,6 +200,7 @@ int main(int argc, char** argv) {
                 for (size_t p = 0; p < paths.size(); ++p) {
                     if (!have[p]) continue;
                     Case& c = cases[p][size_t(r) % cases[p].size()];
+                    k::set_kernel_isa_for_benchmark(paths[p] == Path::dyngraph_avx2 ? k::Isa::avx2 : best);
                     auto t0 = Clock::now();
                     ggml_graph_compute(c.graph, &c.plan);
                     times[p].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -205,6 +217,7 @@ int main(int argc, char** argv) {
                               max_rel_err(b, cases[p][0]));
                 std::printf(" %24s", cell);
             }
+            k::set_kernel_isa_for_benchmark(best);
             std::printf("\n");
             std::fflush(stdout);
             for (auto& v : cases)
