@@ -160,9 +160,9 @@ enum class Path { generic, avx2, vnni };
 Path pick_path() {
 #ifdef DG_INT8_X86
     const Isa isa = kernel_isa();
-    if (isa == Isa::avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") &&
-        __builtin_cpu_supports("bmi2"))
-        return Path::vnni;
+    // (the avx512vnni level has AVX-512BW and VNNI; at the avx512 level the 8-bit products run their AVX2
+    // variant, as the quantized-weight products do: isa.h)
+    if (isa >= Isa::avx512vnni && __builtin_cpu_supports("bmi2")) return Path::vnni;
     if (isa != Isa::generic) return Path::avx2;
 #endif
     return Path::generic;

@@ -263,11 +263,11 @@ VARIANT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("isa", ["generic", "avx2"])
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avx512", "avx512vnni"])
 def test_every_kernel_variant_computes_the_same_integers(isa):
     import dyngraph as _dg
 
-    levels = ["generic", "avx2", "avx512"]
+    levels = ["generic", "avx2", "avx512", "avx512vnni"]
     if levels.index(isa) > levels.index(_dg._backend.kernel_isa()):
         pytest.skip(f"this CPU has no {isa}")
     tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
