@@ -22,8 +22,9 @@ def prelu(r, rec, ins, outs, data_format: str, per_channel: bool) -> List[Op]:
     base = rec.name
     ops: List[Op] = []
     rank = len(x.shape) if x.shape is not None else None
-    if (per_channel and data_format == "NCX" and rank is not None and rank > 2 and slope.shape is not None
-            and len(slope.shape) == 1):
+    if per_channel and data_format == "NCX" and (rank is None or slope.shape is None):
+        r.block("PReLU with a per-channel slope over src or slope of unknown rank")
+    elif per_channel and data_format == "NCX" and rank > 2 and len(slope.shape) == 1:
         moved = r.new_lt(slope.dtype, [slope.shape[0]] + [1] * (rank - 2))
         ops.append(r.new_op(OpKind.StaticReshape, [slope], [moved], {"shape": [-1] + [1] * (rank - 2)},
                             f"{base}.slope_per_channel"))

@@ -210,7 +210,8 @@ class _Mapper:
             self.block(f"op kind {rec.kind}{what}")
             return []
         stats = rec.kind == "SoftMax" and len(outs) == 2 and self.decompose  # logsumexp, from several ops
-        ln_stats = rec.kind == "LayerNorm" and len(outs) == 3 and self.decompose  # mean, variance: several ops
+        ln_stats = (rec.kind == "LayerNorm" and len(outs) == 3 and self.decompose  # mean, variance: several ops
+                    and ins[0].shape is not None)
         if not self._arity(rec, info, schema, len(outs) - stats - 2 * ln_stats):
             return []
         attrs, inf_as_zero = self.attrs(rec, info, schema)
@@ -220,8 +221,8 @@ class _Mapper:
         def core(i, o):
             if ln_stats:
                 return compose.layer_norm_stats(self, rec, i, o, attrs)
-            if kind is OpKind.MatMul and self.decompose and any(x.shape is not None and len(x.shape) == 1
-                                                                for x in i[:2]):
+            if (kind is OpKind.MatMul and self.decompose and all(x.shape is not None for x in i[:2])
+                    and any(len(x.shape) == 1 for x in i[:2])):
                 return compose.matmul_1d(self, rec, i, o, attrs)
             return self._core(rec, kind, i, o, attrs, inf_as_zero, stats)
 
