@@ -30,6 +30,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .dtypes import DataType
+from .errors import CompileError
 from .logical_tensor import Property
 from .op import OpKind
 from .ops import InferContext, TensorType, schema_of
@@ -198,7 +199,7 @@ def _infer(prog: Program, op: OpSpec) -> None:
     (t,) = schema.infer(attrs, ins, ctx)
     rec = prog.tensors[op.outputs[0]]
     if t.dtype is not rec.dtype or t.shape != rec.shape:
-        raise AssertionError(f"{label}: the fused op produces {t}, the pattern {rec.dtype} {rec.shape}")
+        raise CompileError(f"{label}: the fused op produces {t}, the pattern {rec.dtype} {rec.shape}")
     op.attrs = {**attrs, **ctx.backend_attrs}
     known = {(a, b) for a, b, _ in prog.guards}
     for lhs, rhs, msg in ctx.guards:

@@ -15,6 +15,7 @@ namespace {
 
 using conv_gather::gather_nxc;
 using conv_gather::inside;
+using conv_gather::madd_row;
 using conv_gather::share;
 
 void one_blas_thread() {
@@ -61,14 +62,6 @@ void gather_ncx(const float* xg, const ConvShape& s, int64_t Ig, int64_t p0, int
                 const int64_t r = s.channels_first_weights ? (c * s.KH + kh) * s.KW + kw : (kh * s.KW + kw) * Ig + c;
                 gather_row_ncx(xg + c * hw, s, kh, kw, p0, p1, col + r * pt);
             }
-}
-
-// y[o] += w * x[o * stride] for o in [lo, hi)
-void madd_row(float* __restrict y, const float* __restrict x, float w, int64_t lo, int64_t hi, int64_t stride) {
-    if (stride == 1)
-        for (int64_t o = lo; o < hi; ++o) y[o] += w * x[o];
-    else
-        for (int64_t o = lo; o < hi; ++o) y[o] += w * x[o * stride];
 }
 
 // One input and one output channel per group: a direct loop over the kernel taps.

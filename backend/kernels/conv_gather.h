@@ -27,6 +27,15 @@ inline void inside(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t
     hi = std::clamp(hi, lo, n);
 }
 
+// acc[o] += x[o * stride] * w for o in [lo, hi): a row of one channel plane
+inline void madd_row(float* __restrict acc, const float* __restrict x, float w, int64_t lo, int64_t hi,
+                     int64_t stride) {
+    if (stride == 1)
+        for (int64_t o = lo; o < hi; ++o) acc[o] += x[o] * w;
+    else
+        for (int64_t o = lo; o < hi; ++o) acc[o] += x[o * stride] * w;
+}
+
 // Output positions per task (of P): columns of about kColumnBytes (`bytes` per position; 0: all P), at
 // least 16, and few enough that `images` (batch x groups) give every one of nth threads a task.
 inline int64_t tile_positions(int64_t P, int64_t bytes, int64_t images, int nth) {

@@ -121,7 +121,10 @@ void f32_gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
                     const int nr = int(std::min<int64_t>(kTileWeights, nc - n));
                     for (size_t end = std::min(next_bytes, fetched + share); fetched < end; fetched += 64)
                         _mm_prefetch(next + fetched, _MM_HINT_T1);
-                    Block16* part = parts.data() + ((m / kTileRows) * ntiles + n / kTileWeights) * kTileRows * kTileWeights;
+                    // the partial sums of this tile between K blocks (none when K is one block)
+                    Block16* part = nkb > 1 ? parts.data() + ((m / kTileRows) * ntiles + n / kTileWeights) *
+                                                                 kTileRows * kTileWeights
+                                            : nullptr;
                     tile_fn(mr, nr)(k0, k1, K, Ap + m * kp + k0 * mr, Wc + n * ldw, ldw, part, k0 == 0, k1 == kp,
                                     C + m * ldc + c + n, ldc);
                 }

@@ -4,14 +4,14 @@
 // multiplies the same weights. Which product runs, by weight type and rows
 // (measured with tests/benchmarks/cpp/matmul_bench.cpp):
 // - f32: 1 row ggml's (a matrix-vector product; where the CPU has AVX-512
-//   small_gemm.h, which prefetches the weights: on an Ice Lake Xeon 1.2-1.3x
+//   small_gemm.h, which prefetches the weights: on an Ice Lake Xeon 1.2-1.35x
 //   ggml's speed, 12 against 9.5 GB/s of weights); 2-7 rows our register-blocked
 //   kernel (small_gemm.h); from kSgemmRows on OpenBLAS's sgemm (the
 //   scipy-openblas32 wheel), faster on a Zen 3 than llamafile's in ggml; where
 //   the CPU has AVX-512, kSgemmRows to kF32GemmMaxRows - 1 rows our AVX-512
 //   kernel (f32_gemm.h), which reads the weights where they lie where sgemm
-//   copies them (Ice Lake Xeon, 32 rows: 60-72 against 44-55 GFLOP/s for
-//   sgemm and 49-57 for ggml; level at 64 rows, sgemm ahead from 128).
+//   copies them (Ice Lake Xeon, 32 rows, several runs: 45-72 against 39-55
+//   GFLOP/s for sgemm and 41-57 for ggml; level at 64 rows, sgemm ahead from 128).
 // - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
 //   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
 //   AVX2 (AVX-512 VNNI where it has that: quant_vnni.h); weights ggml repacked
@@ -56,7 +56,7 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 // (where ggml's buffer type takes them, and the partition asks for it): not
 // for the types our AVX-512 VNNI kernels compute (quant_vnni.h), which are
 // faster than ggml's repacked kernels (q4_0 on an Ice Lake Xeon,
-// dg_matmul_bench: 32 rows 107-157 against 80-100 GFLOP/s, 1 row 31-39
+// dg_matmul_bench, several runs: 32 rows 82-157 against 72-100 GFLOP/s, 1 row 31-39
 // against 20-24; SmolLM2 Q4_0 both ways in one process: prefill of 32 tokens
 // 1.14-1.29x, decode 1.3-1.5x).
 bool prefer_ggml_repack(ggml_type type);

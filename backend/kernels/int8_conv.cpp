@@ -10,6 +10,7 @@ namespace dg::kernels {
 
 namespace {
 
+using conv_gather::madd_row;
 using conv_gather::share;
 
 constexpr int64_t kRowBlock = 64;  // output positions per int8_dot call
@@ -52,14 +53,6 @@ inline void centered(const char* x, bool x_unsigned, int32_t zp, int64_t n, floa
         for (int64_t i = 0; i < n; ++i) out[i] = float(int32_t(uint8_t(x[i])) - zp);
     else
         for (int64_t i = 0; i < n; ++i) out[i] = float(int32_t(int8_t(x[i])) - zp);
-}
-
-// acc[o] += x[o * stride] * w for o in [lo, hi): a row of one channel plane
-inline void madd_row(float* __restrict acc, const float* __restrict x, float w, int64_t lo, int64_t hi, int64_t stride) {
-    if (stride == 1)
-        for (int64_t o = lo; o < hi; ++o) acc[o] += x[o] * w;
-    else
-        for (int64_t o = lo; o < hi; ++o) acc[o] += x[o * stride] * w;
 }
 
 // One output row of NXC positions (all channels at once), finished into y at i0.
@@ -296,7 +289,7 @@ ggml_tensor* int8_conv2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weigh
                        ggml_is_contiguous(weights);
     const bool depthwise = s.C == s.groups && s.O == s.groups;
     if (!dense || s.channels_first_weights || s.groups < 1 || s.C % s.groups || s.O % s.groups ||
-        (!p->src_nxc && !depthwise) || ggml_nelements(src) != s.N * s.H * s.W * s.C ||
+        (!p->src_nxc && !depthwise) || (depthwise && p->src_nxc != s.nxc) || ggml_nelements(src) != s.N * s.H * s.W * s.C ||
         ggml_nelements(weights) != s.O * s.KH * s.KW * (s.C / s.groups) ||
         dst_ne[0] * dst_ne[1] * dst_ne[2] * dst_ne[3] != s.N * s.O * s.OH * s.OW)
         fail<gg::Violation>("int8_conv2d: src ", gg::describe(src), " and weights ", gg::describe(weights),

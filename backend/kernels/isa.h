@@ -4,7 +4,8 @@
 // tests run every variant that way). The levels, each including the ones
 // below it:
 // - avx2: AVX2 + FMA + F16C (every AVX2 CPU has the other two);
-// - avx512: adds AVX-512F + VL (f32 products of 2-7 rows, small_gemm.h);
+// - avx512: adds AVX-512F + VL (f32 products of 1-7 rows, small_gemm.h, and
+//   of 8-63 rows, f32_gemm.h);
 // - avx512vnni: adds AVX-512BW, VNNI (vpdpbusd, 8-bit dot products) and VBMI
 //   (byte permutes): Intel Ice Lake and later, AMD Zen 4 and later. The
 //   products with q8_0 / q4_0 / q4_1 weights (quant_vnni.h) use it; at the
@@ -20,7 +21,8 @@ Isa kernel_isa();
 
 // Benchmarks only (tests/benchmarks/cpp): switch the variant for the calls that
 // follow, to time two variants side by side in one process; capped at the best
-// this CPU has. Returns the variant now in use.
+// this CPU has. Returns the variant now in use. The int8 ops' dot products
+// (int8_dot.h) pick their variant once per process and do not follow it.
 Isa set_kernel_isa_for_benchmark(Isa isa);
 
 // "generic", "avx2", "avx512" or "avx512vnni".

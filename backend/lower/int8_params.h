@@ -14,9 +14,16 @@ namespace dg::int8 {
 
 inline bool is_int8(DType t) { return t == DType::U8 || t == DType::S8; }
 
-// (u8 / s8: the fused int8 ops take no other type)
+// a zero point of quantized type t (u8, s8, u4, s4; f8 takes only 0) inside t's range
 inline void check_zp(const LowerCtx& c, int64_t zp, DType t, const char* what) {
-    const int64_t lo = t == DType::U8 ? 0 : -128, hi = t == DType::U8 ? 255 : 127;
+    int64_t lo = 0, hi = 0;
+    switch (t) {
+        case DType::U8: hi = 255; break;
+        case DType::S8: lo = -128, hi = 127; break;
+        case DType::U4: hi = 15; break;
+        case DType::S4: lo = -8, hi = 7; break;
+        default: break;
+    }
     if (zp < lo || zp > hi) c.unsupported(cat(what, " ", zp, " is outside the range of ", dtype_name(t)));
 }
 

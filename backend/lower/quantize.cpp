@@ -21,23 +21,8 @@ using kernels::qtype_of;
 
 bool is_quant(DType t) { return kernels::is_quantized(t); }
 
-// the range of a zero point of type t (f8: zero points are not supported, only 0)
-void check_zp(const LowerCtx& c, int64_t zp, DType t, const char* what) {
-    int64_t lo = 0, hi = 0;
-    switch (t) {
-        case DType::U8: hi = 255; break;
-        case DType::S8: lo = -128, hi = 127; break;
-        case DType::U4: hi = 15; break;
-        case DType::S4: lo = -8, hi = 7; break;
-        default: break;
-    }
-    if (zp < lo || zp > hi) c.unsupported(cat(what, " ", zp, " is outside the range of ", dtype_name(t)));
-}
-
-void check_scale(const LowerCtx& c, double s, const char* what) {
-    if (!(s > 0) || !std::isfinite(s) || !std::isfinite(float(s)) || float(s) == 0.0f)
-        c.unsupported(cat(what, " ", s, " is not a positive f32"));
-}
+using int8::check_scale;
+using int8::check_zp;
 
 // The attribute form's parameters: per tensor, or per channel along `axis`.
 kernels::QuantParams attr_params(const LowerCtx& c, const ops::QuantizeAttrs& a, const Dims& s, DType qt, bool inverse) {

@@ -89,3 +89,10 @@ def test_without_decomposition_each_is_refused_by_name(d, feature):
     with pytest.raises(dg.UnsupportedError) as e:
         import_graph(d, decompose=False)
     assert e.value.features == (feature,)
+
+
+def test_a_rank_0_layernorm_with_statistics_outputs_is_a_typed_error():
+    """No axis to normalize over: a clear error, not a ZeroDivisionError from the decomposition."""
+    d = doc(op(0, "LayerNorm", [lt(0, [])], [lt(1, []), lt(2, []), lt(3, [])], keep_stats=True, use_affine=False))
+    with pytest.raises(dg.DyngraphError):
+        import_graph(d)

@@ -132,3 +132,35 @@ def test_a_conv_window_larger_than_the_padded_input_is_refused(rng):
         d[3] = Expr.const(1)
         shape(p, out, d)
     refused(cp, tamper, {1: w}, np.zeros((2, 6, 8, 8), np.float32), "is not the output of this convolution")
+
+
+def test_a_batch_norm_parameter_of_the_wrong_length_is_refused(rng):
+    p4 = [np.ones(4, np.float32)] * 4
+    cp = compile_op(K.BatchNormInference, [[D, 4, D]] + [[4]] * 4, attrs={"epsilon": 1e-5, "data_format": "NCX"},
+                    constants={i + 1: v for i, v in enumerate(p4)})
+    x = np.zeros((1, 4, 3), np.float32)
+    data = {i + 1: v for i, v in enumerate(p4)}
+    data[3] = np.ones(5, np.float32)
+    refused(cp, lambda p: shape(p, 3, (5,)), data, x, "mean .* must have the 4 channels")
+
+
+def test_group_norm_groups_that_do_not_divide_are_refused(rng):
+    cp = compile_op(K.GroupNorm, [[D, 6, D]], attrs={"groups": 2, "use_affine": False, "data_format": "NCX"})
+    x = np.zeros((1, 6, 3), np.float32)
+
+    def tamper(p):
+        p.ops[0].attrs["groups"] = 4
+    refused(cp, tamper, {}, x, "4 groups of 6 channels")
+
+
+def test_interpolate_with_other_output_channels_is_refused(rng):
+    cp = compile_op(K.Interpolate, [[D, 3, 4, 4]], attrs={"mode": "nearest", "scales": [2.0, 2.0],
+                                                          "data_format": "NCX"})
+    x = np.zeros((1, 3, 4, 4), np.float32)
+    out = cp.program.outputs[0]
+
+    def tamper(p):
+        d = list(p.tensors[out].shape)
+        d[1] = 5
+        shape(p, out, d)
+    refused(cp, tamper, {}, x, "must have the batch and channels of src")

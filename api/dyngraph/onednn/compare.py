@@ -27,8 +27,11 @@ error reported for integers is the number of elements outside.
 
 f8 outputs (f8_e4m3, f8_e5m2) are compared like integers: equal to the
 reference (NaN meets NaN), or, where a Quantize rounds to them, within its
-band (one f8 neighbour at most, and only where the unrounded value lies
-within the float tolerance of halfway between two f8 values).
+band. In an f32 chain (rtol 1e-4) a band holds more than one value only
+where the unrounded value lies within the tolerance of a tie (x.5, or
+halfway between two f8 values); in a bf16 or f16 chain it spans as many
+steps as the float tolerance does (a value of 100 among values of that
+size in bf16: 3e-2 x 200 = 6 steps either way).
 """
 
 from __future__ import annotations

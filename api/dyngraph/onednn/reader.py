@@ -211,7 +211,7 @@ class _Mapper:
             return []
         stats = rec.kind == "SoftMax" and len(outs) == 2 and self.decompose  # logsumexp, from several ops
         ln_stats = (rec.kind == "LayerNorm" and len(outs) == 3 and self.decompose  # mean, variance: several ops
-                    and ins[0].shape is not None)
+                    and ins[0].shape is not None and len(ins[0].shape) >= 1)
         if not self._arity(rec, info, schema, len(outs) - stats - 2 * ln_stats):
             return []
         attrs, inf_as_zero = self.attrs(rec, info, schema)

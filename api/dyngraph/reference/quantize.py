@@ -149,10 +149,11 @@ def quantize_band(kind, attrs, ins, dt: DataType, rtol: float):
     when its input carries a relative error of ``rtol``: the roundings of every
     value within ``rtol * (|p| + rms(p))`` of the unrounded ``p`` (the
     normalized error the float comparison allows; ``rms`` over p's finite
-    values). Where ``p`` is that close to a rounding boundary (x.5, as when
-    exact arithmetic meets a tie, or halfway between two f8 values), either
-    neighbour is a right answer; elsewhere the band is the one reference value.
-    For f8, NaN and infinities are the band's ends as the rounding gives them
+    values). With an f32 chain's rtol (1e-4) the band is the one reference
+    value except where ``p`` lies that close to a rounding boundary (x.5, as
+    when exact arithmetic meets a tie, or halfway between two f8 values), where
+    either neighbour is right; with bf16's or f16's rtol it spans what that
+    tolerance spans (several steps for large ``p``). For f8, NaN and infinities are the band's ends as the rounding gives them
     (an end beyond f8_e4m3's range is NaN)."""
     p, zp = _unrounded(kind, attrs, ins)
     fin = np.isfinite(p)
