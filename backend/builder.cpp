@@ -149,6 +149,8 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         env.input_port[leaf] = int(k);
     }
 
+    g->guards = std::make_unique<KernelGuards>();
+    GuardScope guard_scope(g->guards.get());
     std::vector<ggml_tensor*> in, out;
     PtrMap<int> node_slot(pl ? 4 * prog.ops.size() + 64 : 1);  // device mode: each new tensor's device
     ggml_tensor* mark = nullptr;  // the last tensor of ctx before the op being lowered
@@ -172,6 +174,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
             env.device = pl->slots[size_t(slot)].name;
         }
         LowerCtx lc{ctx, prog, op, b.values, in, out, env};
+        g->guards->set_op(int(k));
         try {
             lower_any_rank(lc, fns[k]->fn);
         } catch (const gg::Violation& e) {

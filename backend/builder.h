@@ -14,6 +14,7 @@
 #include "lowering.h"
 #include "planner.h"
 #include "program.h"
+#include "kernel_guard.h"
 #include "kernels/journal.h"
 #include "placement.h"
 #include "resident.h"
@@ -43,6 +44,7 @@ struct BuiltGraph {
     std::vector<HostIndexCheck> host_checks;                      // run before each compute
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;  // read after each compute
     std::vector<std::shared_ptr<const void>> kept;                 // parameters its kernels point to
+    std::unique_ptr<KernelGuards> guards;       // its custom ops' kernels run behind these (read after each compute)
     std::unique_ptr<kernels::Journal> journal;  // what this compute overwrote in state, when a kernel check may refuse it
     double build_seconds = 0;
     size_t n_tensors = 0;  // ggml tensors its lowerings created (the next build's first guess)

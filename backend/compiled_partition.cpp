@@ -26,6 +26,36 @@ void reserve_or_refuse(AlignedBuffer& buf, size_t n, const char* what) {
     }
 }
 
+// Before a compute: no kernel has failed, no computed index was refused.
+void begin_compute(BuiltGraph& g) {
+    for (auto& c : g.kernel_checks) c->bad = false;
+    if (g.guards) g.guards->reset();
+}
+
+// After a compute: ggml's status, then a kernel that failed (KernelGuards), then an index a kernel
+// refused; each refuses the execution, rolling back what it wrote in state where a journal holds it.
+void end_compute(BuiltGraph& g, const Program& prog, ggml_status st) {
+    if (st != GGML_STATUS_SUCCESS) {
+        if (g.journal) g.journal->roll_back();
+        fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
+    }
+    if (g.guards && g.guards->failed()) {
+        if (g.journal) g.journal->roll_back();
+        const int k = g.guards->failed_op();
+        const std::string op = k >= 0 && size_t(k) < prog.ops.size() ? prog.ops[size_t(k)].label() : "a kernel";
+        fail<ExecutionError>(op, ": its kernel failed while computing: ", g.guards->what(),
+                             g.journal ? " (state unchanged" : " (state it writes may be partly updated",
+                             "; the outputs are not valid)");
+    }
+    for (auto& c : g.kernel_checks)
+        if (c->bad) {
+            if (g.journal) g.journal->roll_back();  // the state as it was before this call
+            fail<ExecutionError>(c->what, ": computed index ", c->value.load(), " is outside [0, ", c->limit,
+                                 "): the execution is refused (state unchanged; its outputs are not valid)");
+        }
+    if (g.journal) g.journal->clear();
+}
+
 }  // namespace
 
 CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
@@ -438,19 +468,8 @@ void CompiledPartition::execute_devices(const HostTensor* const* in, size_t n_in
                 ++stats_.device_copies;
                 stats_.device_copy_bytes += ggml_nbytes(g.inputs[i]);
             }
-        for (auto& c : g.kernel_checks) c->bad = false;
-        ggml_status st = ggml_backend_sched_graph_compute(g.sched, g.graph);
-        if (st != GGML_STATUS_SUCCESS) {
-            if (g.journal) g.journal->roll_back();
-            fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
-        }
-        for (auto& c : g.kernel_checks)
-            if (c->bad) {
-                if (g.journal) g.journal->roll_back();
-                fail<ExecutionError>(c->what, ": computed index ", c->value.load(), " is outside [0, ", c->limit,
-                                     "): the execution is refused (state unchanged; its outputs are not valid)");
-            }
-        if (g.journal) g.journal->clear();
+        begin_compute(g);
+        end_compute(g, prog_, ggml_backend_sched_graph_compute(g.sched, g.graph));
         for (size_t j = 0; j < n_out; ++j) {
             ggml_backend_tensor_get(g.outputs[j], out_ptr_[j], 0, ggml_nbytes(g.outputs[j]));
             ++stats_.device_copies;
@@ -472,19 +491,8 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
         return;
     }
     BuiltGraph& g = prepare(in, n_in, out, n_out);
-    for (auto& c : g.kernel_checks) c->bad = false;
-    ggml_status st = engine_->compute(g.graph, g.cplan);
-    if (st != GGML_STATUS_SUCCESS) {
-        if (g.journal) g.journal->roll_back();
-        fail<ExecutionError>("ggml compute failed: ", ggml_status_to_string(st));
-    }
-    for (auto& c : g.kernel_checks)
-        if (c->bad) {
-            if (g.journal) g.journal->roll_back();  // the state as it was before this call
-            fail<ExecutionError>(c->what, ": computed index ", c->value.load(), " is outside [0, ", c->limit,
-                                 "): the execution is refused (state unchanged; its outputs are not valid)");
-        }
-    if (g.journal) g.journal->clear();
+    begin_compute(g);
+    end_compute(g, prog_, engine_->compute(g.graph, g.cplan));
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;

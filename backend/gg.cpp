@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernel_guard.h"
+
 namespace dg::gg {
 
 namespace {
@@ -450,7 +452,8 @@ ggml_tensor* custom_4d(ggml_context* ctx, ggml_type type, int64_t ne0, int64_t n
     const int64_t ne[4] = {ne0, ne1, ne2, ne3};
     need_positive("ggml_custom_4d", ne);
     if (n_args < 0 || n_args >= GGML_MAX_SRC) violated("ggml_custom_4d", cat(n_args, " arguments (at most ", GGML_MAX_SRC - 1, ")"));
-    return ggml_custom_4d(ctx, type, ne[0], ne[1], ne[2], ne[3], args, n_args, fun, n_tasks, userdata);
+    const KernelGuards::Call call = KernelGuards::wrap(fun, userdata);
+    return ggml_custom_4d(ctx, type, ne[0], ne[1], ne[2], ne[3], args, n_args, call.fun, n_tasks, call.userdata);
 }
 
 ggml_tensor* custom_inplace(ggml_context* ctx, ggml_tensor* a, ggml_tensor** args, int n_args, ggml_custom_op_t fun,
@@ -458,7 +461,8 @@ ggml_tensor* custom_inplace(ggml_context* ctx, ggml_tensor* a, ggml_tensor** arg
     need_room(ctx);
     if (n_args < 0 || n_args >= GGML_MAX_SRC - 1)
         violated("ggml_custom_inplace", cat(n_args, " arguments (at most ", GGML_MAX_SRC - 2, ")"));
-    return ggml_custom_inplace(ctx, a, args, n_args, fun, n_tasks, userdata);
+    const KernelGuards::Call call = KernelGuards::wrap(fun, userdata);
+    return ggml_custom_inplace(ctx, a, args, n_args, call.fun, n_tasks, call.userdata);
 }
 
 }  // namespace dg::gg

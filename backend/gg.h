@@ -158,7 +158,8 @@ enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos,
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a);
 
 // Our own kernels as custom ops: n_args < GGML_MAX_SRC (in place: one less);
-// every ne >= 1.
+// every ne >= 1. While a graph is built, its kernels run behind its
+// KernelGuards (kernel_guard.h): an exception in one is recorded, not fatal.
 ggml_tensor* custom_4d(ggml_context* ctx, ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                        ggml_tensor** args, int n_args, ggml_custom_op_t fun, int n_tasks, void* userdata);
 ggml_tensor* custom_inplace(ggml_context* ctx, ggml_tensor* a, ggml_tensor** args, int n_args, ggml_custom_op_t fun,

@@ -50,7 +50,8 @@ def test_every_precondition_is_a_violation_not_an_abort(tmp_path):
     inc, lib = ggml_dirs()
     exe = tmp_path / "test_gg"
     cmd = [cxx, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "backend"), "-I", inc,
-           os.path.join(ROOT, "backend", "gg.cpp"), os.path.join(ROOT, "tests", "cpp", "test_gg_preconditions.cpp"),
+           os.path.join(ROOT, "backend", "gg.cpp"), os.path.join(ROOT, "backend", "kernel_guard.cpp"),
+           os.path.join(ROOT, "tests", "cpp", "test_gg_preconditions.cpp"),
            os.path.join(lib, "libggml-base.so.0"), f"-Wl,-rpath,{lib}", "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
