@@ -10,6 +10,16 @@ import numpy as np
 import dyngraph as dg
 
 
+# the int8 types of the quantized ops: their numpy type and the [lo, hi) of their values
+INT8_NP = {dg.u8: np.uint8, dg.s8: np.int8}
+INT8_RANGE = {dg.u8: (0, 256), dg.s8: (-128, 128)}
+
+
+def int8_values(rng, dt, shape):
+    """Values drawn over the whole range of u8 or s8."""
+    lo, hi = INT8_RANGE[dt]
+    return rng.integers(lo, hi, shape).astype(INT8_NP[dt])
+
 def compile_op(
     kind: dg.OpKind,
     in_shapes: Sequence[Sequence],

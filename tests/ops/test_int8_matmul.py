@@ -7,7 +7,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from oputil import compile_op, run
+from oputil import INT8_NP, INT8_RANGE, compile_op, int8_values, run
 from reference.quant_numpy import dequantize, int8_matmul, quantize
 from subproc import run_python
 
@@ -15,13 +15,7 @@ import dyngraph as dg
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM
-NP = {dg.u8: np.uint8, dg.s8: np.int8}
-RANGE = {dg.u8: (0, 256), dg.s8: (-128, 128)}
-
-
-def ints(rng, dt, shape):
-    lo, hi = RANGE[dt]
-    return rng.integers(lo, hi, shape).astype(NP[dt])
+NP, RANGE, ints = INT8_NP, INT8_RANGE, int8_values
 
 
 def qmm_attrs(rng, adt, wdt, n, per_channel, out):
