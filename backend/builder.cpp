@@ -78,6 +78,7 @@ void schedule(BuiltGraph& g, const Placement& pl, PtrMap<int>& node_slot) {
     }
     if (!ggml_backend_sched_alloc_graph(g.sched, g.graph))
         fail<ExecutionError>("cannot allocate the compute buffers of this graph on the partition's devices");
+    g.n_splits = ggml_backend_sched_get_n_splits(g.sched);
 }
 
 // Thrown when a graph writes state in place and checks computed indices only
@@ -155,15 +156,21 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     PtrMap<int> node_slot(pl ? 4 * prog.ops.size() + 64 : 1);  // device mode: each new tensor's device
     ggml_tensor* mark = nullptr;  // the last tensor of ctx before the op being lowered
     for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) mark = t;
-    for (size_t k = 0; k < prog.ops.size(); ++k) {
+    g->op_slot.assign(pl ? prog.ops.size() : 0, -1);
+    // Lower op k on placement slot `slot` (device mode) and check what it made; NotOnDevice when a tensor
+    // it made cannot run on that device.
+    PtrMap<char> fresh(64);       // device mode: the tensors the op being lowered made
+    size_t n_side_before = 0;     // env.side_effects before it
+    auto lower_on = [&](size_t k, int slot) {
         const OpDef& op = prog.ops[k];
         in.clear();
         out.clear();
-        const int slot = pl ? pl->op_slot[k] : -1;
         for (int32_t i : op.inputs) {
             ggml_tensor* v = vals[size_t(i)];
             if (pl && prog.tensors[size_t(i)].property != Property::Variable) {
-                const ResidentTensors* r = pl->resident[size_t(slot)];
+                // the weights and state of the op's device; on the host CPU as a fallback, those of the device
+                // the partition placed the op on (the scheduler copies what the host reads)
+                const ResidentTensors* r = pl->resident[size_t(pl->op_slot[k])];
                 if (!r || !r->holds(i)) fail<CompileError>("internal error: ", op.label(), " reads a tensor its device does not hold");
                 v = r->tensor(i);
             }
@@ -172,6 +179,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         if (pl) {
             env.host = pl->slots[size_t(slot)].host;
             env.device = pl->slots[size_t(slot)].name;
+            env.backend = pl->slots[size_t(slot)].backend;
         }
         LowerCtx lc{ctx, prog, op, b.values, in, out, env};
         g->guards->set_op(int(k));
@@ -183,29 +191,76 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         if (out.size() != op.outputs.size())
             fail<CompileError>("internal error: the lowering of ", op.label(), " produced ", out.size(), " outputs, expected ",
                                op.outputs.size());
-        for (size_t j = 0; j < op.outputs.size(); ++j) {
-            check_lowered(lc, j, out[j]);
-            vals[size_t(op.outputs[j])] = out[j];
+        for (size_t j = 0; j < op.outputs.size(); ++j) check_lowered(lc, j, out[j]);
+        if (!pl) return;
+        // the op's ggml tensors run on its device; on any but the host CPU, ggml's own ops only, and
+        // only those the device's backend implements for these types (a GPU's says which; an RPC
+        // device says yes to all without asking its server, whose CPU backend has them all)
+        // (only what the graph will compute: the tensors its outputs and state writes reach; a lowering may
+        // have made a tensor to ask whether the device supports it, then taken another way)
+        if (env.host) return;
+        ggml_backend_t be = pl->slots[size_t(slot)].backend;
+        fresh.clear();
+        for (ggml_tensor* t = mark ? ggml_get_next_tensor(ctx, mark) : ggml_get_first_tensor(ctx); t;
+             t = ggml_get_next_tensor(ctx, t))
+            fresh[t] = 0;
+        std::vector<ggml_tensor*> todo(out.begin(), out.end());
+        for (size_t s = n_side_before; s < env.side_effects.size(); ++s) todo.push_back(env.side_effects[s]);
+        while (!todo.empty()) {
+            ggml_tensor* t = todo.back();
+            todo.pop_back();
+            char* seen = t ? fresh.find(t) : nullptr;
+            if (!seen || *seen) continue;  // made before this op, or checked
+            *seen = 1;
+            for (ggml_tensor* src : t->src) todo.push_back(src);
+            if (t->view_src) todo.push_back(t->view_src);
+            if (!env.host && (t->op == GGML_OP_CUSTOM || t->op == GGML_OP_MAP_CUSTOM1 || t->op == GGML_OP_MAP_CUSTOM2 ||
+                              t->op == GGML_OP_MAP_CUSTOM3))
+                lc.not_portable("its lowering");
+            if (!env.host && t->op != GGML_OP_NONE && !t->view_src && !ggml_backend_supports_op(be, t))
+                lc.not_on_device(cat(ggml_op_desc(t), " for ", gg::describe(t)));
         }
+    };
+    for (size_t k = 0; k < prog.ops.size(); ++k) {
+        const OpDef& op = prog.ops[k];
+        int slot = pl ? pl->op_slot[k] : -1;
+        // what a failed attempt on a device must not leave behind
+        const size_t n_side = env.side_effects.size(), n_host_checks = env.host_checks.size(),
+                     n_kernel_checks = env.kernel_checks.size(), n_kept = env.kept.size(),
+                     n_device_checks = env.device_checks.size();
+        const int state_writes = env.state_writes;
+        n_side_before = n_side;
+        try {
+            lower_on(k, slot);
+        } catch (const NotOnDevice& e) {
+            // the host CPU runs it (as ggml_backend_sched does for llama.cpp), unless placement is strict or
+            // the op writes state: state lives on its device, and the host would write a copy
+            if (!pl || pl->strict || pl->host_slot < 0) throw;
+            if (env.state_writes != state_writes)
+                fail<CompileError>(e.what(), "; it writes state that lives on that device, so the host CPU cannot run it "
+                                             "in its place");
+            env.side_effects.resize(n_side);  // (the tensors the attempt made stay in the context, unused)
+            env.host_checks.resize(n_host_checks);
+            env.kernel_checks.resize(n_kernel_checks);
+            env.kept.resize(n_kept);
+            env.device_checks.resize(n_device_checks);
+            slot = pl->host_slot;
+            lower_on(k, slot);
+            ++g->host_fallback_ops;
+        }
+        for (size_t j = 0; j < op.outputs.size(); ++j) vals[size_t(op.outputs[j])] = out[j];
         if (pl) {
-            // the op's ggml tensors run on its device; on any but the host CPU, ggml's own ops only, and
-            // only those the device's backend implements for these types (a GPU's says which; an RPC
-            // device says yes to all without asking its server, whose CPU backend has them all)
-            ggml_backend_t be = pl->slots[size_t(slot)].backend;
+            g->op_slot[k] = slot;
             for (ggml_tensor* t = mark ? ggml_get_next_tensor(ctx, mark) : ggml_get_first_tensor(ctx); t;
                  t = ggml_get_next_tensor(ctx, t)) {
                 mark = t;
-                if (!env.host && (t->op == GGML_OP_CUSTOM || t->op == GGML_OP_MAP_CUSTOM1 || t->op == GGML_OP_MAP_CUSTOM2 ||
-                                  t->op == GGML_OP_MAP_CUSTOM3))
-                    lc.not_portable("its lowering");
-                if (!env.host && t->op != GGML_OP_NONE && !t->view_src && !ggml_backend_supports_op(be, t))
-                    lc.not_on_device(cat(ggml_op_desc(t), " for ", gg::describe(t)));
-                node_slot[t] = slot;
+                node_slot[t] = slot;  // (a failed attempt's tensors too: they are in no graph)
             }
         }
     }
 
-    if (!journal && env.state_writes > 0 && !env.kernel_checks.empty()) throw NeedJournal{};
+    // (on devices, state lives in device memory: no journal there)
+    if (!pl && !journal && env.state_writes > 0 && !env.kernel_checks.empty()) throw NeedJournal{};
     // every tensor the lowerings made (intermediates too: an attention score matrix is the product of
     // several IR dimensions) has a representable size within the limit
     for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
@@ -255,6 +310,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     for (ggml_tensor* s : env.side_effects) ggml_build_forward_expand(g->graph, s);
     g->host_checks = std::move(env.host_checks);
     g->kernel_checks = std::move(env.kernel_checks);
+    g->device_checks = std::move(env.device_checks);
     g->kept = std::move(env.kept);
 
     const int n_nodes = ggml_graph_n_nodes(g->graph);

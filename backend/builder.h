@@ -43,6 +43,7 @@ struct BuiltGraph {
     ggml_cplan cplan{};
     std::vector<HostIndexCheck> host_checks;                      // run before each compute
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;  // read after each compute
+    std::vector<DeviceIndexCheck> device_checks;                   // device mode: read after each compute
     std::vector<std::shared_ptr<const void>> kept;                 // parameters its kernels point to
     std::unique_ptr<KernelGuards> guards;       // its custom ops' kernels run behind these (read after each compute)
     std::unique_ptr<kernels::Journal> journal;  // what this compute overwrote in state, when a kernel check may refuse it
@@ -52,6 +53,9 @@ struct BuiltGraph {
     // compute buffers there; the remote connections it uses (to free it only while they live).
     ggml_backend_sched_t sched = nullptr;
     std::vector<remote::Connection*> conns;
+    std::vector<int> op_slot;   // per op, the placement slot it runs on in this graph
+    int host_fallback_ops = 0;  // ops placed on a device that run on the host CPU instead
+    int n_splits = 0;           // the scheduler's splits (runs of nodes on one backend)
 
     size_t metadata_bytes() const { return ctx ? ggml_used_mem(ctx) : 0; }
     int n_nodes() const { return graph ? ggml_graph_n_nodes(graph) : 0; }

@@ -47,6 +47,14 @@ void end_compute(BuiltGraph& g, const Program& prog, ggml_status st) {
                              g.journal ? " (state unchanged" : " (state it writes may be partly updated",
                              "; the outputs are not valid)");
     }
+    for (const DeviceIndexCheck& c : g.device_checks) {
+        float n = 0;
+        ggml_backend_tensor_get(c.count, &n, 0, sizeof n);
+        if (n != 0)
+            fail<ExecutionError>(c.what, ": ", int64_t(n), " computed indices are outside [0, ", c.limit,
+                                 "): the execution is refused (its outputs are not valid; on a device, state it writes "
+                                 "holds the rows written at the indices clamped into range)");
+    }
     for (auto& c : g.kernel_checks)
         if (c->bad) {
             if (g.journal) g.journal->roll_back();  // the state as it was before this call
@@ -85,7 +93,7 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
 
 CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
                                      const std::vector<std::shared_ptr<Engine>>& engines, const std::vector<double>& shares,
-                                     SplitRule rule, size_t cache_capacity)
+                                     SplitRule rule, size_t cache_capacity, bool strict_placement)
     : prog_(Program::parse(aligned_ir(ir, ir_size, ir_copy_), ir_size)), binder_(prog_), capacity_(cache_capacity) {
     if (capacity_ < 1) fail<CompileError>("the graph cache needs a capacity of at least 1");
     if (engines.empty()) fail<CompileError>("compile needs at least one engine");
@@ -142,7 +150,7 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
         own_backends_.push_back(cpu);
         ggml_backend_cpu_set_n_threads(cpu, engine_->n_threads());
         ggml_backend_cpu_set_threadpool(cpu, engine_->threadpool());
-        slots.push_back(DeviceSlot{"CPU (inputs)", true, cpu, {}});
+        slots.push_back(DeviceSlot{"CPU (host)", true, cpu, {}});
         order.push_back(int(slots.size()) - 1);
     }
     std::vector<int> slot_of(slots.size());
@@ -150,6 +158,8 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
         slot_of[size_t(order[k])] = int(k);
         pl.slots.push_back(slots[size_t(order[k])]);
     }
+    pl.host_slot = int(pl.slots.size()) - 1;  // (the CPU backend is the scheduler's last)
+    pl.strict = strict_placement;
     pl.op_slot.resize(op_dev.size());
     for (size_t k = 0; k < op_dev.size(); ++k) pl.op_slot[k] = slot_of[size_t(op_dev[k])];
     std::sort(locks_.begin(), locks_.end());
@@ -216,7 +226,8 @@ std::vector<CompiledPartition::SlotSummary> CompiledPartition::placement_summary
     for (size_t s = 0; s < placement_->slots.size(); ++s) {
         SlotSummary x;
         x.device = placement_->slots[s].name;
-        for (int o : placement_->op_slot) x.ops += o == int(s);
+        // the last graph built (a device may run an op at one size and not another), else the compile's plan
+        for (int o : last_op_slot_.empty() ? placement_->op_slot : last_op_slot_) x.ops += o == int(s);
         if (dev_resident_[s]) x.resident_bytes = dev_resident_[s]->constant_bytes() + dev_resident_[s]->state_bytes();
         r.push_back(x);
     }
@@ -293,6 +304,11 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     stats_.build_seconds += g->build_seconds;
     stats_.last_build_seconds = g->build_seconds;
     stats_.last_graph_nodes = g->n_nodes();
+    if (placement_) {
+        stats_.host_fallback_ops = g->host_fallback_ops;
+        stats_.graph_splits = g->n_splits;
+        last_op_slot_ = g->op_slot;
+    }
     if (verbose::on()) verbose::build(this, prog_, b, g->n_nodes(), g->build_seconds * 1e3);
     lru_.push_front(std::move(g));
     index_.emplace(lru_.front()->key, lru_.begin());

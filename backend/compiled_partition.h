@@ -31,6 +31,8 @@ struct CacheStats {
     uint64_t staged_outputs = 0;  // outputs computed aside and copied/converted into the caller's buffer
     uint64_t device_copies = 0;   // device mode: inputs copied into the graph, outputs copied out of a device
     uint64_t device_copy_bytes = 0;
+    int host_fallback_ops = 0;  // device mode, the last graph built: ops a device could not run, on the host CPU
+    int graph_splits = 0;       // device mode, the last graph built: runs of ops on one device (copies between them)
     size_t entries = 0;
     size_t capacity = 0;
     double build_seconds = 0;
@@ -64,7 +66,7 @@ public:
     // their devices), split by `rule` in proportion to `shares` (one per device), run through ggml-backend.
     CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
                       const std::vector<std::shared_ptr<Engine>>& engines, const std::vector<double>& shares, SplitRule rule,
-                      size_t cache_capacity);
+                      size_t cache_capacity, bool strict_placement = false);
     ~CompiledPartition();
 
     const Program& program() const { return prog_; }
@@ -130,6 +132,7 @@ private:
     // device mode
     std::vector<std::shared_ptr<Engine>> engines_;
     std::unique_ptr<Placement> placement_;
+    std::vector<int> last_op_slot_;  // device mode: where the last graph built runs each op
     std::vector<std::unique_ptr<ResidentTensors>> dev_resident_;  // per slot
     std::vector<ggml_backend_t> own_backends_;                    // CPU backends made for CPU engines
     std::vector<std::mutex*> locks_;                              // engines' and devices', in address order

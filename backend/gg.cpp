@@ -424,6 +424,22 @@ ggml_tensor* mean(ggml_context* ctx, ggml_tensor* a) {
     return ggml_mean(ctx, a);
 }
 
+ggml_tensor* clamp(ggml_context* ctx, ggml_tensor* a, float lo, float hi) {
+    need_room(ctx);
+    need_types("ggml_clamp", "a", a, {GGML_TYPE_F32});
+    if (!dense_rows(a)) violated("ggml_clamp", cat("a ", describe(a), " must have contiguous rows"));
+    if (!(lo <= hi)) violated("ggml_clamp", cat("the range [", lo, ", ", hi, "] is empty"));
+    return ggml_clamp(ctx, a, lo, hi);
+}
+
+ggml_tensor* scale_bias(ggml_context* ctx, ggml_tensor* a, float s, float b) {
+    need_room(ctx);
+    need_types("ggml_scale_bias", "a", a, {GGML_TYPE_F32});
+    if (!dense_rows(a)) violated("ggml_scale_bias", cat("a ", describe(a), " must have contiguous rows"));
+    if (!std::isfinite(s) || !std::isfinite(b)) violated("ggml_scale_bias", cat("scale ", s, " and bias ", b, " must be finite"));
+    return ggml_scale_bias(ctx, a, s, b);
+}
+
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a) {
     need_room(ctx);
     need_types("ggml_unary", "a", a, {GGML_TYPE_F32, GGML_TYPE_F16});

@@ -153,6 +153,10 @@ ggml_tensor* diag_mask_inf_inplace(ggml_context* ctx, ggml_tensor* a, int n_past
 ggml_tensor* sum_rows(ggml_context* ctx, ggml_tensor* a);
 ggml_tensor* mean(ggml_context* ctx, ggml_tensor* a);
 
+// a clamped to [lo, hi], and a * s + b: a F32 with contiguous rows; lo <= hi, s and b finite.
+ggml_tensor* clamp(ggml_context* ctx, ggml_tensor* a, float lo, float hi);
+ggml_tensor* scale_bias(ggml_context* ctx, ggml_tensor* a, float s, float b);
+
 // Unary ops: a F32 or F16 with contiguous rows.
 enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos, Relu, Step };
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a);

@@ -31,12 +31,16 @@ void LowerCtx::unsupported(const std::string& why) const {
 }
 
 void LowerCtx::not_portable(const std::string& what) const {
-    fail<CompileError>(op.label(), " cannot run on device ", env.device, ": ", what,
-                       " needs one of dyngraph's CPU kernels, which run on the host CPU only");
+    fail<NotOnDevice>(op.label(), " cannot run on device ", env.device, ": ", what,
+                      " needs one of dyngraph's CPU kernels, which run on the host CPU only");
 }
 
 void LowerCtx::not_on_device(const std::string& what) const {
-    fail<CompileError>(op.label(), " cannot run on device ", env.device, ": its ggml backend has no ", what);
+    fail<NotOnDevice>(op.label(), " cannot run on device ", env.device, ": its ggml backend has no ", what);
+}
+
+bool LowerCtx::device_supports(const ggml_tensor* t) const {
+    return env.host || !env.backend || ggml_backend_supports_op(env.backend, t);
 }
 
 void LowerCtx::internal_error(const std::string& why) const {
@@ -156,6 +160,20 @@ ggml_tensor* LowerCtx::safe_indices(ggml_tensor* idx, int64_t limit, const std::
     if (const int* port = env.input_port.find(view_root(idx))) {
         env.host_checks.push_back({*port, limit, what});
         return idx;
+    }
+    if (!env.host) {
+        // exact through f32 below 2^24 rows; a bad index is clamped into range (the device cannot refuse
+        // the write) and counted, and the execution fails after the compute (DeviceIndexCheck)
+        if (limit > (int64_t(1) << 24)) not_portable(cat(what, ": computed indices into ", limit, " rows"));
+        ggml_tensor* f = gg::cast(ctx, cont(idx), GGML_TYPE_F32);
+        ggml_tensor* flat = gg::reshape_1d(ctx, f, ggml_nelements(f));
+        ggml_tensor* above = gg::unary(ctx, gg::Unary::Step, gg::scale_bias(ctx, flat, 1.0f, 0.5f - float(limit)));
+        ggml_tensor* below = gg::unary(ctx, gg::Unary::Step, gg::scale_bias(ctx, flat, -1.0f, -0.5f));
+        ggml_tensor* count = gg::sum_rows(ctx, gg::add(ctx, above, below));
+        ggml_set_output(count);  // (kept until it is read)
+        env.side_effects.push_back(count);
+        env.device_checks.push_back({count, limit, what});
+        return gg::cast(ctx, gg::clamp(ctx, f, 0.0f, float(limit - 1)), idx->type);
     }
     env.kernel_checks.push_back(std::make_unique<KernelIndexCheck>());
     KernelIndexCheck* chk = env.kernel_checks.back().get();

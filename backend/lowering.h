@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "dtype.h"
+#include "errors.h"
+#include "ggml-backend.h"
 #include "ggml.h"
 #include "program.h"
 #include "ptr_map.h"
@@ -56,6 +58,14 @@ struct HostIndexCheck {
     std::string what;
 };
 
+// On a device (no kernel of ours there), computed indices are clamped by ggml ops and counted: `count`
+// (one f32, computed with the graph) holds how many were outside [0, limit), read after the compute.
+struct DeviceIndexCheck {
+    ggml_tensor* count = nullptr;
+    int64_t limit = 0;
+    std::string what;
+};
+
 struct KernelIndexCheck {
     int64_t limit = 0;
     std::string what;
@@ -74,6 +84,7 @@ struct BuildEnv {
     std::vector<ggml_tensor*> side_effects;                  // computed even when nothing reads them
     std::vector<HostIndexCheck> host_checks;
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;
+    std::vector<DeviceIndexCheck> device_checks;
     std::vector<std::shared_ptr<const void>> kept;  // parameters our kernels point to (live as long as the graph)
     int state_writes = 0;              // in-place writes into state
     kernels::Journal* journal = nullptr;  // when set, state writes save what they overwrite (see kernels/journal.h)
@@ -81,6 +92,14 @@ struct BuildEnv {
     // tensors' data is host memory) or another device (portable ggml ops only; its name for messages).
     bool host = true;
     std::string device;
+    ggml_backend_t backend = nullptr;  // device mode: the op's device (lowerings may ask what it supports)
+};
+
+// Thrown by a lowering (or the builder's check of what it made) when the op
+// cannot run on the device it was placed on: the builder then places it on the
+// host CPU, unless the partition was compiled with strict placement.
+struct NotOnDevice : CompileError {
+    using CompileError::CompileError;
 };
 
 struct LowerCtx {
@@ -109,6 +128,8 @@ struct LowerCtx {
     // CompileError naming the op and the device: the device's ggml backend has no `what` (a GPU backend
     // implements a subset of ggml's ops and types; ggml_backend_supports_op says which).
     [[noreturn]] void not_on_device(const std::string& what) const;
+    // Device mode: whether the op's device computes `t` (ggml_backend_supports_op; always on the host).
+    bool device_supports(const ggml_tensor* t) const;
 
     // The op's attributes (its kind's struct in generated/op_schema.h, read and checked at parse).
     template <class T>

@@ -174,6 +174,8 @@ py::dict stats_dict(const CacheStats& s) {
     d["staged_inputs"] = s.staged_inputs;
     d["staged_outputs"] = s.staged_outputs;
     d["device_copies"] = s.device_copies;
+    d["host_fallback_ops"] = s.host_fallback_ops;
+    d["graph_splits"] = s.graph_splits;
     d["device_copy_bytes"] = s.device_copy_bytes;
     d["entries"] = s.entries;
     d["capacity"] = s.capacity;
@@ -326,7 +328,7 @@ PYBIND11_MODULE(_backend, m) {
              py::arg("repack") = true)
         .def(py::init([](py::buffer ir, const std::map<int32_t, py::array>& data,
                          const std::vector<std::shared_ptr<Engine>>& engines, const std::vector<double>& shares, int rule,
-                         size_t capacity) {
+                         size_t capacity, bool strict_placement) {
                  py::buffer_info info = ir.request();
                  std::map<int32_t, HostData> ext;
                  for (const auto& [k, a] : data) {
@@ -340,13 +342,14 @@ PYBIND11_MODULE(_backend, m) {
                      py::gil_scoped_release release;
                      cp = std::make_shared<CompiledPartition>(static_cast<const uint8_t*>(info.ptr),
                                                               size_t(info.size * info.itemsize), ext, engines, shares,
-                                                              SplitRule(rule), capacity);
+                                                              SplitRule(rule), capacity, strict_placement);
                  }
                  if (verbose::on())
                      verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
                  return cp;
              }),
-             py::arg("ir"), py::arg("data"), py::arg("engines"), py::arg("shares"), py::arg("rule"), py::arg("cache_capacity"))
+             py::arg("ir"), py::arg("data"), py::arg("engines"), py::arg("shares"), py::arg("rule"), py::arg("cache_capacity"),
+             py::arg("strict_placement") = false)
         .def("placement",
              [](const CompiledPartition& cp) {
                  py::list l;

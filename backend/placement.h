@@ -44,6 +44,8 @@ struct Placement {
     std::vector<int> op_slot;       // per op
     std::vector<const ResidentTensors*> resident;  // per slot: the weights and state its ops read
     std::vector<remote::Connection*> conns;        // every remote connection of the slots
+    int host_slot = -1;   // the host CPU's slot (the scheduler's last): where an op no device can run goes
+    bool strict = false;  // refuse such an op instead (CompileError naming the op and the device)
 };
 
 // Per op: the index into `shares` (one per device, in device order, > 0) of

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,11 @@ public:
     }
 
     size_t size() const { return size_; }
+    // Empty, keeping the table (no allocation when it is refilled with as many entries).
+    void clear() {
+        std::fill(keys_.begin(), keys_.end(), nullptr);
+        size_ = 0;
+    }
 
 private:
     size_t slot(const void* key) const {

@@ -90,7 +90,8 @@ def test_rpc_server_says_it_has_no_authentication():
 def test_devices_list_the_cpu_and_connected_servers(servers):
     rpc = rpc_engine(servers[0])
     devs = dg.Engine.devices()
-    assert devs[0].kind == "cpu" and devs[0].memory_total > 0
+    cpus = [d for d in devs if d.kind == "cpu"]  # (a GPU build lists its GPUs too)
+    assert len(cpus) == 1 and cpus[0].memory_total > 0
     mine = [d for d in devs if d.kind == "rpc" and d.endpoint == servers[0].endpoint]
     assert len(mine) == 1 and mine[0].memory_total > 0 and mine[0].description == "connected"
     assert rpc.device_names[0].endswith(f"({servers[0].endpoint})")
@@ -221,15 +222,46 @@ def test_matmul_on_a_server_matches_numpy(servers, rows, rng):
     np.testing.assert_allclose(out, xv.astype(np.float64) @ wv, rtol=1e-5, atol=1e-5)
 
 
-def test_an_op_without_a_portable_lowering_is_a_compile_error_naming_op_and_device(servers):
-    x = dg.LogicalTensor(0, dg.f32, [dg.Dim("n", min=1, max=8), 4])
-    y = dg.LogicalTensor(1, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+def gelu_between_matmuls():
+    """x @ w1 -> GELU (erf: one of dyngraph's CPU kernels, no portable lowering) -> @ w2."""
+    n = dg.Dim("n", min=1, max=64)
+    x = dg.LogicalTensor(0, dg.f32, [n, 8])
+    w1 = dg.LogicalTensor(1, dg.f32, [8, 16], property=dg.CONSTANT)
+    w2 = dg.LogicalTensor(2, dg.f32, [16, 4], property=dg.CONSTANT)
+    h, a, y = (dg.LogicalTensor(i, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM]) for i in (3, 4, 5))
     g = dg.Graph()
-    g.add_op(dg.Op(0, dg.OpKind.GELU, [x], [y], name="act"))
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w1], [h]))
+    g.add_op(dg.Op(1, dg.OpKind.GELU, [h], [a], name="act"))
+    g.add_op(dg.Op(2, dg.OpKind.MatMul, [a, w2], [y]))
     g.finalize()
-    cp = g.get_partitions()[0].compile([x], [y], rpc_engine(servers[0]))
+    rng = np.random.default_rng(7)
+    ws = {1: rng.standard_normal((8, 16)).astype(np.float32), 2: rng.standard_normal((16, 4)).astype(np.float32)}
+    return g.get_partitions()[0], [x, w1, w2], [y], ws
+
+
+def test_an_op_without_a_portable_lowering_is_a_compile_error_with_strict_placement(servers):
+    part, ins, outs, ws = gelu_between_matmuls()
+    cp = part.compile(ins, outs, rpc_engine(servers[0]), constants=ws, placement="strict")
     with pytest.raises(dg.CompileError, match=r"op 'act' \(GELU\) cannot run on device RPC\d+ \(127\.0\.0\.1"):
-        cp(np.ones((2, 4), np.float32))
+        cp(np.ones((2, 8), np.float32))
+    with pytest.raises(dg.CompileError, match=r"placement must be one of \['auto', 'strict'\], got 'lax'"):
+        part.compile(ins, outs, rpc_engine(servers[0]), constants=ws, placement="lax")
+
+
+@pytest.mark.parametrize("rows", [1, 5, 33])
+def test_an_op_the_device_cannot_run_runs_on_the_host_cpu(servers, rows):
+    """placement="auto" (the default): the GELU runs on the host CPU between two products on the
+    server; the scheduler copies the activations there and back; the results are the CPU's."""
+    part, ins, outs, ws = gelu_between_matmuls()
+    cp = part.compile(ins, outs, rpc_engine(servers[0]), constants=ws)
+    ref = part.compile(ins, outs, dg.Engine("cpu", num_threads=1), constants=ws)
+    xv = np.random.default_rng(rows).standard_normal((rows, 8)).astype(np.float32)
+    (out,) = cp(xv)
+    np.testing.assert_allclose(out, ref(xv)[0], rtol=1e-5, atol=1e-5)
+    info = cp.cache_info()
+    assert info.host_fallback_ops == 1 and info.graph_splits == 3  # server, host CPU, server
+    (dev, dev_ops, _), (cpu, cpu_ops, _) = cp.placement()
+    assert dev.startswith("RPC") and cpu == "CPU (host)" and (dev_ops, cpu_ops) == (2, 1)
 
 
 def test_too_many_devices_for_the_layers_is_a_compile_error(weights, servers):

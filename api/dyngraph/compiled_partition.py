@@ -38,6 +38,8 @@ class CacheInfo(NamedTuple):
     staged_outputs: int  # outputs computed aside, then copied into the caller's buffer
     device_copies: int  # on devices: inputs copied into the graph and outputs copied out of it
     device_copy_bytes: int
+    host_fallback_ops: int  # on devices, the last graph built: ops no device of theirs could run, on the host CPU
+    graph_splits: int  # on devices, the last graph built: runs of ops on one device (copies between runs)
     entries: int
     capacity: int
     build_seconds: float
@@ -104,7 +106,8 @@ class CompiledPartition:
     @classmethod
     def create(cls, program: Program, data: Dict[int, np.ndarray], engines, cache_capacity: int,
                repack_weights: bool = True, devices=None) -> "CompiledPartition":
-        """``devices``: None for the host CPU path (one CPU engine), else (split rule code, shares)."""
+        """``devices``: None for the host CPU path (one CPU engine), else (split rule code, shares, strict
+        placement)."""
         engines = list(engines) if isinstance(engines, (list, tuple)) else [engines]
         # stored weights travel in the IR, already in their storage type; the rest is converted on upload
         stored = {i: d.data for i, d in data.items() if isinstance(d, StoredWeight)}
@@ -113,8 +116,8 @@ class CompiledPartition:
         if devices is None:
             impl = _backend.CompiledPartition(ir, host, engines[0].impl, cache_capacity, False, repack_weights)
         else:
-            rule, shares = devices
-            impl = _backend.CompiledPartition(ir, host, [e.impl for e in engines], shares, rule, cache_capacity)
+            rule, shares, strict = devices
+            impl = _backend.CompiledPartition(ir, host, [e.impl for e in engines], shares, rule, cache_capacity, strict)
         return cls(program, impl, engines[0], engines=engines)
 
     # -- ports -----------------------------------------------------------------
@@ -152,8 +155,10 @@ class CompiledPartition:
         return list(self._engines)
 
     def placement(self) -> List[tuple]:
-        """Where the partition runs: (device, ops, bytes of weights and state held there) per device;
-        [] on the host CPU path."""
+        """Where the partition runs: (device, ops, bytes of weights and state held there) per device, the
+        host CPU last; [] on the host CPU path. The ops are those of the last graph built (an op its device
+        cannot run at that size runs on the host CPU: ``cache_info().host_fallback_ops``), or, before the
+        first build, the plan of the compile."""
         return [tuple(p) for p in self._impl.placement()]
 
     def remote_traffic(self) -> tuple:

@@ -331,7 +331,7 @@ def finish_program(prog: Program, value_sources: List[SourceSpec] = (), symbols=
 
 def compile_partition(
     part, inputs, outputs, engine, constants, cache_capacity: int = 16, weight_type: Optional[str] = None,
-    repack_weights: bool = True, symbols=(), split: str = "layer", shares=None,
+    repack_weights: bool = True, symbols=(), split: str = "layer", shares=None, placement: str = "auto",
 ):
     from .compiled_partition import CompiledPartition
     from .engine import Engine
@@ -339,7 +339,7 @@ def compile_partition(
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
     if not engines or not all(isinstance(e, Engine) for e in engines):
         raise CompileError(f"compile needs an Engine or a list of Engines, got {engine!r}")
-    devices = _split_devices(engines, split, shares)
+    devices = _split_devices(engines, split, shares, placement)
     if isinstance(cache_capacity, bool) or not isinstance(cache_capacity, int) or cache_capacity < 1:
         raise CompileError(f"cache_capacity must be a positive int, got {cache_capacity!r}")
     t0 = time.perf_counter()
@@ -357,12 +357,18 @@ def compile_partition(
 SPLIT_RULES = {"layer": 0, "memory": 1}
 
 
-def _split_devices(engines, split, shares):
-    """(rule code, shares per device) for a partition on devices, or None for the host CPU path."""
+PLACEMENTS = ("auto", "strict")
+
+
+def _split_devices(engines, split, shares, placement="auto"):
+    """(rule code, shares per device, strict placement) for a partition on devices, or None for the host
+    CPU path."""
     from .engine import EngineKind
 
     if split not in SPLIT_RULES:
         raise CompileError(f"split must be one of {sorted(SPLIT_RULES)}, got {split!r}")
+    if not isinstance(placement, str) or placement not in PLACEMENTS:
+        raise CompileError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
     n = sum(e.num_devices for e in engines)
     if len(engines) == 1 and engines[0].kind is EngineKind.CPU:
         if shares is not None:
@@ -378,5 +384,5 @@ def _split_devices(engines, split, shares):
     ):
         raise CompileError(f"shares must be {n} positive numbers (one per device: "
                            f"{[d for e in engines for d in e.device_names]}), got {shares!r}")
-    return SPLIT_RULES[split], [float(s) for s in shares]
+    return SPLIT_RULES[split], [float(s) for s in shares], placement == "strict"
 

@@ -189,7 +189,13 @@ class Partition:
         whole layers, or ``"memory"``: by the bytes of weights and state; see
         backend/placement.h), in proportion to ``shares`` (one positive number
         per device, default equal); inputs and outputs are Tensors of the
-        first engine.
+        first engine. An op that its device cannot run (ggml's backend for it
+        does not implement the op at those types and shapes, or the lowering
+        needs one of dyngraph's CPU kernels) runs on the host CPU, the
+        scheduler copying its inputs and outputs (``placement="auto"``, the
+        default; ``placement()`` and ``cache_info().host_fallback_ops`` show
+        it); ``placement="strict"`` refuses such an op with a CompileError. An
+        op that writes state (a KV cache) always runs where the state lives.
         """
         if not self._supported:
             kinds = sorted({op.kind.name for op in self._ops})

@@ -149,7 +149,7 @@ def read_body(path: "os.PathLike | str", mapped: bool):
 
 
 def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_weights: bool = True,
-         split: str = "layer", shares=None):
+         split: str = "layer", shares=None, placement: str = "auto"):
     """Load a compiled partition saved with ``CompiledPartition.save``.
 
     The file is untrusted input: its header and checksum are checked, the IR
@@ -166,7 +166,7 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
     mapped file makes reads of it fault). ``mmap_weights=False`` reads the
     file into memory and keeps no tie to it.
 
-    ``engine`` (default: a CPU engine), ``split`` and ``shares`` are those of
+    ``engine`` (default: a CPU engine), ``split``, ``shares`` and ``placement`` are those of
     ``Partition.compile``: an RPC or GPU engine, or a list of engines, runs
     the loaded partition on those devices (its weights are uploaded there;
     ``mmap_weights`` then only says how the file is read).
@@ -186,7 +186,7 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
         if not isinstance(e, Engine):
             raise TypeError(f"engine must be a dyngraph.Engine or a list of them, got {type(e).__name__}")
     check_capacity(cache_capacity)
-    devices = _split_devices(engines, split, shares)  # None: the host CPU path
+    devices = _split_devices(engines, split, shares, placement)  # None: the host CPU path
     t0 = time.perf_counter()
     body, keep = read_body(path, bool(mmap_weights))
     try:
@@ -195,7 +195,8 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
         if devices is None:
             impl = _backend.CompiledPartition(body, {}, engines[0].impl, cache_capacity, mmap_weights)
         else:
-            impl = _backend.CompiledPartition(body, {}, [e.impl for e in engines], devices[1], devices[0], cache_capacity)
+            impl = _backend.CompiledPartition(body, {}, [e.impl for e in engines], devices[1], devices[0], cache_capacity,
+                                              devices[2])
     except BaseException:
         body.release()
         if mmap_weights:

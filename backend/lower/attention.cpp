@@ -1,5 +1,5 @@
 // ScaledDotProductAttention: ggml_flash_attn_ext, or mul_mat + soft_max_ext
-// when the mask is f32.
+// when the mask is f32 or the device's flash attention does not take the shape.
 //
 // The logical layouts are ggml's own: q [B, Hq, Sq, D] is ne [D, Sq, Hq, B],
 // k ne [D, Skv, Hkv, B], v ne [Dv, Skv, Hkv, B] (flash attention takes v
@@ -53,6 +53,15 @@ ggml_tensor* additive_mask(LowerCtx& c, int64_t skv, int64_t sq, bool causal) {
     return m;
 }
 
+// softmax(k q * scale + mask) v by two products: exact for any f32 mask. [Dv, Sq, Hq, B]
+ggml_tensor* matmul_attention(LowerCtx& c, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask, double scale) {
+    ggml_tensor* kq = gg::mul_mat(c.ctx, k, q);  // [Skv, Sq, Hq, B]
+    kq = gg::soft_max_ext(c.ctx, kq, mask, float(scale), 0.0f);
+    kq = gg::unary(c.ctx, gg::Unary::Relu, kq);  // a row with every key masked is NaN: make it 0, as flash attention does
+    ggml_tensor* vt = gg::cont(c.ctx, gg::transpose(c.ctx, v));  // [Skv, Dv, Hkv, B]
+    return gg::mul_mat(c.ctx, vt, kq);                             // [Dv, Sq, Hq, B]
+}
+
 void lower_sdpa(LowerCtx& c) {
     ggml_tensor* q = to_f32(c, c.in[0]);
     ggml_tensor* k = to_f32(c, c.in[1]);
@@ -71,19 +80,18 @@ void lower_sdpa(LowerCtx& c) {
     if (mask && (hq % mask->ne[2] != 0 || q->ne[3] % mask->ne[3] != 0))
         c.unsupported("the mask does not broadcast to the attention scores");
 
-    ggml_tensor* r;
-    if (exact_mask) {
-        ggml_tensor* kq = gg::mul_mat(c.ctx, k, q);  // [Skv, Sq, Hq, B]
-        kq = gg::soft_max_ext(c.ctx, kq, mask, float(scale), 0.0f);
-        kq = gg::unary(c.ctx, gg::Unary::Relu, kq);  // a row with every key masked is NaN: make it 0, as flash attention does
-        ggml_tensor* vt = gg::cont(c.ctx, gg::transpose(c.ctx, v));  // [Skv, Dv, Hkv, B]
-        r = gg::mul_mat(c.ctx, vt, kq);                                // [Dv, Sq, Hq, B]
-    } else {
-        if (mask) mask = gg::cast(c.ctx, mask, GGML_TYPE_F16);
-        r = gg::flash_attn_ext(c.ctx, q, k, v, mask, float(scale));  // [Dv, Hq, Sq, B], f32 precision
-        r = gg::permute(c.ctx, r, 0, 2, 1, 3);
-        if (c.out_dtype(0) == DType::F32) r = gg::cont(c.ctx, r);
+    ggml_tensor* r = nullptr;
+    if (!exact_mask) {
+        ggml_tensor* fa = gg::flash_attn_ext(c.ctx, q, k, v, mask ? gg::cast(c.ctx, mask, GGML_TYPE_F16) : nullptr,
+                                             float(scale));  // [Dv, Hq, Sq, B], f32 precision
+        // a device's flash attention may not take these head sizes or types (CUDA's has no f32 kernel for
+        // a head size of 16): the device computes the mul_mat path instead (the unused tensors stay unused)
+        if (c.device_supports(fa)) {
+            r = gg::permute(c.ctx, fa, 0, 2, 1, 3);
+            if (c.out_dtype(0) == DType::F32) r = gg::cont(c.ctx, r);
+        }
     }
+    if (!r) r = matmul_attention(c, q, k, v, mask, scale);
     c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
 }
 
