@@ -106,7 +106,10 @@ ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b) {
     if (ggml_is_transposed(a)) violated(fn, cat("a ", describe(a), " must not be transposed"));
     if (a->type == GGML_TYPE_I32 || a->type == GGML_TYPE_I64) violated(fn, cat("a ", describe(a), " has no dot product"));
     need_types(fn, "b", b, {GGML_TYPE_F32});
-    return ggml_mul_mat(ctx, a, b);
+    ggml_tensor* r = ggml_mul_mat(ctx, a, b);
+    // sums in f32 on every backend (CUDA's cuBLAS path otherwise sums f16 weights' products in f16)
+    ggml_mul_mat_set_prec(r, GGML_PREC_F32);
+    return r;
 }
 
 ggml_tensor* mul_mat_id(ggml_context* ctx, ggml_tensor* as, ggml_tensor* b, ggml_tensor* ids) {

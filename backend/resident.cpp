@@ -211,7 +211,8 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             mem = nullptr;
         }
         size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
-        for (auto* g : ts) total += (ggml_nbytes(g) + align - 1) / align * align;
+        // (a device may pad a tensor: CUDA pads quantized rows; its allocator places by that size)
+        for (auto* g : ts) total += ((place ? ggml_backend_buft_get_alloc_size(buft, g) : ggml_nbytes(g)) + align - 1) / align * align;
         if (place) {
             size_t max = ggml_backend_buft_get_max_size(buft);
             if (total > max)

@@ -58,8 +58,11 @@ def test_matmul_on_a_gpu_matches_numpy(device, rows):
     cp = g.get_partitions()[0].compile([x, w], [y], dg.Engine("gpu", device=device), constants={1: wv})
     xv = rng.standard_normal((rows, 32)).astype(np.float32)
     (out,) = cp(xv)
-    # (a GPU's f32 product may use reduced-precision tensor cores: 1e-3)
-    np.testing.assert_allclose(out, xv.astype(np.float64) @ wv, rtol=1e-3, atol=1e-3)
+    # ggml-cuda computes f32 products as TF32 (cuBLAS's TF32 tensor-op math, its MMA kernels): each
+    # factor rounded to 11 significant bits, the sums in f32. Bound: 2^-10 of the sum of |products|.
+    exact = xv.astype(np.float64) @ wv
+    bound = 2.0**-10 * (np.abs(xv).astype(np.float64) @ np.abs(wv)) + 1e-6
+    assert np.all(np.abs(out - exact) <= bound), np.max(np.abs(out - exact) / bound)
     assert cp.cache_info().device_copies == 2  # x in, y out
 
 
@@ -75,8 +78,9 @@ def test_decoder_on_a_gpu_matches_one_cpu(device):
     # prefill, decode, prefill again on the KV cache that lives on the GPU
     ref.reset()
     gpu.reset()
+    # logits of O(5) through 4 layers of TF32 products (see above): 0.034 at most on an H200
     for toks in (PROMPT, [3], [8], [4, 6, 1]):
-        np.testing.assert_allclose(gpu.forward(toks), ref.forward(toks), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(gpu.forward(toks), ref.forward(toks), rtol=0, atol=0.08)
 
 
 @needs_gpu

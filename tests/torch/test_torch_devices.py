@@ -22,9 +22,10 @@ offline()
 
 GPUS = [d.name for d in dg.Engine.devices() if d.kind in ("gpu", "igpu")]
 DEVICES = (["rpc"] if dg._backend.has_rpc() else []) + GPUS
-# f32 against f32 in another order (ggml's own kernels there, dyngraph's on the host);
-# a GPU's f32 products may take reduced-precision tensor cores
-ATOL = {"rpc": 1e-4}
+# f32 against f32 in another order (ggml's own kernels there, dyngraph's on the host); on a
+# GPU, ggml-cuda's f32 products are TF32 (factors rounded to 11 significant bits, f32 sums):
+# logits of O(1) through two layers, 3e-2
+ATOL = {"rpc": 1e-4, "gpu": 3e-2}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def device(request, server):
     if request.param == "rpc":
         eng = dg.Engine("rpc", endpoints=[server.endpoint], num_threads=1, timeout=60, connect_timeout=5)
         return eng, ATOL["rpc"]
-    return dg.Engine("gpu", device=request.param), 2e-3
+    return dg.Engine("gpu", device=request.param), ATOL["gpu"]
 
 
 def both(module, device, **kw):
