@@ -476,6 +476,7 @@ PYBIND11_MODULE(_backend, m) {
             "Benchmark baseline: median ns of the bare ggml compute of this execution's graph.")
         .def("stats", [](const CompiledPartition& cp) { return stats_dict(cp.stats()); })
         .def("clear_cache", &CompiledPartition::clear_cache)
+        .def("use_engine", &CompiledPartition::use_engine, py::arg("engine"))
         .def("set_capacity", &CompiledPartition::set_capacity)
         .def("export_data",
              [](CompiledPartition& cp, int64_t idx) {
