@@ -392,16 +392,21 @@ BuiltGraph& CompiledPartition::validate(const HostTensor* const* in, size_t n_in
                                         size_t n_out) {
     binder_.bind(in, n_in, binding_);
     if (n_out != prog_.outputs.size()) fail<ShapeError>("expected ", prog_.outputs.size(), " outputs, got ", n_out);
+    // a tensor's engine: the partition's, or one interchangeable with it (Engine::same_as)
+    auto check_engine = [&](const HostTensor& h, const std::string& what) {
+        const auto* e = static_cast<const Engine*>(h.engine);
+        if (e && e->same_as(*engine_)) return;
+        if (!e)
+            fail<ExecutionError>(what, " was made without an engine (tensors must be made for the engine the partition "
+                                       "was compiled for, or an equal one)");
+        fail<ExecutionError>(what, " was made for another engine: a ", e->describe(), ", the partition's is a ",
+                             engine_->describe(), " (tensors must be made for an equal engine: same devices and threads)");
+    };
     for (size_t i = 0; i < n_in; ++i) {
         if (in[i]->data == nullptr) fail<ExecutionError>(binder_.input_label(i), " has no data");
-        if (in[i]->engine != engine_.get())
-            fail<ExecutionError>(binder_.input_label(i), in[i]->engine ? " was made for another engine" : " was made without an engine",
-                                 " (tensors must be made for the engine the partition was compiled for)");
+        check_engine(*in[i], binder_.input_label(i));
     }
-    for (size_t j = 0; j < n_out; ++j)
-        if (out[j]->engine != engine_.get())
-            fail<ExecutionError>("output ", j, out[j]->engine ? " was made for another engine" : " was made without an engine",
-                                 " (tensors must be made for the engine the partition was compiled for)");
+    for (size_t j = 0; j < n_out; ++j) check_engine(*out[j], cat("output ", j));
     BuiltGraph& g = lookup(binding_);
     for (size_t j = 0; j < n_out; ++j) {
         const TensorDef& t = prog_.tensors[size_t(prog_.outputs[j])];
@@ -560,6 +565,21 @@ void CompiledPartition::evict_last() {
     if (meta.size() > spare_meta_.size()) spare_meta_ = std::move(meta);
     lru_.pop_back();
     ++stats_.evictions;
+}
+
+void CompiledPartition::use_engine(std::shared_ptr<Engine> engine) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (placement_) fail<ExecutionError>("a partition that runs on devices keeps the engines it was compiled for");
+    if (!engine || !engine->is_cpu()) fail<ExecutionError>("the host CPU path needs a CPU engine");
+    if (engine.get() == engine_.get()) return;
+    // a built graph's plan (its ggml work size) is for a thread count; Engine::compute gives it the
+    // engine's pool, so graphs built for as many threads keep serving
+    if (engine->n_threads() != engine_->n_threads())
+        while (!lru_.empty()) {
+            evict_last();
+            --stats_.evictions;  // dropped for the new engine, not evicted
+        }
+    engine_ = std::move(engine);
 }
 
 void CompiledPartition::clear_cache() {

@@ -104,6 +104,9 @@ public:
 
     CacheStats stats() const;
     void clear_cache();
+    // Host CPU path: run on `engine` (a CPU engine) from now on, as a partition loaded without an
+    // engine does for the first stream of another CPU engine (api/dyngraph/compiled_partition.py).
+    void use_engine(std::shared_ptr<Engine> engine);
     void set_capacity(size_t capacity);
 
     std::mutex& mutex() { return mu_; }

@@ -17,6 +17,23 @@ Engine::~Engine() {
     if (threadpool_) ggml_threadpool_free(threadpool_);
 }
 
+bool Engine::same_as(const Engine& other) const {
+    if (this == &other) return true;
+    if (n_threads_ != other.n_threads_ || devices_.size() != other.devices_.size()) return false;
+    for (size_t i = 0; i < devices_.size(); ++i)
+        if (devices_[i] != other.devices_[i] &&
+            (devices_[i]->kind() != other.devices_[i]->kind() || devices_[i]->name() != other.devices_[i]->name()))
+            return false;
+    return true;
+}
+
+std::string Engine::describe() const {
+    if (is_cpu()) return cat("CPU engine (", n_threads_, n_threads_ == 1 ? " thread)" : " threads)");
+    std::string r = "engine of ";
+    for (const auto& d : devices_) r += d->name() + ", ";
+    return cat(r, "CPU (", n_threads_, n_threads_ == 1 ? " thread)" : " threads)");
+}
+
 ggml_status Engine::compute(ggml_cgraph* graph, ggml_cplan& plan) {
     std::lock_guard<std::mutex> lock(mu_);
     if (plan.work_size > 0) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "aligned_buffer.h"
@@ -31,6 +32,12 @@ public:
     ggml_threadpool* threadpool() const { return threadpool_; }
     const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
     bool is_cpu() const { return devices_.empty(); }
+    // Whether `other` is interchangeable with this engine (oneDNN asks for the same device and
+    // context, not the same object): the same devices (by name; none for the host CPU) and the
+    // same thread count. Tensors and streams of either serve partitions of the other.
+    bool same_as(const Engine& other) const;
+    // For messages: "CPU engine (2 threads)", "engine of RPC0 (host:port), CPU (2 threads)".
+    std::string describe() const;
     // Held while the thread pool computes (compute() takes it itself).
     std::mutex& mutex() { return mu_; }
 

@@ -5,10 +5,12 @@
 
 #include <cstring>
 
+#include "build_info.h"
 #include "compiled_partition.h"
 #include "device.h"
 #include "engine.h"
 #include "errors.h"
+#include "ggml-cpu.h"
 #include "ggml.h"
 #include "ir_limits.h"
 #include "ggml_log.h"
@@ -223,6 +225,36 @@ PYBIND11_MODULE(_backend, m) {
     m.def("verbose_level", [] { return verbose::level; });
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
+    m.def(
+        "build_info",
+        [] {
+            py::dict d;
+            d["ggml"] = DYNGRAPH_BUILD_GGML;
+            py::list flags;
+            const std::string all = DYNGRAPH_BUILD_GGML_CPU_ISA_FLAGS;
+            for (size_t at = 0; at < all.size();) {
+                size_t end = all.find(';', at);
+                if (end == std::string::npos) end = all.size();
+                if (end > at) flags.append(all.substr(at, end - at));
+                at = end + 1;
+            }
+            d["ggml_cpu_isa_flags"] = flags;
+            d["c_compiler"] = DYNGRAPH_BUILD_C_COMPILER;
+            // what ggml-cpu was compiled to use (its compile-time macros)
+            py::dict has;
+            has["avx2"] = ggml_cpu_has_avx2() != 0;
+            has["f16c"] = ggml_cpu_has_f16c() != 0;
+            has["fma"] = ggml_cpu_has_fma() != 0;
+            has["avx512"] = ggml_cpu_has_avx512() != 0;
+            has["avx512_vnni"] = ggml_cpu_has_avx512_vnni() != 0;
+            has["avx512_bf16"] = ggml_cpu_has_avx512_bf16() != 0;
+            has["amx_int8"] = ggml_cpu_has_amx_int8() != 0;
+            has["llamafile"] = ggml_cpu_has_llamafile() != 0;
+            d["ggml_cpu_has"] = has;
+            return d;
+        },
+        "How ggml was built: source or wheel, ggml-cpu's instruction-set flags, the C compiler, and what "
+        "ggml-cpu was compiled to use.");
     m.def(
         "check_ir",
         [](py::buffer ir) {
@@ -447,6 +479,7 @@ PYBIND11_MODULE(_backend, m) {
             "Benchmark baseline: median ns of the bare ggml compute of this execution's graph.")
         .def("stats", [](const CompiledPartition& cp) { return stats_dict(cp.stats()); })
         .def("clear_cache", &CompiledPartition::clear_cache)
+        .def("use_engine", &CompiledPartition::use_engine, py::arg("engine"))
         .def("set_capacity", &CompiledPartition::set_capacity)
         .def("export_data",
              [](CompiledPartition& cp, int64_t idx) {

@@ -135,14 +135,15 @@ def test_execute_needs_a_stream_of_the_partitions_engine(concat_partition, engin
     ins = [dg.Tensor(lt(0, [2, 4]), engine, np.zeros((2, 4), np.float32)),
            dg.Tensor(lt(1, [3, 4]), engine, np.zeros((3, 4), np.float32))]
     outs = [dg.Tensor(lt(4, [5, 4]), engine, np.zeros((5, 4), np.float32))]
-    for stream in (None, "stream", dg.Stream(dg.Engine(num_threads=1))):
+    # (an engine of other threads is another engine; an equal one serves: tests/test_engine_equality.py)
+    for stream in (None, "stream", dg.Stream(dg.Engine(num_threads=2))):
         with pytest.raises(dg.ExecutionError, match="needs a Stream of the partition's engine"):
             concat_partition.execute(stream, ins, outs)
 
 
 @pytest.mark.parametrize("which", ["input", "output"])
 def test_execute_refuses_tensors_of_another_engine(concat_partition, engine, which):
-    other = dg.Engine(num_threads=1)
+    other = dg.Engine(num_threads=2)  # not equal to the partition's (1 thread)
     ins = [dg.Tensor(lt(0, [2, 4]), other if which == "input" else engine, np.zeros((2, 4), np.float32)),
            dg.Tensor(lt(1, [3, 4]), engine, np.zeros((3, 4), np.float32))]
     out = np.full((5, 4), 3.0, np.float32)

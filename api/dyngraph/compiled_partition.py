@@ -9,7 +9,7 @@ from typing import Dict, List, NamedTuple, Sequence
 import numpy as np
 
 from . import _backend
-from .engine import Stream
+from .engine import Engine, Stream
 from .errors import CompileError, ExecutionError, ShapeError
 from .ir_codes import DTYPE_CODE
 from .ir_writer import write_program
@@ -91,11 +91,13 @@ class CompiledPartition:
     buffers.
     """
 
-    def __init__(self, program: Program, impl, engine, keepalive=None, engines=None):
+    def __init__(self, program: Program, impl, engine, keepalive=None, engines=None, engine_chosen=True):
         self._program = program
         self._impl = impl
         self._engine = engine  # the engine tensors and streams are made for (the first of several)
         self._engines = list(engines) if engines else [engine]
+        # False for load() without an engine: the first stream of any CPU engine takes the partition over
+        self._engine_chosen = engine_chosen
         self._keepalive = keepalive  # a loaded file's mapping, when constants are used in place
         self._inputs = [program.tensors[i].logical_tensor() for i in program.inputs]
         self._outputs = [program.tensors[i].logical_tensor() for i in program.outputs]
@@ -189,9 +191,25 @@ class CompiledPartition:
 
     def execute(self, stream, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Compute: ``inputs`` in get_inputs() order, ``outputs`` shaped as infer_outputs() says.
-        ``stream`` and every tensor belong to the engine the partition was compiled for."""
-        if type(stream) is not Stream or stream.engine is not self._engine:
-            raise ExecutionError(f"execute needs a Stream of the partition's engine, got {stream!r}")
+
+        ``stream`` and every tensor belong to the engine the partition was compiled for or an equal
+        one (``Engine.__eq__``: same kind, devices and threads). A partition loaded without an engine
+        (``dyngraph.load(path)``) runs with any CPU engine's stream: the first stream of another CPU
+        engine makes that engine the partition's (``engine``), on whose threads it computes from then on.
+        A stream of an engine that does not fit raises ``ExecutionError`` naming both engines."""
+        if type(stream) is not Stream:
+            raise ExecutionError(f"execute needs a Stream of the partition's engine {self._engine!r}, got {stream!r}")
+        mine, theirs = self._engine, stream.engine
+        if theirs is not mine and theirs != mine:
+            if (not self._engine_chosen and len(self._engines) == 1 and mine.kind is Engine.CPU
+                    and theirs.kind is Engine.CPU):
+                self._impl.use_engine(theirs.impl)
+                self._engine = theirs
+                self._engines = [theirs]
+            else:
+                raise ExecutionError(
+                    f"execute needs a Stream of the partition's engine {mine!r} or an equal one (same kind, "
+                    f"devices and threads), got a Stream of {theirs!r}")
         self._impl.execute(inputs, outputs)
 
     def __call__(self, *arrays) -> List[np.ndarray]:

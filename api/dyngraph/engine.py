@@ -171,11 +171,31 @@ class Engine:
     def get_kind(self) -> EngineKind:
         return self.kind
 
+    def _identity(self) -> tuple:
+        # what makes two engines interchangeable: kind, devices (by name; an RPC device's name holds its
+        # endpoint) and threads (the size of the thread pool the CPU parts run on)
+        return (self.kind, tuple(self.device_names), self.num_threads)
+
+    def __eq__(self, other) -> bool:
+        """Engines are equal when they are interchangeable (oneDNN asks for the same device and
+        context, not the same object): same kind, same devices and same ``num_threads``. A stream
+        or tensor of one serves partitions compiled for the other."""
+        if not isinstance(other, Engine):
+            return NotImplemented
+        return self is other or self._identity() == other._identity()
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
+
     def __repr__(self) -> str:
         if self.kind is EngineKind.RPC:
             return f"Engine(RPC, endpoints={list(self.endpoints)}, num_threads={self.num_threads})"
         if self.kind is EngineKind.GPU:
-            return f"Engine(GPU, device={self.device_names[0]!r})"
+            return f"Engine(GPU, device={self.device_names[0]!r}, num_threads={self.num_threads})"
         return f"Engine({self.kind.name}, num_threads={self.num_threads})"
 
 

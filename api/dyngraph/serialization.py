@@ -208,4 +208,5 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
         keep.close()
     log.info("loaded %s: %d ops, %d bytes of constants: %.1f ms", os.fspath(path), len(program.ops),
              impl.stats()["constant_bytes"], (time.perf_counter() - t0) * 1e3)
-    return CompiledPartition(program, impl, engines[0], keepalive=keep if borrowed else None, engines=engines)
+    return CompiledPartition(program, impl, engines[0], keepalive=keep if borrowed else None, engines=engines,
+                             engine_chosen=engine is not None)

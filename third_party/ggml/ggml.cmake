@@ -13,6 +13,49 @@
 # to the extension too. Either way the installed package needs no ggml package
 # at run time.
 
+# The instruction sets ggml-cpu is never compiled with (docs/guide/cpu-numerics.md),
+# whatever -march=native (GGML_NATIVE) or a GGML_* option turns on:
+# - AVX512-FP16: with __AVX512FP16__ ggml's f16 vectors are __m512h and its f16
+#   dot products (ggml_vec_dot_f16: 1-row f16 MatMul) accumulate in f16, which
+#   overflows and loses the sums (issue 20); dyngraph accumulates f16 and bf16
+#   products in f32 on every CPU.
+# - AMX (tile, int8, bf16, fp16, complex): ggml's AMX buffer type runs tile
+#   instructions that need the OS to enable the tile state (XCR0, arch_prctl
+#   ARCH_REQ_XCOMP_PERM) and die with SIGILL where it does not (a VM that lists
+#   AMX); dyngraph does not use that path.
+# The -mno-* flags go after ggml's own (-march=native, -mavx512f, ...), so they win.
+# Each is passed only where the compiler knows it: one that does not cannot emit
+# those instructions either. The final flags are recorded for the extension
+# (dyngraph._backend.build_info(), tested by tests/test_build_rules.py).
+set(DYNGRAPH_GGML_CPU_NO_ISA -mno-avx512fp16 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -mno-amx-fp16 -mno-amx-complex)
+function(dyngraph_ggml_cpu_isa_rule)
+  if(NOT TARGET ggml-cpu)
+    message(FATAL_ERROR "dyngraph: this ggml build has no ggml-cpu target (GGML_BACKEND_DL is not supported)")
+  endif()
+  set(added "")
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$" AND NOT MSVC)
+    include(CheckCCompilerFlag)
+    foreach(flag ${DYNGRAPH_GGML_CPU_NO_ISA})
+      string(MAKE_C_IDENTIFIER "DYNGRAPH_CC_HAS${flag}" var)
+      check_c_compiler_flag(${flag} ${var})
+      if(${var})
+        list(APPEND added ${flag})
+      endif()
+    endforeach()
+    target_compile_options(ggml-cpu PRIVATE ${added})
+  endif()
+  get_target_property(opts ggml-cpu COMPILE_OPTIONS)
+  # what reaches ggml-cpu's sources: its instruction-set flags (-m*) in order
+  set(isa_flags "")
+  foreach(o ${opts})
+    if(o MATCHES "^-m")
+      list(APPEND isa_flags "${o}")
+    endif()
+  endforeach()
+  set(DYNGRAPH_GGML_CPU_ISA_FLAGS "${isa_flags}" PARENT_SCOPE)
+  message(STATUS "dyngraph: ggml-cpu instruction-set flags: ${isa_flags}")
+endfunction()
+
 set(DYNGRAPH_GGML "source" CACHE STRING "where ggml comes from: source (built for this machine) or wheel (prebuilt, AVX2)")
 set_property(CACHE DYNGRAPH_GGML PROPERTY STRINGS source wheel)
 set(DYNGRAPH_GGML_SOURCE "" CACHE PATH "a ggml source tree to build (default: the libggml-python sdist, fetched with pip)")
@@ -64,6 +107,7 @@ if(DYNGRAPH_GGML STREQUAL "source")
   set(CMAKE_LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}")
   add_subdirectory("${ggml_src}" ggml-build)
   unset(CMAKE_LIBRARY_OUTPUT_DIRECTORY)
+  dyngraph_ggml_cpu_isa_rule()
   set(DYNGRAPH_GGML_TARGETS ggml ggml-base ggml-cpu)
   set(DYNGRAPH_GGML_INSTALL_LIBS ggml ggml-base ggml-cpu)
   foreach(t ggml-rpc ggml-cuda ggml-vulkan ggml-blas)
