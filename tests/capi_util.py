@@ -26,7 +26,9 @@ def build(src: str, out: str, extra=(), cxx: bool = False) -> str:
     """Compile `src` (a path) to the executable `out` against the installed C API; returns `out`."""
     lib = dg.get_library_dir()
     std = "-std=c++17" if cxx else "-std=c99"
-    cmd = [compiler(cxx), std, "-O1", "-g", "-Wall", "-Wextra", "-Werror", f"-I{dg.get_include()}", src, *extra,
+    # (tools/sanitize.sh: DG_C_API_CFLAGS builds them with ASan and UBSan, as the library it links)
+    san = os.environ.get("DG_C_API_CFLAGS", "").split()
+    cmd = [compiler(cxx), std, "-O1", "-g", "-Wall", "-Wextra", "-Werror", *san, f"-I{dg.get_include()}", src, *extra,
            f"-L{lib}", f"-Wl,-rpath,{lib}", "-ldyngraph", "-lm", "-o", out]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
@@ -35,7 +37,9 @@ def build(src: str, out: str, extra=(), cxx: bool = False) -> str:
 
 def run(exe, *args, timeout=120, check=True) -> subprocess.CompletedProcess:
     """Run a C program in an environment without Python's paths (none of its libraries can come from there)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") and k != "LD_PRELOAD"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    if not os.environ.get("DG_C_API_CFLAGS"):  # (a sanitized library needs the runtime preloaded)
+        env.pop("LD_PRELOAD", None)
     r = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
     if check:
         assert r.returncode == 0, f"{exe} {args} exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"

@@ -144,7 +144,8 @@ def test_find_package_and_pkg_config(mlp_file, tmp_path):
         "find_package(dyngraph 0.1 REQUIRED)\n"
         f"add_executable(mlp {os.path.join(EXAMPLES, 'mlp.c')})\n"
         "target_link_libraries(mlp PRIVATE dyngraph::dyngraph m)\n")
-    subprocess.run([cmake, "-S", src, "-B", tmp_path / "b", f"-Ddyngraph_DIR={cmake_dir}"], check=True,
+    san = os.environ.get("DG_C_API_CFLAGS", "")
+    subprocess.run([cmake, "-S", src, "-B", tmp_path / "b", f"-Ddyngraph_DIR={cmake_dir}", f"-DCMAKE_C_FLAGS={san}"], check=True,
                    capture_output=True)
     subprocess.run([cmake, "--build", tmp_path / "b"], check=True, capture_output=True)
     r = run(tmp_path / "b" / "mlp", mlp_file, "-", 2)
@@ -156,5 +157,5 @@ def test_find_package_and_pkg_config(mlp_file, tmp_path):
     flags = subprocess.run([pkg, "--cflags", "--libs", "dyngraph"], capture_output=True, text=True, check=True,
                            env=penv).stdout.split()
     exe = str(tmp_path / "mlp_pc")
-    subprocess.run(["cc", "-std=c99", os.path.join(EXAMPLES, "mlp.c"), *flags, "-lm", "-o", exe], check=True)
+    subprocess.run(["cc", "-std=c99", *san.split(), os.path.join(EXAMPLES, "mlp.c"), *flags, "-lm", "-o", exe], check=True)
     assert "batch 3: output [3, 64]" in run(exe, mlp_file, "-", 3).stdout
