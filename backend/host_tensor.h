@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "dtype.h"
 #include "program.h"
@@ -27,5 +28,12 @@ struct HostTensor {
         return n;
     }
 };
+
+// Fill `h` (id, dtype, shape) from a caller's description, checked: a known dtype code (DTypeError), rank
+// <= kMaxRank, every dimension in [0, limits::kMaxDim] and the byte size <= limits::kMaxTensorBytes (ShapeError).
+void fill_host(HostTensor& h, int64_t id, int dtype, const int64_t* shape, size_t ndim);
+
+// "[2, 3]"
+std::string shape_str(const int64_t* shape, size_t ndim);
 
 }  // namespace dg

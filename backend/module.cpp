@@ -28,30 +28,8 @@ struct PyTensor {
     py::array array;
 };
 
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::string r = "[";
-    for (size_t i = 0; i < s.size(); ++i) r += cat(i ? ", " : "", s[i]);
-    return r + "]";
-}
-
 void fill_host(HostTensor& h, int64_t id, int dtype, const std::vector<int64_t>& shape) {
-    if (dtype < 0 || dtype >= kNumDTypes) fail<DTypeError>("unknown dtype code ", dtype);
-    if (shape.size() > size_t(kMaxRank))
-        fail<ShapeError>("tensor ", id, ": rank ", shape.size(), " is above the supported maximum of ", kMaxRank);
-    h.id = id;
-    h.dtype = DType(dtype);
-    h.ndim = int(shape.size());
-    uint64_t bytes = dtype_size(h.dtype);
-    for (size_t i = 0; i < shape.size(); ++i) {
-        // (0 is the length of an empty transpose order; every other tensor is checked against its compiled shape)
-        if (shape[i] < 0 || shape[i] > limits::kMaxDim)
-            fail<ShapeError>("tensor ", id, ": dimension ", i, " is ", shape[i], "; dimensions must lie in [0, ", limits::kMaxDim,
-                             "]");
-        if (__builtin_mul_overflow(bytes, uint64_t(shape[i]), &bytes) || bytes > limits::kMaxTensorBytes)
-            fail<ShapeError>("tensor ", id, ": shape ", shape_str(shape), " is above the limit of ", limits::kMaxTensorBytes,
-                             " bytes");
-        h.shape[i] = shape[i];
-    }
+    dg::fill_host(h, id, dtype, shape.data(), shape.size());
 }
 
 PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, py::array arr, const Engine* engine) {

@@ -20,3 +20,14 @@ def engine():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def c_load_check(tmp_path_factory):
+    """examples/c/load_check.c built against the installed C API (tests/capi_util.py)."""
+    import os
+
+    from capi_util import EXAMPLES, build
+
+    d = tmp_path_factory.mktemp("capi")
+    return build(os.path.join(EXAMPLES, "load_check.c"), str(d / "load_check"))

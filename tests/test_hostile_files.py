@@ -1,18 +1,21 @@
 """Files written by an attacker: each class of hostile IR that once crashed,
 hung or corrupted the process (issue 11) is refused with an IRError (or, when
 the damage is only visible for some shapes, a ShapeError at execution), by
-`dyngraph.load` and by the C++ reader alone (`_backend.CompiledPartition`,
-which skips the Python checks). The slow cases run in a child process with a
+`dyngraph.load`, by the C++ reader alone (`_backend.CompiledPartition`,
+which skips the Python checks) and by the C API (`dg_partition_load_bytes`,
+through examples/c/load_check.c). The slow cases run in a child process with a
 timeout, so a hang fails the test instead of freezing the suite."""
 
 import copy
 import os
+import re
 
 import numpy as np
 import pytest
 
 import dyngraph as dg
 from dyngraph import _backend
+from capi_util import STATUS_OF, load_check
 from irtools import ExprOp, append_nodes, body_of, node, pack, seal, unpack
 from subproc import run_python
 
@@ -45,14 +48,29 @@ def kv_body(tmp_path_factory):
     return body_of(path.read_bytes())
 
 
+C_API = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def c_api(c_load_check):
+    C_API["load_check"] = c_load_check
+
+
+def through_c(path, *opts, timeout=120):
+    """(status, message) of dg_partition_load_bytes on the file (and a run, with --run N)."""
+    return load_check(C_API["load_check"], [path], *opts, timeout=timeout)[str(path)]
+
+
 def refused_everywhere(tmp_path, body, match, exc=dg.IRError):
-    """Refused by dyngraph.load and by the C++ reader on its own."""
+    """Refused by dyngraph.load, by the C++ reader on its own and by the C API."""
     path = tmp_path / "hostile.dg"
     path.write_bytes(seal(body))
     with pytest.raises(exc, match=match):
         dg.load(path)
     with pytest.raises(exc, match=match):
         _backend.CompiledPartition(body, {}, dg.Engine(num_threads=1).impl, 4)
+    status, msg = through_c(path)
+    assert status == STATUS_OF[exc] and re.search(match, msg), (status, msg)
 
 
 def tensor_index(t, name):
@@ -76,6 +94,7 @@ def test_the_base_file_loads(kv_body, tmp_path):
     cp = dg.load(path)
     (y,) = cp(np.ones((2, 4), np.float32), np.array([0, 1]))
     np.testing.assert_allclose(y, np.repeat([[4.0], [4.0]] + [[0.0]] * 6, 2, axis=1))
+    assert through_c(path, "--run", 2) == ("DG_OK", "")
 
 
 @pytest.mark.parametrize("value", [2**62, 2**40 + 1, 3074457345618258603])
@@ -126,6 +145,7 @@ def test_an_unused_table_at_the_limit_loads(kv_body, tmp_path):
     (y,) = dg.load(path)(np.ones((1, 4), np.float32), np.array([3]))
     np.testing.assert_allclose(y[3], [4.0, 4.0])
     assert not y[:3].any() and not y[4:].any()
+    assert through_c(path, "--run", 1) == ("DG_OK", "")
 
 
 def shared_dag_file(kv_body, tmp_path, op, n):
@@ -169,6 +189,10 @@ except dg.DyngraphError as e:
     lines = r.stdout.splitlines()
     assert lines[0].startswith("IRError") or op == ExprOp.MINIMUM, lines
     assert not lines[1].startswith("ran") or op == ExprOp.MINIMUM, lines
+    # the C API: loaded and run at s = 3 in a process of its own, in bounded time, with a status
+    status, msg = through_c(path, "--run", 3, timeout=60)
+    assert status.startswith("DG_"), (status, msg)
+    assert status != "DG_OK" or op == ExprOp.MINIMUM, (status, msg)
 
 
 def test_names_are_bounded(kv_body, tmp_path):
@@ -189,6 +213,7 @@ def test_structural_mutations_only_raise_typed_errors(kv_body, tmp_path):
     child process never dies."""
     path = tmp_path / "base.dg"
     path.write_bytes(seal(kv_body))
+    (tmp_path / "mutants").mkdir()
     code = f"""
 import copy, random, numpy as np, dyngraph as dg
 from dyngraph import _backend
@@ -227,6 +252,7 @@ for trial in range(600):
     except Exception:
         continue  # a value the builder cannot store (out of the field's range)
     open({str(tmp_path / 'm.dg')!r}, 'wb').write(seal(body))
+    open({str(tmp_path / 'mutants')!r} + f'/{{trial:04d}}.dg', 'wb').write(seal(body))  # for the C API, below
     try:
         cp = dg.load({str(tmp_path / 'm.dg')!r}, dg.Engine(num_threads=1))
         cp(np.ones((2, 4), np.float32), np.array([0, 1]))
@@ -244,3 +270,11 @@ print(counts["ok"], counts["refused"])
     assert r.returncode == 0, f"child died ({r.returncode}):\n{r.stderr[-3000:]}"
     ok, refused = map(int, r.stdout.split())
     assert refused > 100 and ok + refused > 400
+    # the same files through dg_partition_load_bytes, each loaded and run at s = 2 (one process:
+    # a crash on any fails the run); every one gets a status, and no internal error
+    files = sorted((tmp_path / "mutants").iterdir())
+    got = load_check(C_API["load_check"], [tmp_path / "mutants"], "--run", 2, timeout=600)
+    assert len(got) == len(files) == ok + refused
+    statuses = [s for s, _ in got.values()]
+    assert all(s.startswith("DG_") and s != "DG_ERR_INTERNAL" for s in statuses), set(statuses)
+    assert statuses.count("DG_OK") > 50 and len(statuses) - statuses.count("DG_OK") > 100, set(statuses)

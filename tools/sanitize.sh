@@ -43,6 +43,9 @@ build() {
   cp -r "$root/api/dyngraph" "$pkg/"
   find "$pkg" \( -name '_backend*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
   cp "$out"/_backend*.so "$pkg/dyngraph/"
+  # the C API as the wheel lays it out (tests/test_c_api.py and the hostile-file tests build C programs against it)
+  cp "$out"/libdyngraph.so "$pkg/dyngraph/"
+  cp -r "$out"/include "$out"/cmake "$out"/pkgconfig "$pkg/dyngraph/"
 }
 
 setenv() {
@@ -64,6 +67,8 @@ setenv() {
   export DG_SANITIZER_EXPECTED_LOG="$out/expected/report"
   mkdir -p "$out/expected"
   export GGML_NO_BACKTRACE=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+  # C programs the tests build against the sanitized libdyngraph.so are sanitized too (tests/capi_util.py)
+  export DG_C_API_CFLAGS="$san"
 }
 
 # ASan writes its reports to files (log_path, every process); UBSan ignores log_path in this
@@ -104,7 +109,7 @@ case "$mode" in
         "$root/tests/test_execution.py" "$root/tests/test_save_load.py" "$root/tests/test_state.py" \
         "$root/tests/test_stored_weight.py" "$root/tests/test_weight_types.py" "$root/tests/test_llama_decoder.py" \
         "$root/tests/test_hostile_files.py" "$root/tests/test_ir_validation.py" "$root/tests/test_hostile_dtypes.py" \
-        "$root/tests/test_kernel_fault.py" "$root/tests/ops" "$root/tests/fuzz" "$@" 2>&1 | tee "$out/run.log" || status=$?
+        "$root/tests/test_kernel_fault.py" "$root/tests/test_c_api.py" "$root/tests/ops" "$root/tests/fuzz" "$@" 2>&1 | tee "$out/run.log" || status=$?
     fi
     t2=$(date +%s)
     echo "sanitized tests ($mode): $((t2 - t1)) s"

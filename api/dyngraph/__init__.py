@@ -44,6 +44,40 @@ from .tensor import Tensor  # noqa: E402
 __version__ = "0.1.0"
 
 
+def _c_root() -> str:
+    """The folder of libdyngraph.so (the C API), its header, CMake package and pkg-config file:
+    the package's own, or in an in-tree build (DYNGRAPH_DEV=1) the build folder the extension is in."""
+    import os
+
+    return os.path.dirname(os.path.realpath(_backend.__file__))
+
+
+def get_include() -> str:
+    """The folder to add to a C/C++ include path for ``#include <dyngraph/dyngraph.h>`` (the C API)."""
+    import os
+
+    return os.path.join(_c_root(), "include")
+
+
+def get_library_dir() -> str:
+    """The folder holding libdyngraph.so (link with ``-L<dir> -ldyngraph``)."""
+    return _c_root()
+
+
+def get_cmake_dir() -> str:
+    """The folder of dyngraphConfig.cmake: ``find_package(dyngraph)`` gives ``dyngraph::dyngraph``."""
+    import os
+
+    return os.path.join(_c_root(), "cmake")
+
+
+def get_pkgconfig_dir() -> str:
+    """The folder of dyngraph.pc (for PKG_CONFIG_PATH)."""
+    import os
+
+    return os.path.join(_c_root(), "pkgconfig")
+
+
 def set_verbose(level: int) -> None:
     """DYNGRAPH_VERBOSE at run time: 1 prints a line per compile, graph build,
     eviction and execute on stderr (README, "Verbose mode"); 0 turns it off."""
@@ -56,6 +90,7 @@ __all__ = [
     "CacheInfo", "CompileError", "CompiledPartition", "DTypeError", "DataType", "DeviceError", "DeviceInfo", "Dim",
     "DyngraphError", "Engine", "EngineKind", "ExecutionError", "Expr", "Graph", "GraphBuilder", "GraphError", "IRError",
     "LogicalTensor", "Op", "OpKind", "Partition", "Property", "ShapeError", "Stream", "Tensor", "UnsupportedError",
-    "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "set_verbose", "sym_max", "sym_min",
+    "bf16", "boolean", "f16", "f32", "i32", "i64", "load", "set_verbose",
+    "get_cmake_dir", "get_include", "get_library_dir", "get_pkgconfig_dir", "sym_max", "sym_min",
     "s8", "u8", "s4", "u4", "f8_e4m3", "f8_e5m2",
 ]

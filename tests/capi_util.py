@@ -1,0 +1,67 @@
+"""Building C programs against the C API as a user would: the header and library the
+installed package points at (dyngraph.get_include(), get_library_dir()), the system C
+compiler, and nothing of Python."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import dyngraph as dg
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+EXAMPLES = os.path.join(ROOT, "examples", "c")
+
+
+def compiler(cxx: bool = False) -> str:
+    names = (os.environ.get("CXX"), "c++", "g++", "clang++") if cxx else (os.environ.get("CC"), "cc", "gcc", "clang")
+    for n in names:
+        if n and shutil.which(n):
+            return shutil.which(n)
+    raise AssertionError(f"no {'C++' if cxx else 'C'} compiler on PATH (the C API tests need one)")
+
+
+def build(src: str, out: str, extra=(), cxx: bool = False) -> str:
+    """Compile `src` (a path) to the executable `out` against the installed C API; returns `out`."""
+    lib = dg.get_library_dir()
+    std = "-std=c++17" if cxx else "-std=c99"
+    # (tools/sanitize.sh: DG_C_API_CFLAGS builds them with ASan and UBSan, as the library it links)
+    san = os.environ.get("DG_C_API_CFLAGS", "").split()
+    cmd = [compiler(cxx), std, "-O1", "-g", "-Wall", "-Wextra", "-Werror", *san, f"-I{dg.get_include()}", src, *extra,
+           f"-L{lib}", f"-Wl,-rpath,{lib}", "-ldyngraph", "-lm", "-o", out]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
+    return out
+
+
+def run(exe, *args, timeout=120, check=True) -> subprocess.CompletedProcess:
+    """Run a C program in an environment without Python's paths (none of its libraries can come from there)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    if not os.environ.get("DG_C_API_CFLAGS"):  # (a sanitized library needs the runtime preloaded)
+        env.pop("LD_PRELOAD", None)
+    r = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+    if check:
+        assert r.returncode == 0, f"{exe} {args} exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+def load_check(exe, paths, *opts, timeout=600):
+    """examples/c/load_check.c on files: {path: (status, message)}. The process must not die."""
+    r = run(exe, *opts, *paths, timeout=timeout)
+    out = {}
+    for line in r.stdout.splitlines():
+        path, status, msg = line.split("\t", 2)
+        out[path] = (status, msg)
+    return out
+
+
+# dyngraph's Python error classes and the C API's status codes
+STATUS_OF = {
+    dg.IRError: "DG_ERR_IR",
+    dg.ShapeError: "DG_ERR_SHAPE",
+    dg.DTypeError: "DG_ERR_DTYPE",
+    dg.ExecutionError: "DG_ERR_EXECUTION",
+    dg.DeviceError: "DG_ERR_DEVICE",
+    dg.CompileError: "DG_ERR_COMPILE",
+}
