@@ -46,7 +46,7 @@ __version__ = "0.1.0"
 
 def set_verbose(level: int) -> None:
     """DYNGRAPH_VERBOSE at run time: 1 prints a line per compile, graph build,
-    eviction and execute on stderr (README, "Verbose mode"); 0 turns it off."""
+    eviction and execute on stderr (docs/guide/verbose.md); 0 turns it off."""
     _backend.set_verbose(int(level))
 
 
