@@ -17,7 +17,7 @@ GPUS = [d.name for d in dg.Engine.devices() if d.kind in ("gpu", "igpu")]
 needs_gpu = pytest.mark.skipif(
     not GPUS,
     reason="no GPU device: this ggml was built without a GPU backend or the machine has no GPU "
-    "(build with -Ccmake.define.GGML_CUDA=ON on a machine with CUDA: README, 'GPUs (CUDA, Vulkan)')",
+    "(build with -Ccmake.define.GGML_CUDA=ON on a machine with CUDA: docs/design/gpu.md)",
 )
 CFG = LlamaConfig(layers=4, max_seq=64)
 PROMPT = [1, 5, 7, 9, 11]

@@ -1,5 +1,5 @@
 """DYNGRAPH_VERBOSE=1: one comma-separated line per compile, graph build,
-eviction and execute on stderr (README, "Verbose mode"); nothing when off.
+eviction and execute on stderr (docs/guide/verbose.md); nothing when off.
 The Python layer logs through the "dyngraph" logger."""
 
 import logging

@@ -36,7 +36,7 @@ from .graph import Graph  # noqa: E402
 from .logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor, Property  # noqa: E402
 from .op import Op, OpKind  # noqa: E402
 from .partition import Partition  # noqa: E402
-from .serialization import load  # noqa: E402
+from .loading import load  # noqa: E402
 from .stored_weight import StoredWeight  # noqa: E402
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr, sym_max, sym_min  # noqa: E402
 from .tensor import Tensor  # noqa: E402
@@ -80,7 +80,7 @@ def get_pkgconfig_dir() -> str:
 
 def set_verbose(level: int) -> None:
     """DYNGRAPH_VERBOSE at run time: 1 prints a line per compile, graph build,
-    eviction and execute on stderr (README, "Verbose mode"); 0 turns it off."""
+    eviction and execute on stderr (docs/guide/verbose.md); 0 turns it off."""
     _backend.set_verbose(int(level))
 
 

@@ -11,6 +11,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .dtypes import DataType
+from .engine import split_devices
 from .errors import CompileError, DTypeError, ShapeError
 from .inference import dim_symbol_name, infer_ops
 from .logical_tensor import LogicalTensor, Property
@@ -339,7 +340,7 @@ def compile_partition(
     engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
     if not engines or not all(isinstance(e, Engine) for e in engines):
         raise CompileError(f"compile needs an Engine or a list of Engines, got {engine!r}")
-    devices = _split_devices(engines, split, shares, placement)
+    devices = split_devices(engines, split, shares, placement)
     if isinstance(cache_capacity, bool) or not isinstance(cache_capacity, int) or cache_capacity < 1:
         raise CompileError(f"cache_capacity must be a positive int, got {cache_capacity!r}")
     t0 = time.perf_counter()
@@ -352,37 +353,3 @@ def compile_partition(
              part.get_id(), len(prog.ops), len(prog.inputs), len(prog.outputs),
              ", ".join(s.name for s in prog.symbols), (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
     return cp
-
-
-SPLIT_RULES = {"layer": 0, "memory": 1}
-
-
-PLACEMENTS = ("auto", "strict")
-
-
-def _split_devices(engines, split, shares, placement="auto"):
-    """(rule code, shares per device, strict placement) for a partition on devices, or None for the host
-    CPU path."""
-    from .engine import EngineKind
-
-    if split not in SPLIT_RULES:
-        raise CompileError(f"split must be one of {sorted(SPLIT_RULES)}, got {split!r}")
-    if not isinstance(placement, str) or placement not in PLACEMENTS:
-        raise CompileError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
-    n = sum(e.num_devices for e in engines)
-    if len(engines) == 1 and engines[0].kind is EngineKind.CPU:
-        if shares is not None:
-            raise CompileError("shares split a partition over several devices; a CPU engine is one")
-        return None
-    if len(set(map(id, engines))) != len(engines):
-        raise CompileError("an engine is listed twice")
-    if shares is None:
-        shares = [1.0] * n
-    shares = list(shares)
-    if len(shares) != n or not all(
-        isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 and s < float("inf") for s in shares
-    ):
-        raise CompileError(f"shares must be {n} positive numbers (one per device: "
-                           f"{[d for e in engines for d in e.device_names]}), got {shares!r}")
-    return SPLIT_RULES[split], [float(s) for s in shares], placement == "strict"
-

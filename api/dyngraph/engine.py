@@ -22,7 +22,7 @@ import math
 import os
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from .errors import DeviceError
+from .errors import CompileError, DeviceError
 
 
 class EngineKind(enum.Enum):
@@ -209,3 +209,34 @@ class Stream:
 
     def wait(self) -> None:
         """Nothing is in flight once execute() returns."""
+
+
+SPLIT_RULES = {"layer": 0, "memory": 1}
+
+
+PLACEMENTS = ("auto", "strict")
+
+
+def split_devices(engines, split, shares, placement="auto"):
+    """(rule code, shares per device, strict placement) for a partition on ``engines``, or None
+    for the host CPU path; ``split``, ``shares`` and ``placement`` are those of ``Partition.compile``."""
+    if split not in SPLIT_RULES:
+        raise CompileError(f"split must be one of {sorted(SPLIT_RULES)}, got {split!r}")
+    if not isinstance(placement, str) or placement not in PLACEMENTS:
+        raise CompileError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
+    n = sum(e.num_devices for e in engines)
+    if len(engines) == 1 and engines[0].kind is EngineKind.CPU:
+        if shares is not None:
+            raise CompileError("shares split a partition over several devices; a CPU engine is one")
+        return None
+    if len(set(map(id, engines))) != len(engines):
+        raise CompileError("an engine is listed twice")
+    if shares is None:
+        shares = [1.0] * n
+    shares = list(shares)
+    if len(shares) != n or not all(
+        isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 and s < float("inf") for s in shares
+    ):
+        raise CompileError(f"shares must be {n} positive numbers (one per device: "
+                           f"{[d for e in engines for d in e.device_names]}), got {shares!r}")
+    return SPLIT_RULES[split], [float(s) for s in shares], placement == "strict"

@@ -172,23 +172,6 @@ class Graph:
 
         return make_partitions(self)
 
-    # -- oneDNN Graph JSON ---------------------------------------------------------
-    @classmethod
-    def from_json(cls, src, **options) -> "Graph":
-        """A finalized graph from oneDNN Graph JSON: a path, JSON text, bytes or
-        a parsed dict (see :func:`dyngraph.onednn.from_json` for ``options``:
-        benchdnn's rewrites and dynamic dimensions)."""
-        from .onednn import from_json
-
-        return from_json(src, **options)
-
-    def to_json(self, path=None, indent=2) -> str:
-        """The graph in oneDNN Graph JSON (see :mod:`dyngraph.onednn.writer`);
-        written to ``path`` as well when given."""
-        from .onednn import to_json
-
-        return to_json(self, path, indent)
-
     def __repr__(self) -> str:
         return f"Graph({self.engine_kind.name}, {len(self._ops)} ops{', finalized' if self._finalized else ''})"
 

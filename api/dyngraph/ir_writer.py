@@ -21,7 +21,7 @@ from .ir_codes import (
     ExprOp as _E,
 )
 from .program import Program
-from .symbolic import Expr, Symbol, _OpAtom
+from .symbolic import Expr, Symbol, OpAtom
 
 
 class ExprTable:
@@ -63,7 +63,7 @@ class ExprTable:
     def _atom(self, atom) -> int:
         if isinstance(atom, Symbol):
             return self._node(_E.SYMBOL, self._sym_index[atom])
-        assert isinstance(atom, _OpAtom)
+        assert isinstance(atom, OpAtom)
         return self._node(ATOM_CODE[atom.op], self.add(atom.a), self.add(atom.b))
 
 

@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Tuple
 
 from .dtypes import DataType
 from .errors import GraphError, ShapeError
-from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, DimLike, Expr, _SpecialDim, as_expr, format_shape
+from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, DimLike, Expr, SpecialDim, as_expr, format_shape
 
 
 class Property(enum.Enum):
@@ -26,7 +26,7 @@ MAX_RANK = 6  # ggml has 4 dimensions: see dyngraph.ops.registry.check_ranks
 def _norm_dim(d, where: str):
     if type(d) is int and d >= 0:  # the common case, without building an Expr
         return d
-    if isinstance(d, _SpecialDim):
+    if isinstance(d, SpecialDim):
         return d
     if isinstance(d, Expr):
         if d.is_const:

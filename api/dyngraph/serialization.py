@@ -1,4 +1,5 @@
-"""Saved compiled partitions: the file format, and loading one.
+"""Saved compiled partitions: the file format (dyngraph.loading turns a file into a
+compiled partition; CompiledPartition.save writes one with write_file).
 
 A file is a 64-byte header followed by the body, the FlatBuffers IR
 (schema/dyngraph_ir.fbs) with the constants' data::
@@ -17,20 +18,15 @@ aligned in a memory-mapped file (it is used in place).
 
 from __future__ import annotations
 
-import logging
 import mmap
 import os
 import stat
 import struct
-import time
-from typing import Optional
 
 import crc32c
 
-from .engine import Engine
 from .errors import IRError
 
-log = logging.getLogger(__name__)
 
 MAGIC = b"DYNGRAPH"
 FORMAT_VERSION = 1
@@ -147,66 +143,3 @@ def read_body(path: "os.PathLike | str", mapped: bool):
     view.release()
     return body, keep
 
-
-def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_weights: bool = True,
-         split: str = "layer", shares=None, placement: str = "auto"):
-    """Load a compiled partition saved with ``CompiledPartition.save``.
-
-    The file is untrusted input: its header and checksum are checked, the IR
-    is verified (FlatBuffers verifier, then every op against its kind's
-    declared arity, dtypes and attributes, every size with checked
-    arithmetic and bounds) and its shapes are inferred again from its ops and
-    compared with the ones it records. A file that fails any check raises
-    ``IRError``; nothing of it is used. Nothing of the original graph (or of
-    PyTorch) is needed.
-
-    With ``mmap_weights`` (the default) the weights are used where they lie in
-    the memory-mapped file: no copy, and memory the OS can share and page. The
-    file must then stay unchanged while the partition is alive (truncating a
-    mapped file makes reads of it fault). ``mmap_weights=False`` reads the
-    file into memory and keeps no tie to it.
-
-    ``engine`` (default: a CPU engine), ``split``, ``shares`` and ``placement`` are those of
-    ``Partition.compile``: an RPC or GPU engine, or a list of engines, runs
-    the loaded partition on those devices (its weights are uploaded there;
-    ``mmap_weights`` then only says how the file is read).
-    """
-    from .compiled_partition import CompiledPartition
-    from .ir_reader import read_program, validate_program
-    from . import _backend
-
-    from .compiled_partition import check_capacity
-
-    from .compiler import _split_devices
-
-    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine or Engine()]
-    if not engines:
-        raise TypeError("engine must be a dyngraph.Engine or a non-empty list of them")
-    for e in engines:
-        if not isinstance(e, Engine):
-            raise TypeError(f"engine must be a dyngraph.Engine or a list of them, got {type(e).__name__}")
-    check_capacity(cache_capacity)
-    devices = _split_devices(engines, split, shares, placement)  # None: the host CPU path
-    t0 = time.perf_counter()
-    body, keep = read_body(path, bool(mmap_weights))
-    try:
-        program = read_program(body)
-        validate_program(program)
-        if devices is None:
-            impl = _backend.CompiledPartition(body, {}, engines[0].impl, cache_capacity, mmap_weights)
-        else:
-            impl = _backend.CompiledPartition(body, {}, [e.impl for e in engines], devices[1], devices[0], cache_capacity,
-                                              devices[2])
-    except BaseException:
-        body.release()
-        if mmap_weights:
-            keep.close()
-        raise
-    body.release()
-    borrowed = mmap_weights and devices is None  # on devices, the weights were uploaded: the mapping can go
-    if mmap_weights and not borrowed:
-        keep.close()
-    log.info("loaded %s: %d ops, %d bytes of constants: %.1f ms", os.fspath(path), len(program.ops),
-             impl.stats()["constant_bytes"], (time.perf_counter() - t0) * 1e3)
-    return CompiledPartition(program, impl, engines[0], keepalive=keep if borrowed else None, engines=engines,
-                             engine_chosen=engine is not None)

@@ -23,7 +23,7 @@ INT64_MAX = 2**63 - 1
 _symbol_ids = itertools.count()
 
 
-class _SpecialDim:
+class SpecialDim:
     __slots__ = ("_name",)
 
     def __init__(self, name: str):
@@ -36,10 +36,10 @@ class _SpecialDim:
         return self._name
 
 
-DYNAMIC_DIM = _SpecialDim("DYNAMIC_DIM")
+DYNAMIC_DIM = SpecialDim("DYNAMIC_DIM")
 """A dimension unknown until execution (an anonymous symbol of its own)."""
 
-UNKNOWN_DIM = _SpecialDim("UNKNOWN_DIM")
+UNKNOWN_DIM = SpecialDim("UNKNOWN_DIM")
 """A dimension the library infers at finalize / compile time."""
 
 
@@ -69,7 +69,7 @@ class Symbol:
         return self.name
 
 
-class _OpAtom:
+class OpAtom:
     """floor division, modulo, min or max of two expressions that did not simplify."""
 
     __slots__ = ("op", "a", "b", "_hash")
@@ -84,7 +84,7 @@ class _OpAtom:
         return (1, self.op, self.a._sort_key(), self.b._sort_key())
 
     def __eq__(self, other):
-        return isinstance(other, _OpAtom) and self.op == other.op and self.a == other.a and self.b == other.b
+        return isinstance(other, OpAtom) and self.op == other.op and self.a == other.a and self.b == other.b
 
     def __hash__(self):
         return self._hash
@@ -101,7 +101,7 @@ def _paren(e: "Expr") -> str:
     return f"({s})" if len(e._terms) > 1 else s
 
 
-Atom = Union[Symbol, _OpAtom]
+Atom = Union[Symbol, OpAtom]
 Monomial = Tuple[Atom, ...]
 ExprLike = Union["Expr", int]
 
@@ -127,7 +127,7 @@ class Expr:
         return Expr({(s,): 1})
 
     @staticmethod
-    def _atom(a: _OpAtom) -> "Expr":
+    def _atom(a: OpAtom) -> "Expr":
         return Expr({(a,): 1})
 
     # -- inspection ---------------------------------------------------------
@@ -170,7 +170,7 @@ class Expr:
             if m == (s,):
                 coeff = c
             elif any(s is a for a in m) or any(
-                isinstance(a, _OpAtom) and s in (a.a.free_symbols() | a.b.free_symbols()) for a in m
+                isinstance(a, OpAtom) and s in (a.a.free_symbols() | a.b.free_symbols()) for a in m
             ):
                 return None
             else:
@@ -446,7 +446,7 @@ def _apply(op: str, a: Expr, b: Expr) -> Expr:
                     return q + (r // c) if op == "floordiv" else Expr.const(r % c)
         elif a == b:
             return Expr.const(1 if op == "floordiv" else 0)
-        return Expr._atom(_OpAtom(op, a, b))
+        return Expr._atom(OpAtom(op, a, b))
     # min / max
     d = a - b
     if d.is_const:
@@ -454,10 +454,10 @@ def _apply(op: str, a: Expr, b: Expr) -> Expr:
             return a if d.value <= 0 else b
         return a if d.value >= 0 else b
     x, y = sorted((a, b), key=lambda e: e._sort_key())
-    return Expr._atom(_OpAtom(op, x, y))
+    return Expr._atom(OpAtom(op, x, y))
 
 
-DimLike = Union[int, Expr, _SpecialDim]
+DimLike = Union[int, Expr, SpecialDim]
 
 
 def is_concrete(shape) -> bool:

@@ -1,5 +1,6 @@
 #include "batch_norm.h"
 #include "../gg.h"
+#include "thread_share.h"
 
 #include <cmath>
 #include <vector>
@@ -27,7 +28,7 @@ void batch_norm_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const float* a = scale.data();
     const float* b = shift.data();
     if (s.inner == 1) {  // NXC: rows of C channels
-        const int64_t r0 = s.outer * ith / nth, r1 = s.outer * (ith + 1) / nth;
+        const auto [r0, r1] = thread_share(s.outer, ith, nth);
         for (int64_t r = r0; r < r1; ++r) {
             const float* xr = x + r * s.C;
             float* yr = y + r * s.C;
@@ -36,7 +37,7 @@ void batch_norm_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
         return;
     }
     const int64_t rows = s.outer * s.C;  // NCX: rows of one channel's spatial positions
-    const int64_t r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
+    const auto [r0, r1] = thread_share(rows, ith, nth);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t c = r % s.C;
         const float* xr = x + r * s.inner;

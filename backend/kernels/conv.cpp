@@ -16,7 +16,6 @@ namespace {
 using conv_gather::gather_nxc;
 using conv_gather::inside;
 using conv_gather::madd_row;
-using conv_gather::share;
 
 void one_blas_thread() {
     // every call runs in one of ggml's threads: OpenBLAS must not start its own
@@ -72,7 +71,7 @@ void depthwise(const ConvShape& s, const float* x, const float* w, const float* 
     };
     int64_t t0, t1;
     if (!s.nxc) {  // tasks: channel planes; each output row accumulates its taps while it is in L1
-        share(s.N * C, ith, nth, t0, t1);
+        std::tie(t0, t1) = thread_share(s.N * C, ith, nth);
         for (int64_t t = t0; t < t1; ++t) {
             const int64_t c = t % C;
             const float* xp = x + t * s.H * s.W;
@@ -99,7 +98,7 @@ void depthwise(const ConvShape& s, const float* x, const float* w, const float* 
     if (wt.size() < size_t(taps * C)) wt.resize(size_t(taps * C));
     for (int64_t k = 0; k < taps; ++k)
         for (int64_t c = 0; c < C; ++c) wt[size_t(k * C + c)] = tap(c, k / s.KW, k % s.KW);
-    share(s.N * s.OH, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(s.N * s.OH, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / s.OH, oh = t % s.OH;
         for (int64_t ow = 0; ow < s.OW; ++ow) {
@@ -142,7 +141,7 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     one_blas_thread();
 
     int64_t t0, t1;
-    share(images * tiles, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(images * tiles, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / (G * tiles), g = (t / tiles) % G, p0 = (t % tiles) * tile, p1 = std::min(P, p0 + tile);
         const int pt = int(p1 - p0);
@@ -208,7 +207,7 @@ void conv_transpose_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     float* col = cols.data();
     one_blas_thread();
     int64_t t0, t1;
-    share(s.N * G, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(s.N * G, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / G, g = t % G;
         // the columns: every input position times every (output channel, tap) of the group

@@ -1,7 +1,7 @@
 // What the convolution kernels (conv.cpp in f32, int8_conv.cpp in integers)
-// share: the split of the work into tasks, which outputs of a row read
-// inside the input, and the gathering of NXC columns (each output position's
-// window as one row, in the weights' order).
+// share: which outputs of a row read inside the input, and the gathering of
+// NXC columns (each output position's window as one row, in the weights'
+// order). Their split into tasks is thread_share's, like every kernel's.
 #pragma once
 
 #include <algorithm>
@@ -10,14 +10,9 @@
 #include <type_traits>
 
 #include "conv.h"
+#include "thread_share.h"
 
 namespace dg::kernels::conv_gather {
-
-// Tasks [begin, end) of `total` for thread ith of nth.
-inline void share(int64_t total, int ith, int nth, int64_t& begin, int64_t& end) {
-    begin = total * ith / nth;
-    end = total * (ith + 1) / nth;
-}
 
 // The outputs o in [lo, hi) (of n) whose input index i = o * stride + off lies in [0, size).
 inline void inside(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t& lo, int64_t& hi) {

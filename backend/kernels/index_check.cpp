@@ -1,5 +1,6 @@
 #include "index_check.h"
 #include "../gg.h"
+#include "thread_share.h"
 
 namespace dg::kernels {
 
@@ -9,7 +10,7 @@ void clamp_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     auto* chk = static_cast<KernelIndexCheck*>(ud);
     const ggml_tensor* src = dst->src[0];
     const int64_t n = ggml_nelements(dst);
-    const int64_t per = (n + nth - 1) / nth, i0 = per * ith, i1 = std::min(n, i0 + per);
+    const auto [i0, i1] = thread_share(n, ith, nth);
     const int32_t* in = static_cast<const int32_t*>(src->data);
     int32_t* out = static_cast<int32_t*>(dst->data);
     for (int64_t i = i0; i < i1; ++i) {

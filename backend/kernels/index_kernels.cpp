@@ -1,5 +1,6 @@
 #include "index_kernels.h"
 #include "../gg.h"
+#include "thread_share.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,19 +14,11 @@ static_assert(sizeof(void*) >= sizeof(uint64_t), "kernel parameters are packed i
 void* pack(uint64_t v) { return reinterpret_cast<void*>(uintptr_t(v)); }
 uint64_t unpack(void* p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); }
 
-// This thread's share [lo, hi) of n items.
-void share(int64_t n, int ith, int nth, int64_t* lo, int64_t* hi) {
-    const int64_t per = (n + nth - 1) / nth;
-    *lo = std::min(n, per * ith);
-    *hi = std::min(n, *lo + per);
-}
-
 // Calls f(i1, i2, i3, out_row) for this thread's rows of dst (contiguous rows of ne0).
 template <class T, class F>
 void each_row(ggml_tensor* dst, int ith, int nth, F&& f) {
     const int64_t n1 = dst->ne[1], n2 = dst->ne[2];
-    int64_t r0, r1;
-    share(n1 * n2 * dst->ne[3], ith, nth, &r0, &r1);
+    const auto [r0, r1] = kernels::thread_share(n1 * n2 * dst->ne[3], ith, nth);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t i1 = r % n1, i2 = (r / n1) % n2, i3 = r / (n1 * n2);
         T* out = reinterpret_cast<T*>(static_cast<char*>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
@@ -47,8 +40,7 @@ inline int32_t at_i32(const ggml_tensor* t, int64_t i0, int64_t i1, int64_t i2, 
 void arange_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const uint64_t u = unpack(ud);
     const int64_t start = int32_t(uint32_t(u)), step = int32_t(uint32_t(u >> 32));
-    int64_t lo, hi;
-    share(dst->ne[0], ith, nth, &lo, &hi);
+    const auto [lo, hi] = kernels::thread_share(dst->ne[0], ith, nth);
     if (dst->type == GGML_TYPE_F32) {
         float* out = static_cast<float*>(dst->data);
         for (int64_t i = lo; i < hi; ++i) out[i] = float(double(start) + double(i) * double(step));

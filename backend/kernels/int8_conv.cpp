@@ -11,7 +11,6 @@ namespace dg::kernels {
 namespace {
 
 using conv_gather::madd_row;
-using conv_gather::share;
 
 constexpr int64_t kRowBlock = 64;  // output positions per int8_dot call
 constexpr int64_t kColBlock = 32;  // output channels per int8_dot call
@@ -90,7 +89,7 @@ void depthwise_nxc(const Int8ConvParams& cp, const char* x, const char* w, const
     acc.resize(size_t(s.C));
     exact.resize(size_t(s.C));
     int64_t t0, t1;
-    share(s.N * s.OH, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(s.N * s.OH, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / s.OH, oh = t % s.OH;
         depthwise_nxc_row(cp, x + n * s.H * s.W * s.C, oh, wt.data(), bias, y, dst_index(s, n, 0, oh * s.OW),
@@ -137,7 +136,7 @@ void depthwise_ncx(const Int8ConvParams& cp, const char* x, const char* w, const
     acc.resize(size_t(s.OH * s.OW));
     exact.resize(size_t(s.OH * s.OW));
     int64_t t0, t1;
-    share(s.N * C, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(s.N * C, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t c = t % C;
         for (int64_t k = 0; k < taps; ++k) wc[size_t(k)] = wt[size_t(k * C + c)];
@@ -158,7 +157,7 @@ void depthwise_wide(const Int8ConvParams& cp, const char* x, const char* w, cons
         return (p.a_unsigned ? int64_t(uint8_t(b)) : int64_t(int8_t(b))) - p.a_zp;
     };
     int64_t t0, t1;
-    share(s.N * C, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(s.N * C, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / C, c = t % C;
         for (int64_t oh = 0; oh < s.OH; ++oh)
@@ -199,7 +198,7 @@ void general(const Int8ConvParams& cp, const char* x, const char* w, const float
         for (int64_t o = 0; o < s.O; ++o) col_sums[size_t(o)] = int8_sum(w + o * K, K, p.w_unsigned);
     int64_t tot[kRowBlock * kColBlock];
     int64_t t0, t1;
-    share(images * tiles, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(images * tiles, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / (G * tiles), g = (t / tiles) % G, p0 = (t % tiles) * tile, p1 = std::min(P, p0 + tile);
         const int64_t pt = p1 - p0;
@@ -259,7 +258,7 @@ void to_nxc_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const char* x = static_cast<const char*>(src->data);
     char* y = static_cast<char*>(dst->data);
     int64_t t0, t1;
-    share(N * blocks, ith, nth, t0, t1);
+    std::tie(t0, t1) = thread_share(N * blocks, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / blocks, q0 = (t % blocks) * kPosBlock, q1 = std::min(P, q0 + kPosBlock);
         const char* xn = x + n * C * P;

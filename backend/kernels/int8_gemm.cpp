@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "../gg.h"
+#include "thread_share.h"
 
 namespace dg::kernels {
 
@@ -48,8 +49,8 @@ void int8_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const float* bias = dst->src[2] ? static_cast<const float*>(dst->src[2]->data) : nullptr;
     const int64_t K = a->ne[0], M = a->ne[1], N = w->ne[1];
     const int64_t mb = (M + kRowBlock - 1) / kRowBlock, nb = (N + kColBlock - 1) / kColBlock;
-    const int64_t units = mb * nb, per = (units + nth - 1) / nth;
-    const int64_t u0 = std::min(units, per * ith), u1 = std::min(units, u0 + per);
+    const int64_t units = mb * nb;
+    const auto [u0, u1] = thread_share(units, ith, nth);
     if (u0 >= u1) return;
     const Int8Act act = int8_act(p);
     thread_local Rows rows;

@@ -2,6 +2,7 @@
 #include "../gg.h"
 
 #include "gelu_erf.h"
+#include "thread_share.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,8 +19,7 @@ template <class F>
 void for_rows(const ggml_tensor* dst, int ith, int nth, F&& f) {
     const int64_t n1 = dst->ne[1], n2 = dst->ne[2], n3 = dst->ne[3];
     const int64_t rows = n1 * n2 * n3;
-    const int64_t per = (rows + nth - 1) / nth;
-    const int64_t r0 = per * ith, r1 = std::min(rows, r0 + per);
+    const auto [r0, r1] = thread_share(rows, ith, nth);
     for (int64_t r = r0; r < r1; ++r) {
         int64_t i1 = r % n1, i2 = (r / n1) % n2, i3 = r / (n1 * n2);
         f(i1, i2, i3);
@@ -335,8 +335,7 @@ void copy_strided_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const int64_t inner = p.rank ? p.ne[last] : 1;
     const int64_t inner_nb = p.rank ? p.nb[last] : 0;
     const int64_t rows = inner ? ggml_nelements(dst) / inner : 0;
-    const int64_t per = (rows + nth - 1) / nth;
-    const int64_t r0 = per * ith, r1 = std::min(rows, r0 + per);
+    const auto [r0, r1] = thread_share(rows, ith, nth);
     const char* base = static_cast<const char*>(dst->src[0]->data) + p.offset;
     char* out = static_cast<char*>(dst->data);
     for (int64_t r = r0; r < r1; ++r) {

@@ -1,5 +1,6 @@
 #include "pool.h"
 #include "../gg.h"
+#include "thread_share.h"
 
 #include <algorithm>
 #include <cmath>
@@ -52,7 +53,7 @@ void pool_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
 
     if (!s.nxc) {  // tasks: channel planes
         const int64_t planes = s.N * s.C;
-        const int64_t t0 = planes * ith / nth, t1 = planes * (ith + 1) / nth;
+        const auto [t0, t1] = thread_share(planes, ith, nth);
         for (int64_t t = t0; t < t1; ++t) {
             const float* xp = x + t * s.H * s.W;
             float* yp = y + t * s.OH * s.OW;
@@ -76,7 +77,7 @@ void pool_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     }
     // NXC: tasks are output rows, each output a vector of C channels
     const int64_t rows = s.N * s.OH, C = s.C;
-    const int64_t t0 = rows * ith / nth, t1 = rows * (ith + 1) / nth;
+    const auto [t0, t1] = thread_share(rows, ith, nth);
     for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / s.OH, oh = t % s.OH;
         const Window wh = window(s, false, oh);

@@ -5,6 +5,7 @@
 
 #include "../gg.h"
 #include "f8.h"
+#include "thread_share.h"
 
 namespace dg::kernels {
 
@@ -15,8 +16,7 @@ template <class F>
 void for_rows(const ggml_tensor* dst, int ith, int nth, F&& f) {
     const int64_t n1 = dst->ne[1], n2 = dst->ne[2];
     const int64_t rows = n1 * n2 * dst->ne[3];
-    const int64_t per = (rows + nth - 1) / nth;
-    const int64_t r0 = std::min(rows, per * ith), r1 = std::min(rows, r0 + per);
+    const auto [r0, r1] = thread_share(rows, ith, nth);
     for (int64_t r = r0; r < r1; ++r) f(r % n1, (r / n1) % n2, r / (n1 * n2));
 }
 

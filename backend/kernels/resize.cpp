@@ -1,5 +1,6 @@
 #include "resize.h"
 #include "../gg.h"
+#include "thread_share.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,7 +29,7 @@ void resize_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     for (int64_t i = 0; i < s.OW; ++i) cols[size_t(i)] = nearest_index(i, s.W, s.OW, s.half_pixel);
     if (!s.nxc) {  // tasks: output rows of every plane
         const int64_t n_rows = s.N * s.C * s.OH;
-        const int64_t r0 = n_rows * ith / nth, r1 = n_rows * (ith + 1) / nth;
+        const auto [r0, r1] = thread_share(n_rows, ith, nth);
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t plane = r / s.OH, oh = r % s.OH;
             const float* xr = x + (plane * s.H + rows[size_t(oh)]) * s.W;
@@ -38,7 +39,7 @@ void resize_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
         return;
     }
     const int64_t n_rows = s.N * s.OH;
-    const int64_t r0 = n_rows * ith / nth, r1 = n_rows * (ith + 1) / nth;
+    const auto [r0, r1] = thread_share(n_rows, ith, nth);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t n = r / s.OH, oh = r % s.OH;
         const float* xr = x + (n * s.H + rows[size_t(oh)]) * s.W * s.C;

@@ -5,6 +5,7 @@
 
 #include "../gg.h"
 #include "../lowering.h"
+#include "thread_share.h"
 
 namespace dg::kernels {
 
@@ -45,8 +46,7 @@ void scatter_typed(ggml_tensor* dst, int ith, int nth, const ScatterParams& p) {
     const ggml_tensor* upd = dst->src[2];
     const int64_t S = dst->ne[0], outer = dst->ne[1], T_ = idx->ne[1];
     // this thread's columns of every slice
-    const int64_t per = (S + nth - 1) / nth;
-    const int64_t c0 = std::min(S, per * ith), c1 = std::min(S, c0 + per);
+    const auto [c0, c1] = thread_share(S, ith, nth);
     if (c0 >= c1) return;
     for (int64_t o = 0; o < outer; ++o)
         std::memcpy(static_cast<char*>(dst->data) + o * dst->nb[1] + c0 * sizeof(T),

@@ -63,9 +63,9 @@ def graph_dot(imp) -> str:
 
 
 def saved_dot(path: str) -> str:
-    from .inspect import _read_program
+    from .inspect import load_program
 
-    prog, _ = _read_program(path)
+    prog, _ = load_program(path)
     producer = {i: k for k, op in enumerate(prog.ops) for i in op.outputs}
     lines = ["digraph dyngraph {", "  rankdir=TB;", '  node [shape=box, fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=8];', "  subgraph cluster_0 {",

@@ -29,7 +29,7 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.2f} MiB" if n >= 2**16 else f"{n} B"
 
 
-def _read_program(path: str, sizes: dict = None):
+def load_program(path: str, sizes: dict = None):
     """A saved file's Program, checked as untrusted input (as ``dyngraph.load``
     does: header, checksum, IR checks); ``sizes`` gets the bytes of data stored
     per tensor index. Returns (program, file size)."""
@@ -54,7 +54,7 @@ def _read_program(path: str, sizes: dict = None):
 
 def saved_summary(path: str) -> dict:
     data: dict = {}
-    prog, size = _read_program(path, data)
+    prog, size = load_program(path, data)
 
     def tensor(i):
         t = prog.tensors[i]

@@ -78,7 +78,7 @@ class SavedModel(Model):
     0, 1, 2, ... within what they index."""
 
     def __init__(self, path: str, engine):
-        from ..serialization import load
+        from ..loading import load
 
         t0 = time.perf_counter()
         self.cp = load(path, engine)

@@ -1,7 +1,9 @@
 """oneDNN Graph interop: graphs in oneDNN's JSON (the format of
 ``ONEDNN_GRAPH_DUMP=graph`` and of benchdnn's graph driver), in and out.
 
-``dg.Graph.from_json(path)`` / ``graph.to_json()`` are the entry points;
+:func:`from_json` (a finalized ``dg.Graph`` from a file) and :func:`to_json`
+(a graph to a file) are the entry points (the core ``Graph`` does not know
+this front end: it stands below it);
 :func:`import_graph` also returns what the runner needs (graph inputs and
 outputs in the file's order). The modules:
 

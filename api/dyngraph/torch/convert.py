@@ -39,7 +39,7 @@ from ..ops.registry import check_arity, check_ranks, normalize_attrs
 from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, as_expr
-from .converters import Unsupported, bind, converter_of
+from .converters import Missing, Unsupported, bind, converter_of
 from .dtypes import dg_dtype, to_numpy
 from .symbols import SymbolTable
 
@@ -128,14 +128,6 @@ class ForceFallback(Exception):
         self.reason = reason
 
 
-class _Missing:
-    """An output of a converted node that dyngraph does not compute."""
-
-    def __init__(self, node, index):
-        self.node = node
-        self.index = index
-
-
 class Converter:
     """The conversion context handed to converters (``cx``)."""
 
@@ -217,7 +209,7 @@ class Converter:
     def value(self, arg):
         if isinstance(arg, fx.Node):
             v = self.values.get(arg)
-            if isinstance(v, _Missing):
+            if isinstance(v, Missing):
                 raise ForceFallback(v.node, f"output {v.index} is used by {self.node.name}")
             return v
         return arg
@@ -543,7 +535,7 @@ class Converter:
         """How to find an argument's value when the node runs in PyTorch."""
         if isinstance(a, fx.Node):
             v = self.values.get(a)
-            if isinstance(v, _Missing):
+            if isinstance(v, Missing):
                 raise ForceFallback(v.node, f"output {v.index} is used by {self.node.name}")
             return self._value_template(v)
         if isinstance(a, (list, tuple)):
@@ -619,7 +611,7 @@ class Converter:
         self.node = out_node
         for spec, v in zip(sig.output_specs, results):
             val = self.values.get(v) if isinstance(v, fx.Node) else v
-            if isinstance(val, _Missing):
+            if isinstance(val, Missing):
                 raise ForceFallback(val.node, "its output is a program output")
             if spec.kind is OutputKind.USER_OUTPUT:
                 outputs.append(self._value_template(val))

@@ -15,37 +15,14 @@ import torch
 from torch._decomp import core_aten_decompositions
 
 from ..errors import CompileError
-
-aten = torch.ops.aten
-
-# ops converted whole: not decomposed
-KEEP = (
-    aten.scaled_dot_product_attention.default,
-    aten.linear.default,
-    aten.matmul.default,
-    aten.silu.default,
-    aten.rms_norm.default,
-    aten.layer_norm.default,
-    aten.index_copy.default,
-    aten.hardswish.default,
-    aten.softplus.default,
-    # vision / audio: one op each (decomposed: repeat + batch norm, or index arithmetic)
-    aten.instance_norm.default,
-    aten.adaptive_avg_pool1d.default,
-    aten.adaptive_avg_pool2d.default,
-    aten.upsample_nearest1d.vec,
-    aten.upsample_nearest2d.vec,
-    aten._upsample_nearest_exact1d.vec,
-    aten._upsample_nearest_exact2d.vec,
-    aten.upsample_linear1d.vec,
-    aten.upsample_bilinear2d.vec,
-)
+from .converters import kept_whole
 
 
 def decomposition_table() -> dict:
-    """Core ATen decompositions, except for the ops dyngraph converts whole."""
+    """Core ATen decompositions, except for the ops dyngraph converts whole
+    (those whose converter is registered with ``keep``)."""
     table = dict(core_aten_decompositions())
-    for op in KEEP:
+    for op in kept_whole():
         table.pop(op, None)
     return table
 

@@ -1,5 +1,5 @@
 """Positions computed inside the graph (pos + 1): an execute refused for an
-out-of-range position must write nothing (the README's promise), but the
+out-of-range position must write nothing (docs/guide/save-load.md's promise), but the
 state row has already been written when the refusal comes."""
 # fails-in:
 # reason: in-graph computed indices are checked after the ScatterRows has written the state

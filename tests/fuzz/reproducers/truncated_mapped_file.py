@@ -1,7 +1,7 @@
 """A file truncated while its partition is loaded in the mapped mode: executing
 must not crash the process (copy the weights, or document and detect it)."""
 # fails-in: release asan
-# reason: by design in the mapped mode (weights used in place, zero copy): a file truncated under a live mapping is SIGBUS; load(..., mmap_weights=False) reads the weights into memory and is immune (README, "Loading files from others")
+# reason: by design in the mapped mode (weights used in place, zero copy): a file truncated under a live mapping is SIGBUS; load(..., mmap_weights=False) reads the weights into memory and is immune (docs/guide/save-load.md)
 import os
 import numpy as np
 from tests.fuzz.reproducers._common import ENGINE, compiled, expect_typed, model_of, run, write

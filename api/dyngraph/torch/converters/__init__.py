@@ -17,6 +17,6 @@ from . import channel_norm  # noqa: F401
 from . import conv  # noqa: F401
 from . import interpolate  # noqa: F401
 from . import pool  # noqa: F401
-from .registry import CONVERTERS, Args, Unsupported, bind, converter, converter_of
+from .registry import CONVERTERS, Args, Missing, Unsupported, bind, converter, converter_of, kept_whole
 
-__all__ = ["CONVERTERS", "Args", "Unsupported", "bind", "converter", "converter_of"]
+__all__ = ["CONVERTERS", "Args", "Missing", "Unsupported", "bind", "converter", "converter_of", "kept_whole"]

@@ -45,7 +45,7 @@ def _ungrouped(cx, kv):
     return src if cx.is_tensor(src) else kv
 
 
-@converter(aten.scaled_dot_product_attention.default)
+@converter(aten.scaled_dot_product_attention.default, keep=True)
 def sdpa(cx, node, a):
     if number(a.dropout_p) not in (0, 0.0):
         raise Unsupported(f"dropout_p={a.dropout_p}")

@@ -88,7 +88,7 @@ def native_group_norm(cx, node, a):
     return (y, missing(node, 1), missing(node, 2))
 
 
-@converter(aten.instance_norm.default)
+@converter(aten.instance_norm.default, keep=True)
 def instance_norm(cx, node, a):
     if not a.use_input_stats:  # track_running_stats in eval mode: a batch norm with the running statistics
         return _batch_norm(cx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)

@@ -211,7 +211,7 @@ _UNARY = {
 _IDENTITY_ON_INTEGERS = (K.Round, K.Ceil, K.Floor)
 
 
-@converter(*_UNARY)
+@converter(*_UNARY, keep=(aten.silu.default, aten.hardswish.default))
 def unary(cx, node, a):
     x = _same(cx, a.self)
     kind = _UNARY[node.target]
@@ -306,7 +306,7 @@ def elu(cx, node, a):
     return cx.emit(K.Elu, [_same(cx, a.self)], {"alpha": float(alpha)})
 
 
-@converter(aten.softplus.default)
+@converter(aten.softplus.default, keep=True)
 def softplus(cx, node, a):
     """log(1 + exp(beta x)) / beta, x where beta x > threshold (as torch).
     Above a threshold of 16 the switch changes no f32 value (log1p(e^-16) / 16

@@ -141,7 +141,7 @@ def gather(cx, node, a):
     return cx.reshape(y, cx.out_shape())
 
 
-@converter(aten.index_copy.default)
+@converter(aten.index_copy.default, keep=True)
 def index_copy(cx, node, a):
     """x.index_copy(dim, index, src) along the second-to-last axis: ScatterRows."""
     rank = cx.rank_of(a.self)

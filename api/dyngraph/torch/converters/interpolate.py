@@ -49,17 +49,17 @@ def _interpolate(cx, node, a, mode, coord):
     return unbatch(cx, cx.emit(K.Interpolate, [cx.cast(x, cx.out_dtype())], attrs), unbatched)
 
 
-@converter(*_NEAREST)
+@converter(*_NEAREST, keep=(aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec))
 def upsample_nearest(cx, node, a):
     return _interpolate(cx, node, a, "nearest", "asymmetric")
 
 
-@converter(*_NEAREST_EXACT)
+@converter(*_NEAREST_EXACT, keep=(aten._upsample_nearest_exact1d.vec, aten._upsample_nearest_exact2d.vec))
 def upsample_nearest_exact(cx, node, a):
     return _interpolate(cx, node, a, "nearest", "half_pixel")
 
 
-@converter(*_LINEAR)
+@converter(*_LINEAR, keep=(aten.upsample_linear1d.vec, aten.upsample_bilinear2d.vec))
 def upsample_linear(cx, node, a):
     ns = cx.rank_of(_src(a)) - 2
     coord = "align_corners" if a.align_corners else "half_pixel"

@@ -55,7 +55,7 @@ def addmm(cx, node, a):
     return _matmul(cx, a.mat1, a.mat2, a.self)
 
 
-@converter(aten.linear.default)
+@converter(aten.linear.default, keep=True)
 def linear(cx, node, a):
     dt = cx.out_dtype()
     x = cx.cast(cx.tensor(a.input), dt)
@@ -67,7 +67,7 @@ def linear(cx, node, a):
     return cx.emit(K.MatMul, ins, {"transpose_b": True})
 
 
-@converter(aten.matmul.default)
+@converter(aten.matmul.default, keep=True)
 def matmul(cx, node, a):
     """torch.matmul: 1-D operands are promoted to matrices, then squeezed back."""
     ra, rb = cx.rank_of(a.self), cx.rank_of(a.other)

@@ -10,7 +10,7 @@ import torch
 
 from ...op import OpKind as K
 from .common import aten, norm_dim
-from .registry import Unsupported, converter
+from .registry import Missing, Unsupported, converter
 
 
 def _layer_norm(cx, x, normalized_shape, weight, bias, eps):
@@ -31,7 +31,7 @@ def _layer_norm(cx, x, normalized_shape, weight, bias, eps):
     return y
 
 
-@converter(aten.layer_norm.default)
+@converter(aten.layer_norm.default, keep=True)
 def layer_norm(cx, node, a):
     return _layer_norm(cx, a.input, a.normalized_shape, a.weight, a.bias, a.eps)
 
@@ -39,13 +39,12 @@ def layer_norm(cx, node, a):
 @converter(aten.native_layer_norm.default)
 def native_layer_norm(cx, node, a):
     """(normalized, mean, rstd): only the first is computed."""
-    from ..convert import _Missing
 
     y = _layer_norm(cx, a.input, a.normalized_shape, a.weight, a.bias, a.eps)
-    return (y, _Missing(node, 1), _Missing(node, 2))
+    return (y, Missing(node, 1), Missing(node, 2))
 
 
-@converter(aten.rms_norm.default)
+@converter(aten.rms_norm.default, keep=True)
 def rms_norm(cx, node, a):
     rank = cx.rank_of(a.input)
     n = len(a.normalized_shape)

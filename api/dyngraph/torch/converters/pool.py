@@ -46,7 +46,7 @@ def avg_pool(cx, node, a):
     return unbatch(cx, cx.emit(K.AvgPool, [x], attrs), unbatched)
 
 
-@converter(*_ADAPTIVE)
+@converter(*_ADAPTIVE, keep=(aten.adaptive_avg_pool1d.default, aten.adaptive_avg_pool2d.default))
 def adaptive_avg_pool(cx, node, a):
     ns = _spatial_count(node.target)
     sizes = per_axis(a.output_size, ns, "output_size")

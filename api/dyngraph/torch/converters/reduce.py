@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...dtypes import DataType
 from ...op import OpKind as K
 from .common import aten, norm_dim, number
-from .registry import Unsupported, converter
+from .registry import Missing, Unsupported, converter
 
 
 def _axes(cx, x, dims):
@@ -48,7 +48,6 @@ def amin(cx, node, a):
 @converter(aten.max.dim, aten.min.dim)
 def max_dim(cx, node, a):
     """(values, indices): max's indices are an ArgMax; min's are not computed."""
-    from ..convert import _Missing
 
     is_max = node.target is aten.max.dim
     dt = cx.meta(a.self).dtype
@@ -58,7 +57,7 @@ def max_dim(cx, node, a):
     axis = norm_dim(a.dim, cx.rank_of(a.self))
     y = cx.emit(K.ReduceMax if is_max else K.ReduceMin, [v], {"axes": [axis], "keep_dims": bool(a.keepdim)})
     if not is_max:
-        return (y, _Missing(node, 1))
+        return (y, Missing(node, 1))
     return (y, cx.emit(K.ArgMax, [v], {"axis": axis, "keep_dims": bool(a.keepdim)}))
 
 

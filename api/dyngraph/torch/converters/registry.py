@@ -12,9 +12,11 @@ whatever the converter emitted before is discarded.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Callable, Dict
+from typing import Callable, Dict, FrozenSet, Set
 
 CONVERTERS: Dict[object, Callable] = {}
+# targets the exporter keeps whole (not decomposed to core ATen), so that their converter sees them
+KEPT_WHOLE: Set[object] = set()
 
 
 def converter_of(target):
@@ -29,19 +31,43 @@ class Unsupported(Exception):
     """This node (with these arguments) has no dyngraph form; it runs in PyTorch."""
 
 
-def converter(*targets):
+def converter(*targets, keep=False):
     """Register a converter for one or several ATen op overloads, or for
     ops by their qualified name ("namespace::name": custom ops of other
-    libraries, which may not be loaded when dyngraph is)."""
+    libraries, which may not be loaded when dyngraph is).
+
+    ``keep``: targets that a program decomposed to core ATen (see
+    :mod:`dyngraph.torch.export`) keeps whole, because this converter takes
+    them in one piece where the decomposition would not convert, or would
+    convert worse: True for all of ``targets``, or the ones to keep."""
+    kept = targets if keep is True else tuple(keep or ())
+    stray = [t for t in kept if t not in targets]
+    if stray:
+        raise RuntimeError(f"keep names targets the converter does not register: {stray}")
 
     def deco(fn):
         for t in targets:
             if t in CONVERTERS:
                 raise RuntimeError(f"two converters for {t}")
             CONVERTERS[t] = fn
+        KEPT_WHOLE.update(kept)
         return fn
 
     return deco
+
+
+def kept_whole() -> FrozenSet[object]:
+    """The targets registered with ``keep``: not decomposed by the exporter."""
+    return frozenset(KEPT_WHOLE)
+
+
+class Missing:
+    """An output of a converted node that dyngraph does not compute (statistics,
+    pooling indices): using it makes the node that reads it run in PyTorch."""
+
+    def __init__(self, node, index):
+        self.node = node
+        self.index = index
 
 
 class Args(SimpleNamespace):

@@ -4,7 +4,7 @@ compute. Torch data is NCX, convolution weights OIX, transposed ones IOX."""
 
 from __future__ import annotations
 
-from .registry import Unsupported
+from .registry import Missing, Unsupported
 
 
 def per_axis(v, n: int, what: str) -> list:
@@ -38,8 +38,4 @@ def unbatch(cx, y, was_unbatched: bool):
 
 def missing(node, index: int):
     """An output of `node` that is not computed (statistics, pooling indices)."""
-    try:  # (the module's name after the rename of torch/lowering.py)
-        from ..convert import _Missing
-    except ImportError:
-        from ..lowering import _Missing
-    return _Missing(node, index)
+    return Missing(node, index)
