@@ -195,9 +195,9 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         if (!pl) return;
         // the op's ggml tensors run on its device; on any but the host CPU, ggml's own ops only, and
         // only those the device's backend implements for these types (a GPU's says which; an RPC
-        // device says yes to all without asking its server, whose CPU backend has them all)
-        // (only what the graph will compute: the tensors its outputs and state writes reach; a lowering may
-        // have made a tensor to ask whether the device supports it, then taken another way)
+        // device says yes to all without asking its server, whose CPU backend has them all). Checked:
+        // what the graph will compute, the tensors the op's outputs and state writes reach (a lowering
+        // may have made a tensor to ask whether the device takes it, then gone another way).
         if (env.host) return;
         ggml_backend_t be = pl->slots[size_t(slot)].backend;
         fresh.clear();
@@ -214,10 +214,10 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
             *seen = 1;
             for (ggml_tensor* src : t->src) todo.push_back(src);
             if (t->view_src) todo.push_back(t->view_src);
-            if (!env.host && (t->op == GGML_OP_CUSTOM || t->op == GGML_OP_MAP_CUSTOM1 || t->op == GGML_OP_MAP_CUSTOM2 ||
-                              t->op == GGML_OP_MAP_CUSTOM3))
+            if (t->op == GGML_OP_CUSTOM || t->op == GGML_OP_MAP_CUSTOM1 || t->op == GGML_OP_MAP_CUSTOM2 ||
+                t->op == GGML_OP_MAP_CUSTOM3)
                 lc.not_portable("its lowering");
-            if (!env.host && t->op != GGML_OP_NONE && !t->view_src && !ggml_backend_supports_op(be, t))
+            if (t->op != GGML_OP_NONE && !t->view_src && !ggml_backend_supports_op(be, t))
                 lc.not_on_device(cat(ggml_op_desc(t), " for ", gg::describe(t)));
         }
     };
