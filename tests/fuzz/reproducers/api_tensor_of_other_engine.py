@@ -15,7 +15,9 @@ g.finalize()
 (p,) = g.get_partitions()
 cp = p.compile([x], [y], ENGINE)
 (yl,) = cp.infer_outputs([x])
-other = dg.Engine(dg.Engine.CPU, num_threads=1)
+# (CPU engines of one kind, device and thread count are interchangeable, as in oneDNN: another engine is
+# one that differs, here in threads)
+other = dg.Engine(dg.Engine.CPU, num_threads=ENGINE.num_threads + 1)
 wrong = []
 for label, stream, eng in (("another engine", dg.Stream(ENGINE), other), ("stream=None", None, ENGINE)):
     try:
