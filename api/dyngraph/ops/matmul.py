@@ -14,6 +14,7 @@ from .registry import ALL_INPUTS, AttrSpec, TensorType, register
     attrs={"transpose_a": AttrSpec("bool", False), "transpose_b": AttrSpec("bool", False)},
     dtypes=("float",),
     weight_inputs=(1,),
+    weight_rows_attr="transpose_b",
     input_names=("a", "b", "bias"),
     same_dtypes=ALL_INPUTS,
     out_dtype_of=0,
