@@ -83,12 +83,7 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
     // (a copy of the IR is not a file mapping: its pages must not be released)
     resident_ = std::make_unique<ResidentTensors>(prog_, external, borrow_ir && ir_copy_.size() == 0, repack);
     prog_.data.clear();  // it pointed into the IR buffer, which the caller may now release
-    const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
-    in_stage_.resize(n_in);
-    out_stage_.resize(n_out);
-    in_ptr_.resize(n_in);
-    out_ptr_.resize(n_out);
-    out_staged_.resize(n_out);
+    size_scratch();
 }
 
 CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const std::map<int32_t, HostData>& external,
@@ -186,6 +181,10 @@ CompiledPartition::CompiledPartition(const uint8_t* ir, size_t ir_size, const st
     none.buft = ggml_backend_cpu_buffer_type();
     resident_ = std::make_unique<ResidentTensors>(prog_, external, false, false, &none);
     prog_.data.clear();
+    size_scratch();
+}
+
+void CompiledPartition::size_scratch() {
     const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
     in_stage_.resize(n_in);
     out_stage_.resize(n_out);
@@ -354,11 +353,20 @@ static bool overlaps(const HostTensor& a, const HostTensor& b) {
     return pa < pb + b.nbytes && pb < pa + a.nbytes;
 }
 
-void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out) {
+// Where each input is read from and each output written to: the caller's memory where ggml can use it
+// as it is, else a staging buffer (a converted copy of an input; an output computed aside and converted
+// or copied at the end). An output that overlaps an input or an earlier output is computed aside, on the
+// host CPU as on devices. On the host CPU the graph's external tensors then point at that memory; on
+// devices execute() copies it to and from the graph's tensors (an input no node reads has none).
+void CompiledPartition::stage_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out) {
     const size_t n_in = prog_.inputs.size(), n_out = prog_.outputs.size();
     for (size_t i = 0; i < n_in; ++i) {
         const HostTensor& h = *in[i];
         ggml_tensor* leaf = g.inputs[i];
+        if (placement_ && !leaf->buffer) {
+            in_ptr_[i] = nullptr;  // read by no node (a shape input): nothing to copy
+            continue;
+        }
         bool aligned = reinterpret_cast<uintptr_t>(h.data) % dtype_size(h.dtype) == 0;
         if (host_matches_ggml(h.dtype) && aligned) {
             in_ptr_[i] = h.data;
@@ -384,6 +392,7 @@ void CompiledPartition::bind_buffers(BuiltGraph& g, const HostTensor* const* in,
             out_ptr_[j] = h.data;
         }
     }
+    if (placement_) return;
     for (const ExternalRef& e : g.external)
         e.tensor->data = static_cast<char*>(e.output ? out_ptr_[size_t(e.port)] : in_ptr_[size_t(e.port)]) + e.offset;
 }
@@ -431,59 +440,28 @@ BuiltGraph& CompiledPartition::validate(const HostTensor* const* in, size_t n_in
 
 BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in, const HostTensor* const* out,
                                        size_t n_out) {
+    if (placement_ && !failed_.empty()) fail<DeviceError>("this compiled partition cannot run any more: ", failed_);
     BuiltGraph& g = validate(in, n_in, out, n_out);
-    if (g.plan.size > arena_.size()) {
-        reserve_or_refuse(arena_, g.plan.size, "working memory for these shapes");
-        ++arena_generation_;
-    }
-    if (g.arena_generation != arena_generation_) {
-        apply_plan(g.plan, arena_.data());
-        g.arena_generation = arena_generation_;
+    if (!placement_) {  // (on devices the scheduler allocates the graph's memory)
+        if (g.plan.size > arena_.size()) {
+            reserve_or_refuse(arena_, g.plan.size, "working memory for these shapes");
+            ++arena_generation_;
+        }
+        if (g.arena_generation != arena_generation_) {
+            apply_plan(g.plan, arena_.data());
+            g.arena_generation = arena_generation_;
+        }
     }
     for (const HostIndexCheck& c : g.host_checks) check_indices(*in[c.port], c);
-    bind_buffers(g, in, out);
+    stage_buffers(g, in, out);
     return g;
 }
 
-void CompiledPartition::execute_devices(const HostTensor* const* in, size_t n_in, const HostTensor* const* out,
-                                        size_t n_out) {
-    if (!failed_.empty()) fail<DeviceError>("this compiled partition cannot run any more: ", failed_);
-    BuiltGraph& g = validate(in, n_in, out, n_out);
-    for (const HostIndexCheck& c : g.host_checks) check_indices(*in[c.port], c);
-    // inputs (converted where the host layout differs) into the graph's input tensors, which the scheduler
-    // placed in host memory; it copies them on to the devices that read them
-    const size_t n_inputs = prog_.inputs.size();
-    for (size_t i = 0; i < n_inputs; ++i) {
-        const HostTensor& h = *in[i];
-        ggml_tensor* leaf = g.inputs[i];
-        if (!leaf->buffer) {
-            in_ptr_[i] = nullptr;  // read by no node (a shape input): nothing to copy
-            continue;
-        }
-        bool aligned = reinterpret_cast<uintptr_t>(h.data) % dtype_size(h.dtype) == 0;
-        if (host_matches_ggml(h.dtype) && aligned) {
-            in_ptr_[i] = h.data;
-        } else {
-            reserve_or_refuse(in_stage_[i], ggml_nbytes(leaf), "a converted copy of an input");
-            convert_to_ggml(h.dtype, h.data, leaf->type, in_stage_[i].data(), h.numel(), h.shape[h.ndim ? h.ndim - 1 : 0],
-                            binder_.input_label(i));
-            in_ptr_[i] = in_stage_[i].data();
-            ++stats_.staged_inputs;
-        }
-    }
-    for (size_t j = 0; j < n_out; ++j) {
-        const HostTensor& h = *out[j];
-        out_staged_[j] = !host_matches_ggml(h.dtype) || reinterpret_cast<uintptr_t>(h.data) % dtype_size(h.dtype) != 0;
-        if (out_staged_[j]) {
-            reserve_or_refuse(out_stage_[j], ggml_nbytes(g.outputs[j]), "a converted copy of an output");
-            out_ptr_[j] = out_stage_[j].data();
-            ++stats_.staged_outputs;
-        } else {
-            out_ptr_[j] = h.data;
-        }
-    }
+// Device mode: the staged inputs into the graph's input tensors (which the scheduler placed in host
+// memory; it copies them on to the devices that read them), the compute, the outputs back.
+void CompiledPartition::compute_on_devices(BuiltGraph& g) {
     on_devices("computing", [&] {
-        for (size_t i = 0; i < n_inputs; ++i)
+        for (size_t i = 0; i < prog_.inputs.size(); ++i)
             if (in_ptr_[i]) {
                 ggml_backend_tensor_set(g.inputs[i], in_ptr_[i], 0, ggml_nbytes(g.inputs[i]));
                 ++stats_.device_copies;
@@ -491,29 +469,25 @@ void CompiledPartition::execute_devices(const HostTensor* const* in, size_t n_in
             }
         begin_compute(g);
         end_compute(g, prog_, ggml_backend_sched_graph_compute(g.sched, g.graph));
-        for (size_t j = 0; j < n_out; ++j) {
+        for (size_t j = 0; j < prog_.outputs.size(); ++j) {
             ggml_backend_tensor_get(g.outputs[j], out_ptr_[j], 0, ggml_nbytes(g.outputs[j]));
             ++stats_.device_copies;
             stats_.device_copy_bytes += ggml_nbytes(g.outputs[j]);
         }
     });
-    for (size_t j = 0; j < n_out; ++j)
-        if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
-    ++stats_.executions;
 }
 
 void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out) {
     const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t misses = stats_.misses;
-    if (placement_) {
-        execute_devices(in, n_in, out, n_out);
-        if (verbose::on()) verbose::exec(this, prog_, binding_, stats_.misses != misses, in, n_in, verbose::now_ms() - t0);
-        return;
-    }
     BuiltGraph& g = prepare(in, n_in, out, n_out);
-    begin_compute(g);
-    end_compute(g, prog_, engine_->compute(g.graph, g.cplan));
+    if (placement_) {
+        compute_on_devices(g);
+    } else {
+        begin_compute(g);
+        end_compute(g, prog_, engine_->compute(g.graph, g.cplan));
+    }
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;

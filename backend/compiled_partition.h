@@ -119,13 +119,15 @@ private:
     // leaves the partition refused from then on (what ran is half-done).
     template <class Fn>
     auto on_devices(const char* doing, Fn&& fn) -> decltype(fn());
-    void execute_devices(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
+    void compute_on_devices(BuiltGraph& g);
     BuiltGraph& validate(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
-    // execute() up to the compute: validate, look up (build), place, bind. Under mu_.
+    // execute() up to the compute, on the host CPU and on devices: validate, look up (build), place,
+    // stage. Under mu_.
     BuiltGraph& prepare(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out);
     BuiltGraph& lookup(const Binding& b);
     void evict_last();
-    void bind_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out);
+    void stage_buffers(BuiltGraph& g, const HostTensor* const* in, const HostTensor* const* out);
+    void size_scratch();  // the per-call scratch below, for the program's inputs and outputs
     void check_indices(const HostTensor& h, const HostIndexCheck& c) const;
 
     Program prog_;

@@ -222,6 +222,40 @@ def test_matmul_on_a_server_matches_numpy(servers, rows, rng):
     np.testing.assert_allclose(out, xv.astype(np.float64) @ wv, rtol=1e-5, atol=1e-5)
 
 
+def test_outputs_that_overlap_an_input_or_each_other_are_computed_aside_as_on_the_cpu(servers):
+    """y = x @ w1 written over x's own buffer, then y and z = y @ w2 both over one buffer: an output that
+    overlaps an input or an earlier output is computed aside (staged) on a server as on the host CPU,
+    and the buffers end holding what the CPU's do (the later output last)."""
+    n = dg.Dim("n", min=1, max=8)
+    x = dg.LogicalTensor(0, dg.f32, [n, 4])
+    w1, w2 = (dg.LogicalTensor(i, dg.f32, [4, 4], property=dg.CONSTANT) for i in (1, 2))
+    y, z = (dg.LogicalTensor(i, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM]) for i in (3, 4))
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w1], [y]))
+    g.add_op(dg.Op(1, dg.OpKind.MatMul, [y, w2], [z]))
+    g.finalize()
+    rng = np.random.default_rng(5)
+    ws = {1: rng.standard_normal((4, 4)).astype(np.float32), 2: rng.standard_normal((4, 4)).astype(np.float32)}
+    xv = rng.standard_normal((3, 4)).astype(np.float32)
+    results = []
+    for engine in (dg.Engine("cpu", num_threads=1), rpc_engine(servers[0])):
+        cp = g.get_partitions()[0].compile([x, w1, w2], [y, z], engine, constants=ws)
+        yl, zl = (t.with_shape([3, 4]) for t in cp.get_outputs())
+        stream, tx = dg.Stream(engine), lambda a: dg.Tensor(x.with_shape([3, 4]), engine, a)
+        over_x, other = xv.copy(), np.zeros((3, 4), np.float32)
+        cp.execute(stream, [tx(over_x)], [dg.Tensor(yl, engine, over_x), dg.Tensor(zl, engine, other)])
+        assert cp.cache_info().staged_outputs == 1  # y: over its input
+        shared = np.zeros((3, 4), np.float32)
+        cp.execute(stream, [tx(xv)], [dg.Tensor(yl, engine, shared), dg.Tensor(zl, engine, shared)])
+        assert cp.cache_info().staged_outputs == 2  # z: over y
+        np.testing.assert_allclose(over_x, xv.astype(np.float64) @ ws[1], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(other, xv.astype(np.float64) @ ws[1] @ ws[2], rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(shared, other)
+        results.append((over_x, other, shared))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
 def gelu_between_matmuls():
     """x @ w1 -> GELU (erf: one of dyngraph's CPU kernels, no portable lowering) -> @ w2."""
     n = dg.Dim("n", min=1, max=64)

@@ -44,8 +44,9 @@ from .graph import Graph
 from .inference import type_of
 from .logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
 from .op import Op, OpKind
-from .ops import InferContext, TensorType, schema_of
-from .ops.registry import REQUIRED, check_arity, check_dtypes, check_facts, check_ranks, normalize_attrs, registered_kinds
+from .op_pipeline import Ids, infer_new_op
+from .ops import TensorType, schema_of
+from .ops.registry import REQUIRED, check_arity, normalize_attrs, registered_kinds
 from .stored_weight import StoredWeight
 from .symbolic import UNKNOWN_DIM, Expr
 
@@ -65,8 +66,7 @@ class GraphBuilder:
 
     def __init__(self, engine_kind: EngineKind = EngineKind.CPU):
         self.graph = Graph(engine_kind)
-        self._next_tensor = 0
-        self._next_op = 0
+        self._ids = Ids()
         self._types: Dict[int, Optional[TensorType]] = {}
         self._mine: Dict[int, LogicalTensor] = {}  # the logical tensors handed out, by id
         self._symbols: dict = {}  # DYNAMIC_DIM symbols of the inputs, by (tensor id, dim)
@@ -83,8 +83,7 @@ class GraphBuilder:
             raise GraphError("the graph is finalized: nothing can be added")
         if not isinstance(dtype, DataType):
             raise GraphError(f"{name!r}: dtype must be a dyngraph DataType, got {dtype!r}")
-        lt = LogicalTensor(self._next_tensor, dtype, shape, property=prop, name=name)
-        self._next_tensor += 1
+        lt = LogicalTensor(self._ids.tensor(), dtype, shape, property=prop, name=name)
         for d in lt.shape or ():
             if isinstance(d, Expr):  # a Dim, or an expression of Dims
                 self._named.update(d.free_symbols())
@@ -147,25 +146,22 @@ class GraphBuilder:
             raise GraphError(f"op kind {kind.name} has no shape rule; it cannot be built")
         inputs = list(inputs)
         n_out = n_outputs if n_outputs is not None else schema.outputs[0]
-        op = Op(self._next_op, kind, inputs, [], attrs or {}, name)
+        op = Op(self._ids.next_op, kind, inputs, [], attrs or {}, name)
         check_arity(schema, len(inputs), n_out, op.label)
         for i, lt in enumerate(inputs):
             if self._mine.get(getattr(lt, "id", None)) is not lt:
                 raise GraphError(f"{op.label}: input {i} ({lt.label}) does not come from this builder")
-        norm = normalize_attrs(schema, op.attrs, op.label)
         ins = [self._types[lt.id] for lt in inputs]
+        known = all(t is not None for t in ins)
+        if not known:
+            normalize_attrs(schema, op.attrs, op.label)  # (checked now all the same)
         dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * n_out
         if len(dtypes) != n_out or any(d is not None and not isinstance(d, DataType) for d in dtypes):
             raise GraphError(f"{op.label}: dtype= must be a DataType or one per output ({n_out}), got {dtype!r}")
-        declared = [LogicalTensor(self._next_tensor + k, d) if d is not None else None for k, d in enumerate(dtypes)]
-        if all(t is not None for t in ins):
-            check_facts(schema, norm, ins, op.label)
-            ctx = InferContext(op.label, declared, op.name)
-            types = schema.infer(norm, ins, ctx)
-            if len(types) != n_out:
-                raise GraphError(f"{op.label}: produces {len(types)} outputs, {n_out} asked")
-            check_dtypes(schema, [t.dtype for t in types], op.label, "output")
-            check_ranks(schema, ins, types, op.label)
+        if known:
+            declared = [LogicalTensor(self._ids.next_tensor + k, d) if d is not None else None
+                        for k, d in enumerate(dtypes)]
+            types, _, _ = infer_new_op(schema, op.attrs, ins, n_out, op.label, op.name, declared, counted="asked")
             for t, d in zip(types, dtypes):
                 if d is not None and t.dtype is not d:
                     raise GraphError(f"{op.label}: produces {t.dtype}, dtype={d} was asked")
@@ -176,31 +172,29 @@ class GraphBuilder:
         outs = []
         for k, t in enumerate(types):
             shape = None if t is None else [self._shown(d) for d in t.shape]
-            lt = LogicalTensor(self._next_tensor, t.dtype if t is not None else dtypes[k], shape,
+            lt = LogicalTensor(self._ids.tensor(), t.dtype if t is not None else dtypes[k], shape,
                                name=name if n_out == 1 else (f"{name}.{k}" if name else None))
-            self._next_tensor += 1
             self._types[lt.id] = t
             self._mine[lt.id] = lt
             outs.append(lt)
         op.outputs = outs
         self.graph.add_op(op)
-        self._next_op += 1
+        self._ids.op()
         return outs[0] if n_out == 1 else tuple(outs)
 
     def wildcard(self, inputs: Sequence[LogicalTensor], outputs: Sequence[tuple], name: Optional[str] = None):
         """An op the backend does not run (its partition is unsupported, for the
         caller to run): outputs given as (dtype, shape) pairs."""
-        op = Op(self._next_op, OpKind.Wildcard, list(inputs), [], {}, name)
+        op = Op(self._ids.next_op, OpKind.Wildcard, list(inputs), [], {}, name)
         outs = []
         for dt, shape in outputs:
-            lt = LogicalTensor(self._next_tensor, dt, list(shape))
-            self._next_tensor += 1
+            lt = LogicalTensor(self._ids.tensor(), dt, list(shape))
             self._types[lt.id] = type_of(lt, self._symbols)
             self._mine[lt.id] = lt
             outs.append(lt)
         op.outputs = outs
         self.graph.add_op(op)
-        self._next_op += 1
+        self._ids.op()
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _shown(self, d: Expr):

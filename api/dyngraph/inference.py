@@ -13,7 +13,8 @@ from .errors import DTypeError, GraphError, ShapeError
 from .logical_tensor import MAX_RANK, LogicalTensor
 from .op import Op
 from .ops import InferContext, TensorType, schema_of
-from .ops.registry import check_arity, check_dtypes, check_facts, check_ranks, normalize_attrs
+from .op_pipeline import infer_new_op
+from .ops.registry import check_arity
 from .symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Expr, Symbol, as_expr, format_shape
 
 Guard = Tuple[Expr, Expr, str]
@@ -101,20 +102,7 @@ def infer_op(op: Op, in_types: Sequence[TensorType]) -> Tuple[List[TensorType], 
     schema = schema_of(op.kind)
     if schema is None:
         raise GraphError(f"{op.label}: no shape rule for op kind {op.kind.name}")
-    attrs = normalize_attrs(schema, op.attrs, op.label)
-    check_facts(schema, attrs, in_types, op.label)
-    ctx = InferContext(op.label, op.outputs, op.name)
-    outs = schema.infer(attrs, list(in_types), ctx)
-    if len(outs) != len(op.outputs):
-        raise GraphError(f"{op.label}: produces {len(outs)} outputs, {len(op.outputs)} declared")
-    check_dtypes(schema, [t.dtype for t in outs], op.label, "output")
-    check_ranks(schema, in_types, outs, op.label)
-    if schema.out_dtype_of is not None and schema.out_dtype_of < len(in_types):
-        want = in_types[schema.out_dtype_of].dtype
-        for k, t in enumerate(outs):
-            if t.dtype is not want:
-                raise DTypeError(f"{op.label}: output {k} is {t.dtype}, the op's outputs have the dtype of "
-                                 f"{schema.input_label(schema.out_dtype_of)} ({want})")
+    outs, ctx, attrs = infer_new_op(schema, op.attrs, in_types, len(op.outputs), op.label, op.name, op.outputs)
     outs = [reconcile(lt, t, ctx) for lt, t in zip(op.outputs, outs)]
     return outs, ctx, {**attrs, **ctx.backend_attrs}
 

@@ -33,8 +33,8 @@ from .dtypes import DataType
 from .errors import CompileError
 from .logical_tensor import Property
 from .op import OpKind
-from .ops import InferContext, TensorType, schema_of
-from .ops.registry import check_facts, normalize_attrs
+from .op_pipeline import infer_new_op
+from .ops import TensorType, schema_of
 from .program import OpSpec, Program, TensorSpec
 from .symbolic import as_expr
 
@@ -190,13 +190,10 @@ def _weights_as_oxi(prog: Program, data: Dict[int, np.ndarray], op: OpSpec, read
 
 def _infer(prog: Program, op: OpSpec) -> None:
     """Run the fused op's rule: it must produce what the pattern produced; its shape checks join the program's."""
-    schema = schema_of(op.kind)
     label = f"op '{op.name}' ({op.kind.name})"
-    attrs = normalize_attrs(schema, op.attrs, label)
     ins = [TensorType(prog.tensors[i].dtype, prog.tensors[i].shape) for i in op.inputs]
-    check_facts(schema, attrs, ins, label)
-    ctx = InferContext(label, [prog.tensors[op.outputs[0]].logical_tensor()], op.name)
-    (t,) = schema.infer(attrs, ins, ctx)
+    (t,), ctx, attrs = infer_new_op(schema_of(op.kind), op.attrs, ins, 1, label, op.name,
+                                    [prog.tensors[op.outputs[0]].logical_tensor()])
     rec = prog.tensors[op.outputs[0]]
     if t.dtype is not rec.dtype or t.shape != rec.shape:
         raise CompileError(f"{label}: the fused op produces {t}, the pattern {rec.dtype} {rec.shape}")

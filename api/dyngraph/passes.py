@@ -39,31 +39,35 @@ def _users(prog: Program, tidx: int):
 
 
 def pretranspose_matmul_weights(prog: Program, data: Dict[int, np.ndarray]) -> Dict[int, int]:
-    """Returns the transposed copies made for weights with other users (copy index -> weight index)."""
+    """Constant weights of ops that read them as rows under an attribute (``weight_rows_attr``: MatMul's
+    ``transpose_b``) stored transposed, the attribute set. Returns the transposed copies made for weights
+    with other users (copy index -> weight index)."""
     copies: Dict[int, int] = {}
     for op in prog.ops:
-        if op.kind is not OpKind.MatMul or op.attrs.get("transpose_b"):
+        attr = schema_of(op.kind).weight_rows_attr
+        if attr is None or op.attrs.get(attr):
             continue
-        b = op.inputs[1]
-        t = prog.tensors[b]
-        if t.property is not Property.CONSTANT or b not in data:
-            continue
-        if isinstance(data[b], StoredWeight):
-            raise CompileError(f"{op.name or op.id}: the stored weight {t.name or t.id} is read untransposed; "
-                               f"a stored weight is a MatMul's right-hand side with transpose_b ([N, K] rows)")
-        arr = np.ascontiguousarray(np.swapaxes(data[b], -1, -2))
-        shape = t.shape[:-2] + (t.shape[-1], t.shape[-2])
-        if len(_users(prog, b)) == 1:
-            data[b] = arr
-            t.shape = shape
-        else:
-            new_id = max(x.id for x in prog.tensors) + 1
-            prog.tensors.append(TensorSpec(new_id, f"{t.name or t.id}.T", t.dtype, shape, Property.CONSTANT))
-            nb = len(prog.tensors) - 1
-            data[nb] = arr
-            op.inputs[1] = nb
-            copies[nb] = b
-        op.attrs["transpose_b"] = True
+        for pos in schema_of(op.kind).weight_inputs:
+            b = op.inputs[pos]
+            t = prog.tensors[b]
+            if t.property is not Property.CONSTANT or b not in data:
+                continue
+            if isinstance(data[b], StoredWeight):
+                raise CompileError(f"{op.name or op.id}: the stored weight {t.name or t.id} is read untransposed; "
+                                   f"a stored weight is a MatMul's right-hand side with transpose_b ([N, K] rows)")
+            arr = np.ascontiguousarray(np.swapaxes(data[b], -1, -2))
+            shape = t.shape[:-2] + (t.shape[-1], t.shape[-2])
+            if len(_users(prog, b)) == 1:
+                data[b] = arr
+                t.shape = shape
+            else:
+                new_id = max(x.id for x in prog.tensors) + 1
+                prog.tensors.append(TensorSpec(new_id, f"{t.name or t.id}.T", t.dtype, shape, Property.CONSTANT))
+                nb = len(prog.tensors) - 1
+                data[nb] = arr
+                op.inputs[pos] = nb
+                copies[nb] = b
+            op.attrs[attr] = True
     return copies
 
 
@@ -77,13 +81,10 @@ def _check_type(wt, where: str) -> str:
 
 
 def _read_as_weight(prog: Program, tidx: int) -> bool:
-    """Read only as a weight (an input its op's schema declares one; a MatMul's
-    weight only when it is read transposed, as rows)."""
+    """Read only as a weight (OpSchema.reads_weight: a MatMul's weight only when it is read
+    transposed, as rows)."""
     users = _users(prog, tidx)
-    return bool(users) and all(
-        pos in schema_of(op.kind).weight_inputs and (op.kind is not OpKind.MatMul or op.attrs.get("transpose_b"))
-        for op, pos in users
-    )
+    return bool(users) and all(schema_of(op.kind).reads_weight(op.attrs, pos) for op, pos in users)
 
 
 def _eligible(prog: Program, tidx: int, wt: str) -> bool:

@@ -5,38 +5,20 @@
 #include <algorithm>
 #include <vector>
 
-#include "isa.h"
-#include "quant_act.h"
-#include "quant_blocks.h"
+#include "quant_dispatch.h"
 #include "quant_vnni.h"
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define DG_QUANT_GEMM_X86 1
-#endif
 
 namespace dg::kernels {
 
-#ifdef DG_QUANT_GEMM_X86
+#ifdef DG_QUANT_X86
 
 namespace {
 
 // Weight rows per chunk: the tiles of a chunk, then the chunk's offsets (q4 types) with one sgemm.
 constexpr int64_t kChunkRows = 128;
 
-template <ggml_type T>
-constexpr size_t block_bytes() {
-    return T == GGML_TYPE_Q8_0 ? sizeof(BlockQ8_0) : T == GGML_TYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ4_1);
-}
-
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-
-inline float hsum(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-}
 
 // A weight block for maddubs (whose first operand is unsigned): q8_0 as |w|
 // with the signs kept apart (moved onto the activations), the q4 types as their
@@ -140,28 +122,22 @@ void gemm(int64_t M, int64_t N, int64_t nb, const ActBlock* act, const char* W, 
 
 }  // namespace
 
-bool quant_gemm_supports(ggml_type type) {
-    return kernel_isa() != Isa::generic && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
-}
-
 void quant_gemm_nt(ggml_type type, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
                    size_t ldw, float* C, int64_t ldc) {
-    if (kernel_isa() >= Isa::avx512vnni) return vnni::quant_gemm_nt(type, M, N, K, A, lda, W, ldw, C, ldc);
-    const int64_t nb = K / kQuantBlock;
-    thread_local std::vector<ActBlock> act;  // grows to the largest M * K / 32 seen by this thread
-    if (act.size() < size_t(M * nb)) act.resize(size_t(M * nb));
-    for (int64_t m = 0; m < M; ++m) quantize_act_row(A + m * lda, nb, act.data() + m * nb);
-    if (type == GGML_TYPE_Q8_0) return gemm<GGML_TYPE_Q8_0>(M, N, nb, act.data(), W, ldw, C, ldc);
-    if (type == GGML_TYPE_Q4_0) return gemm<GGML_TYPE_Q4_0>(M, N, nb, act.data(), W, ldw, C, ldc);
-    gemm<GGML_TYPE_Q4_1>(M, N, nb, act.data(), W, ldw, C, ldc);
+    quant_product(
+        type, M, K, A, lda, [&] { vnni::quant_gemm_nt(type, M, N, K, A, lda, W, ldw, C, ldc); },
+        [&](auto t, const ActBlock* act, int64_t nb) {
+            constexpr ggml_type T = decltype(t)::value;
+            gemm<T>(M, N, nb, act, W, ldw, C, ldc);
+        });
 }
 
-#else  // not x86-64: never chosen
-
-bool quant_gemm_supports(ggml_type) { return false; }
+#else  // not x86-64: never chosen (quant_product_supports)
 
 void quant_gemm_nt(ggml_type, int64_t, int64_t, int64_t, const float*, int64_t, const char*, size_t, float*, int64_t) {}
 
 #endif
+
+bool quant_gemm_supports(ggml_type type) { return quant_product_supports(type); }
 
 }  // namespace dg::kernels

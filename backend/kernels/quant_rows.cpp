@@ -3,19 +3,12 @@
 #include <cstring>
 #include <vector>
 
-#include "isa.h"
-#include "quant_act.h"
-#include "quant_blocks.h"
+#include "quant_dispatch.h"
 #include "quant_vnni.h"
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define DG_QUANT_ROWS_X86 1
-#endif
 
 namespace dg::kernels {
 
-#ifdef DG_QUANT_ROWS_X86
+#ifdef DG_QUANT_X86
 
 namespace {
 
@@ -24,12 +17,6 @@ constexpr int64_t kPrefetchRows = 4;
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-
-inline float hsum(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-}
 
 // A weight block as 32 8-bit values (signed for q8_0, the unsigned nibbles for
 // the q4 types), its scale, and the offset its values carry per unit of the
@@ -67,11 +54,6 @@ inline Weights load_block(const char* p) {
         w.q = _mm256_set_m128i(high, low);  // values 0-15, then 16-31
     }
     return w;
-}
-
-template <ggml_type T>
-constexpr size_t block_bytes() {
-    return T == GGML_TYPE_Q8_0 ? sizeof(BlockQ8_0) : T == GGML_TYPE_Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ4_1);
 }
 
 // sum of w.q[i] * a[i] over the block, as 8 int32 partial sums in f32
@@ -140,28 +122,22 @@ void rows_of_type(int rows, int64_t N, int64_t nb, const ActBlock* act, const ch
 
 }  // namespace
 
-bool quant_rows_supports(ggml_type type) {
-    return kernel_isa() != Isa::generic && (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1);
-}
-
 void quant_rows_nt(ggml_type type, int rows, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
                    size_t ldw, float* C, int64_t ldc) {
-    if (kernel_isa() >= Isa::avx512vnni) return vnni::quant_rows_nt(type, rows, N, K, A, lda, W, ldw, C, ldc);
-    const int64_t nb = K / kQuantBlock;
-    thread_local std::vector<ActBlock> act;  // grows to the largest rows * K / 32 seen by this thread
-    if (act.size() < size_t(rows * nb)) act.resize(size_t(rows * nb));
-    for (int m = 0; m < rows; ++m) quantize_act_row(A + m * lda, nb, act.data() + m * nb);
-    if (type == GGML_TYPE_Q8_0) return rows_of_type<GGML_TYPE_Q8_0>(rows, N, nb, act.data(), W, ldw, C, ldc);
-    if (type == GGML_TYPE_Q4_0) return rows_of_type<GGML_TYPE_Q4_0>(rows, N, nb, act.data(), W, ldw, C, ldc);
-    rows_of_type<GGML_TYPE_Q4_1>(rows, N, nb, act.data(), W, ldw, C, ldc);
+    quant_product(
+        type, rows, K, A, lda, [&] { vnni::quant_rows_nt(type, rows, N, K, A, lda, W, ldw, C, ldc); },
+        [&](auto t, const ActBlock* act, int64_t nb) {
+            constexpr ggml_type T = decltype(t)::value;
+            rows_of_type<T>(rows, N, nb, act, W, ldw, C, ldc);
+        });
 }
 
-#else  // not x86-64: never chosen
-
-bool quant_rows_supports(ggml_type) { return false; }
+#else  // not x86-64: never chosen (quant_product_supports)
 
 void quant_rows_nt(ggml_type, int, int64_t, int64_t, const float*, int64_t, const char*, size_t, float*, int64_t) {}
 
 #endif
+
+bool quant_rows_supports(ggml_type type) { return quant_product_supports(type); }
 
 }  // namespace dg::kernels

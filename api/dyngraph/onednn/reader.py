@@ -18,6 +18,7 @@ from ..errors import DTypeError, DyngraphError, GraphError, ShapeError, Unsuppor
 from ..graph import Graph
 from ..logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
 from ..op import Op, OpKind
+from ..op_pipeline import Ids
 from ..ops import schema_of
 from ..ops.interpolate import MAX_SCALE_DENOMINATOR
 from ..symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr
@@ -117,8 +118,7 @@ class _Mapper:
         self.produced = set(doc.produced())
         self.declared: Dict[int, Any] = {}  # tensor id -> the shape it was first declared with
         self.blockers: List[str] = []
-        self.next_tid = doc.max_tensor_id() + 1
-        self.next_oid = doc.max_op_id() + 1
+        self.ids = Ids(doc.max_tensor_id() + 1, doc.max_op_id() + 1)  # for the ops and tensors a mapping adds
         self.kinds: Dict[int, str] = {}
         self.decomposed: List[str] = []
 
@@ -170,14 +170,10 @@ class _Mapper:
         return dims
 
     def new_lt(self, dtype, shape=None) -> LogicalTensor:
-        t = LogicalTensor(self.next_tid, dtype, shape)
-        self.next_tid += 1
-        return t
+        return LogicalTensor(self.ids.tensor(), dtype, shape)
 
     def new_op(self, kind: OpKind, ins, outs, attrs, name: str) -> Op:
-        op = Op(self.next_oid, kind, ins, outs, attrs, name)
-        self.next_oid += 1
-        return op
+        return Op(self.ids.op(), kind, ins, outs, attrs, name)
 
     # -- ops -----------------------------------------------------------------------
     def op(self, rec: OpRec) -> List[Op]:

@@ -8,7 +8,7 @@ from ..dtypes import DataType
 from ..errors import GraphError
 from ..op import OpKind as K
 from ..symbolic import Expr, format_shape, sym_min
-from .common import ONE, require_float, same_dtype
+from .common import ONE
 from .registry import AttrSpec, TensorType, register
 
 ZERO = Expr.const(0)
@@ -57,8 +57,6 @@ def scaled_dot_product_attention(attrs, ins, ctx):
     """
     label = ctx.op_label
     q, k, v = ins[0], ins[1], ins[2]
-    same_dtype(ins[:3], ctx)
-    require_float(q, ctx, "q")
     _finite(attrs, "scale", label)
     if q.rank not in (3, 4):
         raise ctx.error(f"q must have rank 3 or 4 ([B,] H, S, D), got shape {format_shape(q.shape)}")
@@ -134,7 +132,6 @@ def rope(attrs, ins, ctx):
     """
     label = ctx.op_label
     x, pos = ins
-    require_float(x, ctx, "x")
     if not pos.dtype.is_int:
         raise ctx.dtype_error(f"positions must be i32 or i64, got {pos.dtype}")
     base = _finite(attrs, "base", label)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ..op import OpKind as K
 from ..symbolic import format_shape
-from .common import require_float
 from .registry import AttrSpec, register
 from .spatial import DATA_FORMAT, channel_axis, check_channel_vector
 
@@ -27,7 +26,6 @@ def _channels(x, fmt: str, ctx):
 def batch_norm_inference(attrs, ins, ctx):
     """dst = (src - mean[c]) / sqrt(variance[c] + epsilon) * gamma[c] + beta[c], c the channel."""
     x = ins[0]
-    require_float(x, ctx)
     c = _channels(x, attrs["data_format"], ctx)
     for t, name in zip(ins[1:], ("gamma", "beta", "mean", "variance")):
         check_channel_vector(t, c, ctx, name)
@@ -48,7 +46,6 @@ def group_norm(attrs, ins, ctx):
     batch element is normalized over its channels and spatial positions
     (mean and biased variance), then scaled by gamma[c] and shifted by beta[c]."""
     x = ins[0]
-    require_float(x, ctx)
     c = _channels(x, attrs["data_format"], ctx)
     groups = attrs["groups"]
     if attrs["keep_stats"]:

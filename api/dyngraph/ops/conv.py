@@ -20,7 +20,6 @@ from __future__ import annotations
 from ..dtypes import DataType
 from ..op import OpKind as K
 from ..symbolic import Expr, format_shape
-from .common import require_float, same_dtype
 from .quantize import INT8_ATTRS, int8_output
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 from .spatial import (MAX_WINDOW, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank,
@@ -103,8 +102,6 @@ def convolution(attrs, ins, ctx):
     kernel of src[n, g*C/groups + i, y*stride + k*dilation - pads_begin] *
     weights[g*OG + o, i, k] (zero outside the input)."""
     x = ins[0]
-    same_dtype(ins, ctx)
-    require_float(x, ctx)
     shape, _ = _conv_shape(attrs, x, ins[1], ins[2] if len(ins) == 3 else None, ctx)
     return [TensorType(x.dtype, shape)]
 
@@ -142,8 +139,6 @@ def conv_transpose(attrs, ins, ctx):
     """The transpose of Convolution: each src element adds its weights,
     scaled, to a window of dst (src position times stride, minus pads_begin)."""
     x, w = ins[0], ins[1]
-    same_dtype(ins, ctx)
-    require_float(x, ctx)
     n_sp = check_spatial_rank(x, ctx, "src")
     fmt = attrs["data_format"]
     groups = attrs["groups"]

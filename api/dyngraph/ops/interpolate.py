@@ -23,7 +23,6 @@ from fractions import Fraction
 
 from ..op import OpKind as K
 from ..symbolic import as_expr
-from .common import require_float
 from .registry import AttrSpec, TensorType, register
 from .spatial import DATA_FORMAT, channel_axis, check_spatial_rank, spatial_axes, with_spatial
 
@@ -55,7 +54,6 @@ def scale_ratio(scale: float, ctx) -> Fraction:
 def interpolate(attrs, ins, ctx):
     """Resize the spatial axes: nearest neighbour or (bi)linear."""
     x = ins[0]
-    require_float(x, ctx)
     n_sp = check_spatial_rank(x, ctx)
     mode, coord = attrs["mode"], attrs["coordinate_transformation_mode"]
     if mode != "nearest" and mode != ("linear" if n_sp == 1 else "bilinear"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..op import OpKind as K
 from ..symbolic import Expr, as_expr, format_shape, sym_max, sym_min
-from .common import exact_quotient, normalize_axis, numel, same_dtype
+from .common import exact_quotient, normalize_axis, numel
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 
 # Slice bounds at or above this mean "to the end" (like INT64_MAX in ONNX / torch).
@@ -80,7 +80,7 @@ def static_transpose(attrs, ins, ctx):
           high_rank="lowering")
 def concat(attrs, ins, ctx):
     """Join inputs along `axis`; every other dimension must match."""
-    dt = same_dtype(ins, ctx)
+    dt = ins[0].dtype
     rank = ins[0].rank
     axis = normalize_axis(attrs["axis"], rank, ctx)
     shape = list(ins[0].shape)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..op import OpKind as K
 from ..symbolic import format_shape
-from .common import broadcast_shapes, require_float, require_rank, same_dtype
+from .common import broadcast_shapes, require_rank
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 
 
@@ -14,6 +14,7 @@ from .registry import ALL_INPUTS, AttrSpec, TensorType, register
     attrs={"transpose_a": AttrSpec("bool", False), "transpose_b": AttrSpec("bool", False)},
     dtypes=("float",),
     weight_inputs=(1,),
+    weight_rows_attr="transpose_b",
     input_names=("a", "b", "bias"),
     same_dtypes=ALL_INPUTS,
     out_dtype_of=0,
@@ -22,8 +23,6 @@ from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 def matmul(attrs, ins, ctx):
     """a[..., M, K] @ b[..., K, N] (+ bias) with broadcast batch dimensions."""
     a, b = ins[0], ins[1]
-    same_dtype(ins, ctx)
-    require_float(a, ctx)
     require_rank(a, 2, ctx, "input 0")
     require_rank(b, 2, ctx, "input 1")
     sa, sb = list(a.shape), list(b.shape)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..op import OpKind as K
 from ..symbolic import format_shape
-from .common import normalize_axis, require_float, same_dtype
+from .common import normalize_axis
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 
 
@@ -12,7 +12,6 @@ from .registry import ALL_INPUTS, AttrSpec, TensorType, register
           high_rank="lowering")
 def softmax(attrs, ins, ctx):
     """softmax along `axis` (default: the last)."""
-    require_float(ins[0], ctx)
     normalize_axis(attrs["axis"], ins[0].rank, ctx)
     return [ins[0]]
 
@@ -46,8 +45,6 @@ def _check_affine(x: TensorType, params, begin: int, ctx, names) -> None:
 def layer_norm(attrs, ins, ctx):
     """(x - mean) / sqrt(var + eps) over the axes from begin_norm_axis, then * gamma + beta."""
     x = ins[0]
-    require_float(x, ctx)
-    same_dtype(ins, ctx)
     begin = normalize_axis(attrs["begin_norm_axis"], x.rank, ctx, "begin_norm_axis")
     if attrs["keep_stats"]:
         raise ctx.error("keep_stats=True is not supported (inference only)")
@@ -76,8 +73,6 @@ def layer_norm(attrs, ins, ctx):
 def rms_norm(attrs, ins, ctx):
     """x / sqrt(mean(x^2) + eps) over the axes from begin_norm_axis, then * gamma."""
     x = ins[0]
-    require_float(x, ctx)
-    same_dtype(ins, ctx)
     begin = normalize_axis(attrs["begin_norm_axis"], x.rank, ctx, "begin_norm_axis")
     if len(ins) == 2:
         _check_affine(x, ins[1:], begin, ctx, ("gamma",))

@@ -9,7 +9,6 @@ would start past the input is dropped (as PyTorch does).
 from __future__ import annotations
 
 from ..op import OpKind as K
-from .common import require_float
 from .registry import AttrSpec, TensorType, register
 from .spatial import (DATA_FORMAT, MAX_WINDOW, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_spatial_rank, per_axis,
                       require_positive, spatial_axes, window_out, with_spatial)
@@ -23,7 +22,6 @@ _POOL_ATTRS = {
 
 def _pool(attrs, ins, ctx, dilations):
     x = ins[0]
-    require_float(x, ctx)
     n_sp = check_spatial_rank(x, ctx)
     fmt = attrs["data_format"]
     kernel = per_axis(attrs, "kernel", n_sp, ctx)
@@ -68,7 +66,6 @@ def adaptive_avg_pool(attrs, ins, ctx):
     """PyTorch's adaptive average pooling to `sizes` (one per spatial axis):
     output i of an axis of size L averages input [floor(i*L/n), ceil((i+1)*L/n))."""
     x = ins[0]
-    require_float(x, ctx)
     n_sp = check_spatial_rank(x, ctx)
     fmt = attrs["data_format"]
     sizes = per_axis(attrs, "sizes", n_sp, ctx)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..dtypes import DataType
 from ..op import OpKind as K
-from .common import ONE, normalize_axis, require_float
+from .common import ONE, normalize_axis
 from .registry import AttrSpec, TensorType, register
 
 ATTRS = {"axes": AttrSpec("ints", axes_of=0), "keep_dims": AttrSpec("bool", False)}
@@ -33,7 +33,6 @@ def reduce(attrs, ins, ctx):
 @register(K.ReduceMean, attrs=ATTRS, dtypes=("float",), out_dtype_of=0, high_rank="lowering")
 def reduce_mean(attrs, ins, ctx):
     """Mean over `axes`; the input is floating point (the mean of integers is not an integer)."""
-    require_float(ins[0], ctx)
     return reduce(attrs, ins, ctx)
 
 

@@ -127,6 +127,14 @@ class OpSchema:
     same_dtypes: Tuple[int, ...] = ()  # inputs that share one dtype (ALL_INPUTS: every input)
     out_dtype_of: Optional[int] = None  # the outputs have this input's dtype
     high_rank: Optional[str] = None  # how tensors of rank > 4 are lowered (HIGH_RANK)
+    # the bool attribute under which the op reads its weight inputs transposed, as rows ([..., N, K]): the
+    # only layout a stored weight has; passes.py stores a constant weight so and sets the attribute
+    weight_rows_attr: Optional[str] = None
+
+    def reads_weight(self, attrs: Dict[str, Any], i: int) -> bool:
+        """Input ``i`` is read as a weight (one a weight type can store): a weight input, read
+        as rows where the op says when (``weight_rows_attr``)."""
+        return i in self.weight_inputs and (self.weight_rows_attr is None or bool(attrs.get(self.weight_rows_attr)))
 
     def input_label(self, i: int) -> str:
         return f"input {i} ({self.input_names[i]})" if i < len(self.input_names) else f"input {i}"
@@ -201,7 +209,8 @@ def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] =
              resolved=None, dtypes: Tuple[str, ...] = ("any",), out_dtypes: Tuple[str, ...] = ("any",),
              writes_input: Optional[int] = None, weight_inputs: Tuple[int, ...] = (),
              shape_inputs: Tuple[int, ...] = (), input_names: Tuple[str, ...] = (),
-             same_dtypes: Tuple[int, ...] = (), out_dtype_of: Optional[int] = None, high_rank: Optional[str] = None):
+             same_dtypes: Tuple[int, ...] = (), out_dtype_of: Optional[int] = None, high_rank: Optional[str] = None,
+             weight_rows_attr: Optional[str] = None):
     """Decorator registering a shape rule for one or several op kinds, with
     the facts of those kinds (see :class:`OpSchema`)."""
     if isinstance(kinds, OpKind):
@@ -211,6 +220,8 @@ def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] =
             raise ValueError(f"unknown dtype class {c!r}")
     if high_rank not in HIGH_RANK:
         raise ValueError(f"high_rank must be one of {HIGH_RANK}, got {high_rank!r}")
+    if weight_rows_attr is not None and (not weight_inputs or (attrs or {}).get(weight_rows_attr, AttrSpec("int")).kind != "bool"):
+        raise ValueError(f"weight_rows_attr {weight_rows_attr!r} must name a bool attribute of an op with weight inputs")
 
     def deco(fn):
         for k in kinds:
@@ -219,7 +230,7 @@ def register(kinds, inputs: Tuple[int, int] = (1, 1), outputs: Tuple[int, int] =
             _SCHEMAS[k] = OpSchema(k, inputs, outputs, dict(attrs or {}), fn, fn.__doc__ or "", dict(resolved or {}),
                                    tuple(dtypes), tuple(out_dtypes), writes_input, tuple(weight_inputs),
                                    tuple(shape_inputs), tuple(input_names), tuple(same_dtypes), out_dtype_of,
-                                   high_rank)
+                                   high_rank, weight_rows_attr)
         return fn
 
     return deco

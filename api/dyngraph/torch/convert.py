@@ -34,8 +34,8 @@ from ..dtypes import DataType
 from ..errors import CompileError, DyngraphError
 from ..logical_tensor import CONSTANT, MAX_RANK, STATE, VARIABLE, LogicalTensor
 from ..op import Op, OpKind
-from ..ops import InferContext, TensorType, schema_of
-from ..ops.registry import check_arity, check_ranks, normalize_attrs
+from ..op_pipeline import Ids, infer_new_op
+from ..ops import TensorType, schema_of
 from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, as_expr
@@ -150,16 +150,14 @@ class Converter:
         self.wildcards: Dict[int, WildcardInfo] = {}
         self.fallbacks: Dict[int, Fallback] = {}
         self.node: Optional[fx.Node] = None
-        self._next_tensor = 0
-        self._next_op = 0
+        self.ids = Ids()
         self._full_cache: Dict[tuple, LogicalTensor] = {}
         self.state_root: Dict[int, int] = {}  # version tensor id -> state tensor id
         self._const_cache: Dict[tuple, LogicalTensor] = {}
 
     # ------------------------------------------------------------------ tensors
     def new_tensor(self, dtype: DataType, shape=None, prop=VARIABLE, name=None) -> LogicalTensor:
-        lt = LogicalTensor(self._next_tensor, dtype, shape, property=prop, name=name)
-        self._next_tensor += 1
+        lt = LogicalTensor(self.ids.tensor(), dtype, shape, property=prop, name=name)
         self.tensors[lt.id] = lt
         return lt
 
@@ -255,17 +253,12 @@ class Converter:
             if lt.id not in self.types:
                 raise Unsupported(f"input {lt.label} of {kind.name} has no known type")
         provisional = dtype or (inputs[0].dtype if inputs else DataType.f32)
-        outs = [LogicalTensor(self._next_tensor + k, provisional, None) for k in range(n_out)]
+        outs = [LogicalTensor(self.ids.next_tensor + k, provisional, None) for k in range(n_out)]
         label = name or f"{self.node.name if self.node is not None else 'op'}.{kind.name}"
-        op = Op(self._next_op, kind, inputs, outs, attrs or {}, label)
-        schema = schema_of(kind)
+        op = Op(self.ids.next_op, kind, inputs, outs, attrs or {}, label)
         try:
-            check_arity(schema, len(inputs), n_out, op.label)
-            norm = normalize_attrs(schema, op.attrs, op.label)
-            ctx = InferContext(op.label, op.outputs, op.name)
             in_types = [self.types[lt.id] for lt in inputs]
-            types = schema.infer(norm, in_types, ctx)
-            check_ranks(schema, in_types, types, op.label)
+            types, ctx, _ = infer_new_op(schema_of(kind), op.attrs, in_types, n_out, op.label, op.name, op.outputs)
         except DyngraphError as e:
             raise Unsupported(str(e)) from None
         if ctx.value_symbols:
@@ -278,7 +271,7 @@ class Converter:
             self.types[lt.id] = t
         self.ops.append(op)
         self.op_nodes[op.id] = self.node
-        self._next_op += 1
+        self.ids.op()
         w = written_input(op)
         if w is not None and self.is_state(inputs[w]):
             self.state_root[outs[0].id] = self.state_root.get(inputs[w].id, inputs[w].id)
@@ -594,8 +587,7 @@ class Converter:
             return v
 
         value = declare(node.meta.get("val"), "")
-        op = Op(self._next_op, OpKind.Wildcard, inputs, outputs, {}, node.name)
-        self._next_op += 1
+        op = Op(self.ids.op(), OpKind.Wildcard, inputs, outputs, {}, node.name)
         self.ops.append(op)
         self.op_nodes[op.id] = node
         self.wildcards[op.id] = WildcardInfo(node, args, kwargs, self._value_template(value))
@@ -639,8 +631,7 @@ class Converter:
         sink_id = None
         needed = [lt for lt in dict.fromkeys(user_roots) if lt.id in self._produced(live_ops)]
         if needed:
-            sink = Op(self._next_op, OpKind.Wildcard, needed, [], {}, "outputs")
-            self._next_op += 1
+            sink = Op(self.ids.op(), OpKind.Wildcard, needed, [], {}, "outputs")
             live_ops.append(sink)
             sink_id = sink.id
         live_ids = {op.id for op in live_ops}
