@@ -161,6 +161,31 @@ def test_compile_can_make_a_dynamic_dim_static():
         cp.infer_outputs([lt(0, [6, 4])])
 
 
+@pytest.mark.parametrize("rows", [7, 127])
+def test_a_static_compile_builds_the_graph_a_dynamic_one_builds_at_that_shape(rows):
+    """Static shapes take the dynamic path (issue 25): one ggml graph of the same
+    nodes and arena, and the same numbers, whether rows is fixed at compile or not."""
+    rng = np.random.default_rng(0)
+    ws = [(rng.standard_normal((64, 64), dtype=np.float32) / 8, rng.standard_normal(64, dtype=np.float32))
+          for _ in range(4)]
+
+    def compiled(dim):
+        b = dg.GraphBuilder()
+        h = b.input("x", dg.f32, [dim, 64])
+        for i, (w, bias) in enumerate(ws):
+            h = b.gelu(b.matmul(h, b.constant(f"w{i}", w), b.constant(f"b{i}", bias)))
+        b.output(h)
+        return b.compile(dg.Engine(num_threads=1))
+
+    static, dynamic = compiled(rows), compiled(dg.Dim("rows"))
+    x = rng.standard_normal((rows, 64), dtype=np.float32)
+    (ys,), (yd,) = static(x), dynamic(x)
+    np.testing.assert_array_equal(ys, yd)
+    si, di = static.cache_info(), dynamic.cache_info()
+    assert (si.last_graph_nodes, si.arena_bytes, si.constant_bytes) == (di.last_graph_nodes, di.arena_bytes,
+                                                                        di.constant_bytes)
+
+
 def test_sizes_no_input_gives_are_read_from_a_symbol_input(engine, tmp_path):
     """A partition that makes a tensor of a dimension none of its inputs has
     (an Arange of seq) compiles when the caller gives seq's value: one more
