@@ -86,6 +86,45 @@ def test_disconnected_supported_ops_form_separate_partitions():
     assert len(g.get_partitions()) == 2
 
 
+def test_the_fewest_policy_groups_every_supported_op_of_a_stage():
+    """x -> relu -> wildcard -> add(., fill) and an unconnected tanh(z), a fill with
+    no inputs: under "connected" the fill and tanh are partitions of their own,
+    under "fewest" one partition before the wildcard and one after it."""
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.ReLU, [lt(0, [3])], [lt(1)]))
+    g.add_op(dg.Op(1, dg.OpKind.Wildcard, [lt(1)], [lt(2, [3])]))
+    g.add_op(dg.Op(2, dg.OpKind.Full, [], [lt(3)], {"shape": [3], "value": 2.0}))
+    g.add_op(dg.Op(3, dg.OpKind.Add, [lt(2), lt(3)], [lt(4)]))
+    g.add_op(dg.Op(4, dg.OpKind.Tanh, [lt(5, [3])], [lt(6)]))
+    g.finalize()
+    assert len(g.get_partitions()) == 5
+    parts = g.get_partitions(policy="fewest")
+    kinds = [sorted(op.kind.name for op in p.get_ops()) for p in parts]
+    assert kinds == [["Full", "ReLU", "Tanh"], ["Wildcard"], ["Add"]]
+    produced, graph_inputs = set(), {0, 5}
+    for p in parts:
+        assert all(t.id in produced or t.id in graph_inputs for t in p.get_input_ports())
+        produced |= {t.id for t in p.get_output_ports()}
+    # and they compute: the caller runs the wildcard between the two compiled partitions
+    eng = dg.Engine(dg.Engine.CPU)
+    p0, _, p2 = parts
+    c0 = p0.compile(p0.get_input_ports(), p0.get_output_ports(), eng)
+    x, z = np.array([-1.0, 0.5, 2.0], np.float32), np.array([0.1, -3.0, 1.0], np.float32)
+    ins = {0: x, 5: z}
+    outs = dict(zip([t.id for t in p0.get_output_ports()], c0(*[ins[t.id] for t in p0.get_input_ports()])))
+    np.testing.assert_allclose(outs[6], np.tanh(z), rtol=1e-6)
+    outs[2] = outs[1] * 10  # the wildcard
+    c2 = p2.compile(p2.get_input_ports(), p2.get_output_ports(), eng)
+    (y,) = c2(*[outs[t.id] for t in p2.get_input_ports()])
+    np.testing.assert_allclose(y, np.maximum(x, 0) * 10 + 2.0, rtol=1e-6)
+
+
+def test_an_unknown_partition_policy_is_refused():
+    g = chain_with_wildcard()
+    with pytest.raises(dg.CompileError, match="policy"):
+        g.get_partitions(policy="greedy")
+
+
 def test_compile_must_name_every_port():
     g = chain_with_wildcard()
     p0 = g.get_partitions()[0]
@@ -120,6 +159,31 @@ def test_compile_can_make_a_dynamic_dim_static():
     assert cp.get_outputs()[0].shape == (5, 3)
     with pytest.raises(dg.ShapeError, match="static, expected 5, got 6"):
         cp.infer_outputs([lt(0, [6, 4])])
+
+
+@pytest.mark.parametrize("rows", [7, 127])
+def test_a_static_compile_builds_the_graph_a_dynamic_one_builds_at_that_shape(rows):
+    """Static shapes take the dynamic path (issue 25): one ggml graph of the same
+    nodes and arena, and the same numbers, whether rows is fixed at compile or not."""
+    rng = np.random.default_rng(0)
+    ws = [(rng.standard_normal((64, 64), dtype=np.float32) / 8, rng.standard_normal(64, dtype=np.float32))
+          for _ in range(4)]
+
+    def compiled(dim):
+        b = dg.GraphBuilder()
+        h = b.input("x", dg.f32, [dim, 64])
+        for i, (w, bias) in enumerate(ws):
+            h = b.gelu(b.matmul(h, b.constant(f"w{i}", w), b.constant(f"b{i}", bias)))
+        b.output(h)
+        return b.compile(dg.Engine(num_threads=1))
+
+    static, dynamic = compiled(rows), compiled(dg.Dim("rows"))
+    x = rng.standard_normal((rows, 64), dtype=np.float32)
+    (ys,), (yd,) = static(x), dynamic(x)
+    np.testing.assert_array_equal(ys, yd)
+    si, di = static.cache_info(), dynamic.cache_info()
+    assert (si.last_graph_nodes, si.arena_bytes, si.constant_bytes) == (di.last_graph_nodes, di.arena_bytes,
+                                                                        di.constant_bytes)
 
 
 def test_sizes_no_input_gives_are_read_from_a_symbol_input(engine, tmp_path):

@@ -165,12 +165,15 @@ class Graph:
         return lt.with_shape(tuple(d.value if d.is_const else d for d in t.shape))
 
     def get_partitions(self, policy=None):
-        """Split the finalized graph into partitions (see :mod:`dyngraph.partition`)."""
+        """Split the finalized graph into partitions (see :mod:`dyngraph.partition`).
+        ``policy``: "connected" (default: supported ops connected through
+        their tensors share a partition) or "fewest" (all supported ops
+        between the same unsupported ones share one, connected or not)."""
         if not self._finalized:
             raise GraphError("finalize() the graph before asking for partitions")
         from .partition import make_partitions
 
-        return make_partitions(self)
+        return make_partitions(self, policy)
 
     def __repr__(self) -> str:
         return f"Graph({self.engine_kind.name}, {len(self._ops)} ops{', finalized' if self._finalized else ''})"

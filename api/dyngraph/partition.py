@@ -9,6 +9,16 @@ the largest number of unsupported ops on a path leading to it, and only
 connected supported ops of the same stage share a partition. A path that
 leaves a partition through an unsupported op arrives at a higher stage, so it
 cannot come back.
+
+Two policies say which supported ops of one stage share a partition:
+``"connected"`` (the default, as oneDNN Graph): those connected through
+their tensors, so that two independent graphs are two partitions;
+``"fewest"``: all of them, connected or not (what the PyTorch front end
+uses: an op it runs itself then costs one boundary, while under
+"connected" every supported piece it cuts off - a fill that feeds the ops
+after it, a side branch - becomes a partition of its own). Either way the
+number of partitions only grows with the chain of unsupported ops: under
+"fewest", a graph with one unsupported op has at most three.
 """
 
 from __future__ import annotations
@@ -54,7 +64,13 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def make_partitions(graph) -> List["Partition"]:
+POLICIES = ("connected", "fewest")
+
+
+def make_partitions(graph, policy: Optional[str] = None) -> List["Partition"]:
+    policy = policy or "connected"
+    if policy not in POLICIES:
+        raise CompileError(f"partition policy must be one of {list(POLICIES)}, got {policy!r}")
     kinds = backend_supported_kinds()
     order = graph.get_ops()
     pos = {op.id: i for i, op in enumerate(order)}
@@ -62,6 +78,7 @@ def make_partitions(graph) -> List["Partition"]:
     supported = {op.id: _op_supported(op, kinds, graph) for op in order}
     stage: Dict[int, int] = {}
     uf = _UnionFind()
+    first_of_stage: Dict[int, int] = {}
     for op in order:
         s = 0
         for lt in op.inputs:
@@ -71,6 +88,9 @@ def make_partitions(graph) -> List["Partition"]:
         stage[op.id] = s
         uf.find(op.id)
         if not supported[op.id]:
+            continue
+        if policy == "fewest":
+            uf.union(first_of_stage.setdefault(s, op.id), op.id)
             continue
         for lt in op.inputs:
             p = producer.get(lt.id)

@@ -143,6 +143,49 @@ def mlp_cases(engine: dg.Engine, batches: Sequence[int] = MLP_BATCHES) -> Dict[s
     return cases
 
 
+STATIC_ROWS = (7, 127)  # the issue's shapes: a short prompt and the stack's maximum
+STATIC_HIDDEN, STATIC_LAYERS = 512, 4
+
+
+def _mlp_stack(rows, seed: int = 4):
+    """4 x (x @ W + b -> GELU), hidden 512: ``rows`` an int (a static compile) or a Dim."""
+    rng = np.random.default_rng(seed)
+    b = dg.GraphBuilder()
+    h = b.input("x", dg.f32, [rows, STATIC_HIDDEN])
+    params = []
+    for i in range(STATIC_LAYERS):
+        w = rng.standard_normal((STATIC_HIDDEN, STATIC_HIDDEN), dtype=np.float32) / np.float32(np.sqrt(STATIC_HIDDEN))
+        bias = rng.standard_normal(STATIC_HIDDEN, dtype=np.float32) * np.float32(0.1)
+        params.append((w, bias))
+        h = b.gelu(b.matmul(h, b.constant(f"w{i}", w), b.constant(f"b{i}", bias)))
+    b.output(h)
+    return b, params
+
+
+def static_dynamic_cases(engine: dg.Engine, rows: Sequence[int] = STATIC_ROWS) -> Dict[str, Case]:
+    """The same 4-layer MLP stack compiled for the fixed shape [n, 512] and
+    with a dynamic first dimension run at n rows (both warmed: cache hits)."""
+    from mlp import erf
+
+    cases: Dict[str, Case] = {}
+    dyn_builder, params = _mlp_stack(dg.Dim("rows", min=1, max=4096))
+    dyn = dyn_builder.compile(engine)
+    for n in rows:
+        x = np.random.default_rng(5).standard_normal((n, STATIC_HIDDEN), dtype=np.float32)
+        ref = x.astype(np.float64)
+        for w, bias in params:
+            ref = ref @ w + bias
+            ref = 0.5 * ref * (1.0 + erf(ref / np.sqrt(2.0)))
+        static = _mlp_stack(n)[0].compile(engine)
+        group = f"static-vs-dynamic-{n}"
+        for key, cp in (("static", static), ("dynamic", dyn)):
+            step = Step(cp, [x])
+            step()
+            cases[f"{key}{n}"] = Case(f"mlp stack {key} compile, {n} rows", group, step, "dyngraph",
+                                      lambda r=ref: r.astype(np.float32), cp=cp)
+    return cases
+
+
 def one_op_step(engine) -> Step:
     """x + x on a [n, 64] input with a dynamic n, prepared and run once at n = 16."""
     b = dg.GraphBuilder()
@@ -188,4 +231,5 @@ def calls_of(case: Case) -> int:
     return case.fn.calls if isinstance(case.fn, _Counted) else 0
 
 
-__all__: List[str] = ["Case", "Step", "calls_of", "check", "llama_cases", "mlp_cases", "one_op_step", "stack_cases"]
+__all__: List[str] = ["Case", "Step", "calls_of", "check", "llama_cases", "mlp_cases", "one_op_step", "stack_cases",
+                      "static_dynamic_cases"]

@@ -14,6 +14,9 @@ every round calls each once, in a random order. Sections:
   4-layer stack;
 - rebuild: the C++ microbenchmark (tests/benchmarks/cpp), when built;
 - dynamic vs padded: the stack at 7 rows against 7 rows padded to 127;
+- static vs dynamic: a 4-layer MLP stack (hidden 512) compiled for [n, 512]
+  against the same stack compiled with a dynamic first dimension, run at n
+  (7 and 127) rows: a user who knows the shape must not get slower code;
 - PyTorch eager (torch extra): MLP, a transformer encoder layer, ResNet
   basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
 - llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0
@@ -61,7 +64,7 @@ if os.environ.get("DYNGRAPH_DEV") == "1":
 import numpy as np  # noqa: E402
 
 import dyngraph as dg  # noqa: E402
-from cases import STACK_SEQ, check, llama_cases, one_op_step, stack_cases  # noqa: E402
+from cases import STACK_SEQ, check, llama_cases, one_op_step, stack_cases, static_dynamic_cases  # noqa: E402
 from threads import limit_blas_threads  # noqa: E402
 from timing import fmt, interleaved, median  # noqa: E402
 
@@ -71,7 +74,8 @@ PADDED_SPEEDUP = 12.0
 LLAMA_CPP_FRACTION = 1.0
 COMPILE_SECONDS = 10.0
 RSS_FACTOR = 1.1
-SECTIONS = ("hit", "rebuild", "stack", "eager", "llamacpp", "model", "threads", "rpc")
+STATIC_SLACK = 1.03  # static / dynamic, at the same shape: equal code, within the noise of a shared machine
+SECTIONS = ("hit", "rebuild", "stack", "static", "eager", "llamacpp", "model", "threads", "rpc")
 
 
 @dataclass
@@ -158,6 +162,19 @@ def stack_rows(engine, rounds: int) -> List[Row]:
         Row(f"stack seq{STACK_SEQ} vs numpy f32", fmt(m["cached"]), f"{fmt(m['numpy'])} numpy",
             f"{m['cached'] / m['numpy']:.2f}", "-", None),
     ]
+
+
+def static_rows(engine, rounds: int) -> List[Row]:
+    cases = static_dynamic_cases(engine)
+    for c in cases.values():
+        check(c, rtol=1e-4, atol=1e-4)
+    samples = interleaved({k: c.fn for k, c in cases.items()}, rounds)
+    rows = []
+    for key in sorted({k[len("static"):] for k in cases if k.startswith("static")}, key=int):
+        s, d = median(samples[f"static{key}"]), median(samples[f"dynamic{key}"])
+        rows.append(Row(f"static vs dynamic compile: MLP stack [{key}, 512]", fmt(s), f"{fmt(d)} dynamic",
+                        f"{s / d:.2f}", f"<= {STATIC_SLACK:.2f}", s / d <= STATIC_SLACK))
+    return rows
 
 
 # -- threads ----------------------------------------------------------------------------------
@@ -450,6 +467,8 @@ def main() -> None:
         rows += rebuild_rows(args.rebuild_bench)
     if "stack" in only:
         rows += stack_rows(engine, args.rounds)
+    if "static" in only:
+        rows += static_rows(engine, args.rounds)
     try:
         import torch  # noqa: F401
         have_torch = True

@@ -9,7 +9,7 @@ a plain test of what it computes. Nothing here asserts a time.
 
 import pytest
 
-from cases import MLP_BATCHES, calls_of, check, mlp_cases, stack_cases
+from cases import MLP_BATCHES, STATIC_ROWS, calls_of, check, mlp_cases, stack_cases, static_dynamic_cases
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +89,18 @@ def test_llama_decoder(benchmark, llama, key):
     builds = case.cp.cache_info().builds
     _bench(benchmark, case)
     assert case.cp.cache_info().builds == builds == 2  # one graph for the prefill length, one for decode
+
+
+@pytest.fixture(scope="module")
+def static_dynamic(engine):
+    return static_dynamic_cases(engine)
+
+
+@pytest.mark.parametrize("how", ["static", "dynamic"])
+@pytest.mark.parametrize("rows", STATIC_ROWS)
+def test_mlp_stack_static_vs_dynamic_compile(benchmark, static_dynamic, how, rows):
+    case = static_dynamic[f"{how}{rows}"]
+    benchmark.group = case.group
+    benchmark.name = case.name
+    benchmark(case.fn)
+    check(case, rtol=1e-4, atol=1e-4)

@@ -38,16 +38,24 @@ def test_the_report_names_each_fallback_and_its_reason():
     assert_matches_eager(run, module, [[torch.randn(n, 8)] for n in SIZES])
 
 
-def test_a_fallback_taking_symbolic_sizes_gets_them_for_the_current_inputs():
-    # constant_pad_nd has no converter; its padding is the input's (dynamic) length
+def without_converter(monkeypatch, op):
+    from dyngraph.torch.converters.registry import CONVERTERS
+
+    monkeypatch.delitem(CONVERTERS, op)
+
+
+def test_a_fallback_taking_symbolic_sizes_gets_them_for_the_current_inputs(monkeypatch):
+    # constant_pad_nd made to run in torch; its padding is the input's (dynamic) length
+    without_converter(monkeypatch, torch.ops.aten.constant_pad_nd.default)
     module = mk(lambda x: F.pad(torch.tanh(x), (0, x.shape[0])) + 1)
     run = compile_module(module, [torch.randn(5, 3)], ({0: n_dim()},))
     assert [f.target for f in run.fallbacks] == ["aten.constant_pad_nd.default"]
     assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in SIZES])
 
 
-def test_a_fallback_gets_sizes_known_only_through_derived_input_dimensions():
+def test_a_fallback_gets_sizes_known_only_through_derived_input_dimensions(monkeypatch):
     # the only input is 2 * n long; the padding (run in torch) is n
+    without_converter(monkeypatch, torch.ops.aten.constant_pad_nd.default)
     n = n_dim()
     module = mk(lambda x: F.pad(x, (0, x.shape[0] // 2)) * 3)
     run = compile_module(module, [torch.randn(6, 3)], ({0: 2 * n},))
@@ -126,3 +134,65 @@ def test_a_wrong_input_dtype_raises_a_dtype_error():
     run = compile_module(module, [torch.randn(5, 8)], ({0: n_dim()},))
     with pytest.raises(dg.DTypeError):
         run(torch.ones(5, 8, dtype=torch.int32))
+
+
+class DeepSeekV3Gate(torch.nn.Module):
+    """DeepSeek-V3's router: sigmoid scores plus a bias choose the top groups
+    of experts (each group ranked by its two best), then the top experts in
+    those groups; their (unbiased) scores, normalized and scaled, weigh them."""
+
+    def __init__(self, hidden=64, experts=16, groups=4, topk_group=2, top_k=4):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(experts, hidden) / hidden ** 0.5)
+        self.register_buffer("e_score_correction_bias", torch.randn(experts) * 0.1)
+        self.groups, self.topk_group, self.top_k, self.experts = groups, topk_group, top_k, experts
+
+    def forward(self, x):
+        n = x.shape[0]
+        scores = F.linear(x, self.weight).sigmoid()
+        choice = scores + self.e_score_correction_bias.unsqueeze(0)
+        group_scores = choice.view(n, self.groups, -1).topk(2, dim=-1)[0].sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1)[1]
+        group_mask = torch.zeros_like(group_scores).scatter(1, group_idx, 1.0)
+        score_mask = group_mask.unsqueeze(-1).expand(n, self.groups, self.experts // self.groups).reshape(n, -1)
+        masked = choice.masked_fill(~score_mask.bool(), 0.0)
+        idx = torch.topk(masked, k=self.top_k, dim=-1)[1]
+        weight = scores.gather(1, idx)
+        weight = weight / (weight.sum(dim=-1, keepdim=True) + 1e-20) * 2.5
+        return idx, weight
+
+
+@pytest.mark.parametrize("target", ["sigmoid.default", "topk.default", "scatter.value", "where.self",
+                                    "gather.default", "div.Tensor"])
+def test_one_fallback_in_deepseek_v3_routing_costs_one_boundary(monkeypatch, target):
+    from dyngraph.torch.converters.registry import CONVERTERS
+
+    op = getattr(torch.ops.aten, target.split(".")[0])
+    op = getattr(op, target.split(".")[1])
+    monkeypatch.delitem(CONVERTERS, op, raising=False)  # that op now runs in PyTorch
+    if target != "scatter.value":  # (the one node that runs in PyTorch)
+        monkeypatch.delitem(CONVERTERS, torch.ops.aten.scatter.value, raising=False)
+    module = DeepSeekV3Gate().eval()
+    run = compile_module(module, [torch.randn(5, 64)], ({0: n_dim()},))
+    assert f"aten.{target}" in {f.target for f in run.fallbacks}, run.report()
+    if target == "scatter.value":
+        assert len(run.fallbacks) == 1 and len(run.compiled_partitions) + 1 <= 3, run.report()
+    # each node in PyTorch is one boundary: at most one more dyngraph partition than there are such nodes
+    # (one node: at most 3 partitions in all), not a partition per piece it cuts off
+    assert len(run.compiled_partitions) <= len(run.fallbacks) + 1, run.report()
+    assert_matches_eager(run, module, [[torch.randn(n, 64)] for n in SIZES])
+
+
+@pytest.mark.parametrize("how", ["scale", "size", "scale-align-corners"])
+def test_bicubic_with_a_dynamic_size_runs_in_torch_as_one_node(how):
+    # torch's decomposition computes bicubic coordinates with symbolic floats: kept whole, it is one node
+    resize = {
+        "scale": lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"),
+        "size": lambda x: F.interpolate(x, size=(x.shape[2] * 2, 5), mode="bicubic"),
+        "scale-align-corners": lambda x: F.interpolate(x, scale_factor=2.0, mode="bicubic", align_corners=True),
+    }[how]
+    module = mk(lambda x: torch.tanh(resize(torch.relu(x))) + 1)
+    run = compile_module(module, [torch.randn(1, 2, 6, 7)], ({2: torch.export.Dim("h", min=2, max=32)},))
+    assert [f.target for f in run.fallbacks] == ["aten.upsample_bicubic2d.vec"], run.report()
+    assert len(run.compiled_partitions) == 2  # the relu before it, the tanh and add after it (sized 2 * h)
+    assert_matches_eager(run, module, [[torch.randn(1, 2, h, 7)] for h in (2, 6, 11)])

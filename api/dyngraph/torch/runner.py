@@ -101,7 +101,7 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict):
     state_users: Dict[int, int] = {}
     # the sizes the program's inputs give: a partition that needs one no input of its own has takes it as a value
     options["symbols"] = [s for s, *_ in symbol_sources(converted)]
-    parts = graph.get_partitions()
+    parts = graph.get_partitions(policy="fewest")  # a node run in PyTorch costs one boundary
     failures: dict = {}  # every partition is tried: one retry handles all that failed
     for part in parts:
         ops = part.get_ops()

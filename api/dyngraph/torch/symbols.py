@@ -21,6 +21,9 @@ from ..symbolic import INT64_MAX, Dim, Expr, as_expr, sym_max, sym_min
 from .converters.registry import Unsupported
 
 
+_TO_INT = tuple(getattr(F, n) for n in ("TruncToInt", "FloorToInt", "CeilToInt", "RoundToInt") if hasattr(F, n))
+
+
 def _int_bound(v, default: int) -> int:
     """An integer range bound; ``default`` when infinite (torch's int_oo) or missing."""
     if v is None or v in (int_oo, -int_oo, sympy.oo, -sympy.oo):
@@ -91,6 +94,8 @@ class SymbolTable:
             return self.dim(e)
         if isinstance(e, sympy.Rational):
             raise Unsupported(f"the size {e} is not an integer")
+        if isinstance(e, _TO_INT):  # of an integral float: a size scaled by an integral scale factor
+            return self._integral(e.args[0])
         args = [self._convert(a) for a in e.args] if not isinstance(e, (sympy.Pow, F.PowByNatural)) else None
         if isinstance(e, sympy.Add):
             out = Expr.const(0)
@@ -132,6 +137,22 @@ class SymbolTable:
             out = args[0]
             for a in args[1:]:
                 out = sym_min(out, a)
+            return out
+        raise Unsupported(f"the size expression {e} ({type(e).__name__}) has no dyngraph form")
+
+    def _integral(self, e: sympy.Expr) -> Expr:
+        """A float expression that is an integer for every value of its sizes
+        (``2.0*ToFloat(s0)``), as that integer expression."""
+        if isinstance(e, sympy.Float) or e.is_Integer:
+            if float(e) != int(e):
+                raise Unsupported(f"the size factor {e} is not an integer")
+            return Expr.const(int(e))
+        if isinstance(e, F.ToFloat):
+            return self._convert(e.args[0])
+        if isinstance(e, (sympy.Add, sympy.Mul)):
+            out = Expr.const(0 if isinstance(e, sympy.Add) else 1)
+            for a in e.args:
+                out = out + self._integral(a) if isinstance(e, sympy.Add) else out * self._integral(a)
             return out
         raise Unsupported(f"the size expression {e} ({type(e).__name__}) has no dyngraph form")
 

@@ -16,6 +16,7 @@ from . import reduce  # noqa: F401
 from . import channel_norm  # noqa: F401
 from . import conv  # noqa: F401
 from . import interpolate  # noqa: F401
+from . import pad  # noqa: F401
 from . import pool  # noqa: F401
 from .registry import CONVERTERS, Args, Missing, Unsupported, bind, converter, converter_of, kept_whole
 

@@ -5,7 +5,11 @@ upsample_linear1d / upsample_bilinear2d (half-pixel or align_corners).
 The output sizes are the node's (expressions of the input's). Interpolate
 maps coordinates by the real size ratio, PyTorch by 1 / scale_factor when
 one is given: they agree when the scale factor is an integer; other scale
-factors run in PyTorch."""
+factors run in PyTorch.
+
+Bicubic interpolation has no dyngraph form yet: upsample_bicubic2d is kept
+whole (torch's decomposition computes its coordinates with symbolic floats
+when a size is dynamic) and runs in PyTorch as one node."""
 
 from __future__ import annotations
 
@@ -64,3 +68,8 @@ def upsample_linear(cx, node, a):
     ns = cx.rank_of(_src(a)) - 2
     coord = "align_corners" if a.align_corners else "half_pixel"
     return _interpolate(cx, node, a, "linear" if ns == 1 else "bilinear", coord)
+
+
+@converter(aten.upsample_bicubic2d.vec, aten.upsample_bicubic2d.default, keep=(aten.upsample_bicubic2d.vec,))
+def upsample_bicubic(cx, node, a):
+    raise Unsupported("bicubic interpolation")
