@@ -195,11 +195,20 @@ PYBIND11_MODULE(_backend, m) {
     m.doc() = "dyngraph's C++ runtime: IR reader, shape binding, ggml graph builder and cache";
     register_errors(m);
     install_ggml_log();
-    verbose::init_from_env();
+    if (std::string w = verbose::init_from_env(); !w.empty()) {
+        if (PyErr_WarnEx(PyExc_RuntimeWarning, w.c_str(), 1) != 0) throw py::error_already_set();
+    }
 
     m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
     m.def("ggml_version", [] { return std::string(ggml_version()); });
-    m.def("set_verbose", &verbose::set_level, py::arg("level"), "DYNGRAPH_VERBOSE's level, at run time (0: off).");
+    m.def(
+        "set_verbose",
+        [](int l) {
+            if (!verbose::set_level(l)) throw py::value_error("verbose level " + std::to_string(l) + " is below 0");
+        },
+        py::arg("level"), "DYNGRAPH_VERBOSE's level, at run time (0: off, 1: executes, 2: + compiles and builds).");
+    m.def("parse_verbose", [](const std::string& v) { return verbose::parse_level(v.c_str()); },
+          "The level a DYNGRAPH_VERBOSE value names, or -1.");
     m.def("verbose_level", [] { return verbose::level; });
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
@@ -331,7 +340,7 @@ PYBIND11_MODULE(_backend, m) {
                                                                size_t(info.size * info.itemsize), ext, std::move(engine),
                                                                capacity, borrow_ir, repack);
                  if (verbose::on())
-                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                     verbose::compile(cp.get(), cp->engine_kind().c_str(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
                  return cp;
              }),
              py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false,
@@ -355,7 +364,7 @@ PYBIND11_MODULE(_backend, m) {
                                                               SplitRule(rule), capacity, strict_placement);
                  }
                  if (verbose::on())
-                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                     verbose::compile(cp.get(), cp->engine_kind().c_str(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
                  return cp;
              }),
              py::arg("ir"), py::arg("data"), py::arg("engines"), py::arg("shares"), py::arg("rule"), py::arg("cache_capacity"),
