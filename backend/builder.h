@@ -40,6 +40,7 @@ struct BuiltGraph {
     std::vector<ExternalRef> external;
     MemoryPlan plan;
     uint64_t arena_generation = UINT64_MAX;  // arena the plan was last applied to
+    bool executed = false;                    // an execute has run it (verbose: its first says "miss")
     ggml_cplan cplan{};
     std::vector<HostIndexCheck> host_checks;                      // run before each compute
     std::vector<std::unique_ptr<KernelIndexCheck>> kernel_checks;  // read after each compute

@@ -308,7 +308,7 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
         stats_.graph_splits = g->n_splits;
         last_op_slot_ = g->op_slot;
     }
-    if (verbose::on()) verbose::build(this, prog_, b, g->n_nodes(), g->build_seconds * 1e3);
+    if (verbose::creation()) verbose::build(this, engine_kind().c_str(), prog_, b, g->n_nodes(), g->build_seconds * 1e3);
     lru_.push_front(std::move(g));
     index_.emplace(lru_.front()->key, lru_.begin());
     return *lru_.front();
@@ -481,6 +481,15 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
     const double t0 = verbose::on() ? verbose::now_ms() : 0.0;
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t misses = stats_.misses;
+    // verbose says "miss" when this execute built its graph, or when the graph
+    // was built for it by the infer_outputs just before (cp(...)) and never ran
+    auto report = [&] {
+        BuiltGraph& g = *lru_.front();  // lookup() puts the graph it returns first
+        const bool fresh = !g.executed || stats_.misses != misses;
+        g.executed = true;
+        if (verbose::on())
+            verbose::exec(this, engine_kind().c_str(), prog_, binding_, fresh, in, n_in, out, n_out, verbose::now_ms() - t0);
+    };
     BuiltGraph& g = prepare(in, n_in, out, n_out);
     if (placement_) {
         compute_on_devices(g);
@@ -491,7 +500,14 @@ void CompiledPartition::execute(const HostTensor* const* in, size_t n_in, const 
     for (size_t j = 0; j < n_out; ++j)
         if (out_staged_[j]) convert_from_ggml(g.outputs[j]->type, out_ptr_[j], out[j]->dtype, out[j]->data, out[j]->numel());
     ++stats_.executions;
-    if (verbose::on()) verbose::exec(this, prog_, binding_, stats_.misses != misses, in, n_in, verbose::now_ms() - t0);
+    report();
+}
+
+std::string CompiledPartition::engine_kind() const {
+    if (!placement_) return "cpu";
+    std::string s;
+    for (const DeviceSlot& d : placement_->slots) s += (s.empty() ? "" : "+") + d.name;
+    return s;
 }
 
 double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out,
@@ -533,7 +549,7 @@ CacheStats CompiledPartition::stats() const {
 }
 
 void CompiledPartition::evict_last() {
-    if (verbose::on()) verbose::evict(this, prog_, lru_.back()->key, lru_.size() - 1);
+    if (verbose::creation()) verbose::evict(this, engine_kind().c_str(), prog_, lru_.back()->key, lru_.size() - 1);
     index_.erase(lru_.back()->key);
     AlignedBuffer meta = lru_.back()->release_metadata();
     if (meta.size() > spare_meta_.size()) spare_meta_ = std::move(meta);

@@ -70,6 +70,8 @@ public:
     ~CompiledPartition();
 
     const Program& program() const { return prog_; }
+    // The engine kind verbose lines name: "cpu", or the devices joined by '+'.
+    std::string engine_kind() const;
     const Engine& engine() const { return *engine_; }
     bool device_mode() const { return placement_ != nullptr; }
     // Device mode: per device, its name, the ops it runs and the bytes of weights and state it holds.

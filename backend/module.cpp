@@ -28,6 +28,86 @@ struct PyTensor {
     py::array array;
 };
 
+// -- DLPack export with a dtype numpy cannot name (bf16) -------------------------------------------
+// The legacy (unversioned) DLPack ABI, as the DLPack specification lays it out: a capsule named
+// "dltensor" holding a DLManagedTensor; the consumer renames it "used_dltensor" and calls the deleter.
+struct DlDevice {
+    int32_t device_type;  // 1: CPU
+    int32_t device_id;
+};
+struct DlDataType {
+    uint8_t code;  // 0 int, 1 uint, 2 float, 4 bfloat
+    uint8_t bits;
+    uint16_t lanes;
+};
+struct DlTensor {
+    void* data;
+    DlDevice device;
+    int32_t ndim;
+    DlDataType dtype;
+    int64_t* shape;
+    int64_t* strides;  // in elements
+    uint64_t byte_offset;
+};
+struct DlManaged {
+    DlTensor t;
+    void* ctx;
+    void (*deleter)(DlManaged*);
+};
+struct DlOwner {  // what the managed tensor keeps alive
+    DlManaged m;
+    std::vector<int64_t> shape, strides;
+    PyObject* array;  // a reference to the array whose memory it is
+};
+
+void dl_delete(DlManaged* m) {
+    auto* o = static_cast<DlOwner*>(m->ctx);
+    {
+        py::gil_scoped_acquire gil;  // consumers may call this without the GIL
+        Py_XDECREF(o->array);
+    }
+    delete o;
+}
+
+void dl_capsule_destructor(PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {  // never consumed: ours to free
+        auto* m = static_cast<DlManaged*>(PyCapsule_GetPointer(cap, "dltensor"));
+        if (m && m->deleter) m->deleter(m);
+    }
+}
+
+// A DLPack capsule of a's memory (read as dtype code/bits), keeping a alive.
+py::object dlpack_capsule(py::array a, int code, int bits) {
+    if (bits % 8 != 0 || a.itemsize() != bits / 8)
+        fail<ExecutionError>("cannot export ", a.itemsize(), "-byte elements as a ", bits, "-bit DLPack type");
+    auto* o = new DlOwner();
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+        if (a.strides(d) % a.itemsize() != 0) {
+            delete o;
+            fail<ExecutionError>("cannot export an array whose strides are not whole elements through DLPack");
+        }
+        o->shape.push_back(int64_t(a.shape(d)));
+        o->strides.push_back(int64_t(a.strides(d) / a.itemsize()));
+    }
+    o->array = a.ptr();
+    Py_INCREF(o->array);
+    o->m.t.data = const_cast<void*>(a.data());
+    o->m.t.device = {1, 0};
+    o->m.t.ndim = int32_t(a.ndim());
+    o->m.t.dtype = {uint8_t(code), uint8_t(bits), 1};
+    o->m.t.shape = o->shape.data();
+    o->m.t.strides = o->strides.data();
+    o->m.t.byte_offset = 0;
+    o->m.ctx = o;
+    o->m.deleter = dl_delete;
+    PyObject* cap = PyCapsule_New(&o->m, "dltensor", dl_capsule_destructor);
+    if (!cap) {
+        dl_delete(&o->m);
+        throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(cap);
+}
+
 void fill_host(HostTensor& h, int64_t id, int dtype, const std::vector<int64_t>& shape) {
     dg::fill_host(h, id, dtype, shape.data(), shape.size());
 }
@@ -195,11 +275,22 @@ PYBIND11_MODULE(_backend, m) {
     m.doc() = "dyngraph's C++ runtime: IR reader, shape binding, ggml graph builder and cache";
     register_errors(m);
     install_ggml_log();
-    verbose::init_from_env();
+    if (std::string w = verbose::init_from_env(); !w.empty()) {
+        if (PyErr_WarnEx(PyExc_RuntimeWarning, w.c_str(), 1) != 0) throw py::error_already_set();
+    }
 
     m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
     m.def("ggml_version", [] { return std::string(ggml_version()); });
-    m.def("set_verbose", &verbose::set_level, py::arg("level"), "DYNGRAPH_VERBOSE's level, at run time (0: off).");
+    m.def(
+        "set_verbose",
+        [](int l) {
+            if (!verbose::set_level(l)) throw py::value_error("verbose level " + std::to_string(l) + " is below 0");
+        },
+        py::arg("level"), "DYNGRAPH_VERBOSE's level, at run time (0: off, 1: executes, 2: + compiles and builds).");
+    m.def("dlpack_capsule", &dlpack_capsule, py::arg("array"), py::arg("code"), py::arg("bits"),
+          "A DLPack capsule of the array's memory read as DLPack type (code, bits): bf16 arrays numpy cannot export.");
+    m.def("parse_verbose", [](const std::string& v) { return verbose::parse_level(v.c_str()); },
+          "The level a DYNGRAPH_VERBOSE value names, or -1.");
     m.def("verbose_level", [] { return verbose::level; });
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
@@ -331,7 +422,7 @@ PYBIND11_MODULE(_backend, m) {
                                                                size_t(info.size * info.itemsize), ext, std::move(engine),
                                                                capacity, borrow_ir, repack);
                  if (verbose::on())
-                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                     verbose::compile(cp.get(), cp->engine_kind().c_str(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
                  return cp;
              }),
              py::arg("ir"), py::arg("data"), py::arg("engine"), py::arg("cache_capacity"), py::arg("borrow_ir") = false,
@@ -355,7 +446,7 @@ PYBIND11_MODULE(_backend, m) {
                                                               SplitRule(rule), capacity, strict_placement);
                  }
                  if (verbose::on())
-                     verbose::compile(cp.get(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
+                     verbose::compile(cp.get(), cp->engine_kind().c_str(), cp->program(), cp->stats().constant_bytes, verbose::now_ms() - t0);
                  return cp;
              }),
              py::arg("ir"), py::arg("data"), py::arg("engines"), py::arg("shares"), py::arg("rule"), py::arg("cache_capacity"),
@@ -404,7 +495,7 @@ PYBIND11_MODULE(_backend, m) {
              py::arg("inputs"), py::arg("build") = true, py::arg("check_dtype") = true)
         .def(
             "run",
-            [](CompiledPartition& cp, const py::sequence& arrays, const py::sequence& out_dtypes) {
+            [](CompiledPartition& cp, const py::sequence& arrays, const py::sequence& out_dtypes, bool copy_strided) {
                 // numpy in, numpy out: bind, allocate the outputs, compute (one call for the common case)
                 const Program& prog = cp.program();
                 const size_t n = arrays.size();
@@ -413,6 +504,11 @@ PYBIND11_MODULE(_backend, m) {
                 std::vector<const HostTensor*> in_ptrs(n);
                 for (size_t i = 0; i < n; ++i) {
                     const TensorDef& t = prog.tensors[size_t(prog.inputs[i])];
+                    if (!copy_strided && py::isinstance<py::array>(arrays[i]) &&
+                        !(py::array(arrays[i]).flags() & py::array::c_style))
+                        fail<ExecutionError>("input ", i, " ", t.label(),
+                                             ": data must be C-contiguous, it is used in place (numpy.ascontiguousarray "
+                                             "or torch's .contiguous() copies it)");
                     py::array a = py::array::ensure(arrays[i], py::array::c_style);
                     if (!a) fail<ExecutionError>("input ", i, " ", t.label(), " is not an array");
                     if (!array_holds(a, t.dtype))
@@ -445,7 +541,9 @@ PYBIND11_MODULE(_backend, m) {
                 }
                 return result;
             },
-            py::arg("arrays"), py::arg("out_dtypes"))
+            py::arg("arrays"), py::arg("out_dtypes"), py::arg("copy_strided") = false,
+            "cp(...): numpy in, numpy out; a non-contiguous array is refused, or with copy_strided copied "
+            "(dyngraph.torch: the tensors PyTorch hands on)")
         .def(
             "time_compute",
             [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out, int iters) {

@@ -78,10 +78,17 @@ def get_pkgconfig_dir() -> str:
     return os.path.join(_c_root(), "pkgconfig")
 
 
-def set_verbose(level: int) -> None:
-    """DYNGRAPH_VERBOSE at run time: 1 prints a line per compile, graph build,
-    eviction and execute on stderr (docs/guide/verbose.md); 0 turns it off."""
-    _backend.set_verbose(int(level))
+def set_verbose(level: "int | str") -> None:
+    """DYNGRAPH_VERBOSE at run time (docs/guide/verbose.md): 1 (or "exec")
+    prints a line per execute on stderr, 2 (or "all") adds each compile, graph
+    build and eviction, 0 (or "none") turns it off. Anything else raises
+    ValueError and leaves the level as it was."""
+    if isinstance(level, bool) or not isinstance(level, (int, str)):
+        raise ValueError(f"verbose level must be 0, 1, 2, 'none', 'exec' or 'all', not {level!r}")
+    n = _backend.parse_verbose(level) if isinstance(level, str) else int(level)
+    if n < 0:
+        raise ValueError(f"verbose level must be 0, 1, 2, 'none', 'exec' or 'all', not {level!r}")
+    _backend.set_verbose(n)
 
 
 __all__ = [

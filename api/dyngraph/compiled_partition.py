@@ -9,6 +9,7 @@ from typing import Dict, List, NamedTuple, Sequence
 import numpy as np
 
 from . import _backend
+from .dtypes import DataType
 from .engine import Engine, Stream
 from .errors import CompileError, ExecutionError, ShapeError
 from .ir_codes import DTYPE_CODE
@@ -17,7 +18,7 @@ from .logical_tensor import LogicalTensor, Property
 from .program import Program
 from .symbolic import format_shape
 from .stored_weight import StoredWeight
-from .tensor import Tensor, from_dlpack
+from .tensor import OutputArray, Tensor, from_dlpack
 
 
 def check_capacity(capacity) -> int:
@@ -104,6 +105,7 @@ class CompiledPartition:
         self._input_ids = [lt.id for lt in self._inputs]
         self._symbol_inputs = list(program.symbol_inputs) or _value_only_inputs(program)
         self._out_dtypes = [lt.dtype.numpy for lt in self._outputs]
+        self._bf16_outputs = [j for j, lt in enumerate(self._outputs) if lt.dtype is DataType.bf16]
 
     @classmethod
     def create(cls, program: Program, data: Dict[int, np.ndarray], engines, cache_capacity: int,
@@ -216,13 +218,18 @@ class CompiledPartition:
         """Run on arrays (numpy, objects with ``__dlpack__`` such as CPU torch
         tensors, or anything numpy can view), in get_inputs() order; returns
         new numpy output arrays (``torch.from_dlpack`` takes them without a
-        copy). Contiguous inputs are used in place."""
+        copy, bf16 as ``torch.bfloat16``). Inputs are used in place: a
+        non-contiguous array or tensor is refused (ExecutionError), not copied."""
         for a in arrays:
             if type(a) is not np.ndarray:
                 arrays = tuple(from_dlpack(x) if type(x) is not np.ndarray and hasattr(x, "__dlpack__") else x
                                for x in arrays)
                 break
-        return self._impl.run(arrays, self._out_dtypes)
+        outs = self._impl.run(arrays, self._out_dtypes)
+        if self._bf16_outputs:
+            for j in self._bf16_outputs:
+                outs[j] = outs[j].view(OutputArray)
+        return outs
 
     # -- cache -------------------------------------------------------------------
     def cache_info(self) -> CacheInfo:

@@ -37,9 +37,35 @@ _BITS_ONLY = frozenset(dt.numpy for dt in DataType if dt.numpy.kind == "V" or dt
 
 
 def dlpack_view(arr: np.ndarray) -> np.ndarray:
-    """``arr`` as DLPack can carry it: an ml_dtypes array (bf16, s4, u4, f8),
-    which numpy cannot export, as its bits (uint16 / uint8), the same memory."""
+    """``arr`` as numpy's DLPack can carry it: an ml_dtypes array (s4, u4, f8;
+    bf16 goes as bfloat16, bf16_capsule), which numpy cannot export, as its
+    bits (uint8 / uint16), the same memory."""
     return arr.view(np.dtype(f"u{arr.itemsize}")) if arr.dtype in _BITS_ONLY else arr
+
+
+_BF16 = DataType.bf16.numpy
+_DL_BFLOAT = 4  # DLPack's type code for bfloat
+
+
+def bf16_capsule(arr: np.ndarray):
+    """A DLPack capsule of a bf16 array as DLPack's bfloat16 (numpy cannot make one)."""
+    return _backend.dlpack_capsule(arr, _DL_BFLOAT, 16)
+
+
+class OutputArray(np.ndarray):
+    """What ``cp(...)`` returns for a bf16 output: a numpy array (the same
+    type in every other respect) whose ``__dlpack__`` hands it on as DLPack's
+    bfloat16, so ``torch.from_dlpack(out)`` is a ``torch.bfloat16`` tensor
+    on the same memory (numpy itself cannot export ml_dtypes' bfloat16)."""
+
+    def __dlpack__(self, *args, **kwargs):
+        base = self.view(np.ndarray)
+        if base.dtype == _BF16:
+            return bf16_capsule(base)
+        return base.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.view(np.ndarray).__dlpack_device__()
 
 
 def as_array(data, dtype: DataType) -> np.ndarray:
@@ -111,7 +137,10 @@ class Tensor(_backend.Tensor):
         return self.get_data_handle()
 
     def __dlpack__(self, *args, **kwargs):
-        return dlpack_view(self.get_data_handle()).__dlpack__(*args, **kwargs)
+        arr = self.get_data_handle()
+        if arr.dtype == _BF16:
+            return bf16_capsule(arr)
+        return dlpack_view(arr).__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
         return self.get_data_handle().__dlpack_device__()

@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -90,7 +91,7 @@ void init_once() {
     static std::once_flag once;
     std::call_once(once, [] {
         install_ggml_log();
-        verbose::init_from_env();
+        if (std::string w = verbose::init_from_env(); !w.empty()) std::fprintf(stderr, "dyngraph: warning: %s\n", w.c_str());
     });
 }
 
@@ -285,7 +286,7 @@ dg_status load(const uint8_t* data, size_t size, const std::string& where, std::
                                                         std::vector<double>(es.n_devices, 1.0), SplitRule(0),
                                                         kDefaultCapacity);
         }
-        if (verbose::on()) verbose::compile(p->cp.get(), p->cp->program(), p->cp->stats().constant_bytes, verbose::now_ms() - t0);
+        if (verbose::on()) verbose::compile(p->cp.get(), p->cp->engine_kind().c_str(), p->cp->program(), p->cp->stats().constant_bytes, verbose::now_ms() - t0);
         p->engine = std::move(es.engine);
         describe_ports(*p);
         *out = p.release();

@@ -213,3 +213,22 @@ def test_symbols_read_back_with_their_ranges_and_bind_at_run_time():
         np.testing.assert_allclose(out, np.exp(a), rtol=1e-6)
     with pytest.raises(dg.ShapeError, match="seq"):
         cp(np.zeros((33, 4), np.float32))
+
+
+def test_symbolic_dimensions_are_written_as_onednn_writes_unknown_ones():
+    """oneDNN writes a dimension it does not know as INT64_MIN (DNNL_GRAPH_UNKNOWN_DIM), in the shape
+    and the strides; dyngraph's own key keeps the symbol, and the file reads back the same."""
+    INT64_MIN = -(2 ** 63)
+    batch = dg.Dim("batch", max=32)
+    x = dg.LogicalTensor(0, dg.f32, [batch, 4])
+    y = dg.LogicalTensor(1, dg.f32, None)
+    g = dg.Graph()
+    g.add_op(dg.Op(0, K.ReLU, [x], [y]))
+    g.finalize()
+    d = json.loads(onednn.to_json(g))
+    (t,) = d["graph"][0]["inputs"]
+    assert t["shape"] == [INT64_MIN, 4] and t["stride"] == [INT64_MIN, INT64_MIN]
+    assert t["dyngraph_dims"] == ["batch", 4]
+    g2 = onednn.from_json(json.dumps(d))
+    (op,) = g2.get_ops()
+    assert str(op.inputs[0].shape[0]) == "batch" and op.inputs[0].shape[1] == 4

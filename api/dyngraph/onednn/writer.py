@@ -8,7 +8,8 @@ dyngraph has goes into keys oneDNN never sees otherwise:
 - ``dyngraph_dims`` (a logical tensor): its shape when a dimension is not
   a number (an expression such as ``"seq + 1"``, ``"?"`` for
   ``DYNAMIC_DIM``, ``-1`` for ``UNKNOWN_DIM``), or ``null`` when even the
-  rank is unknown; ``shape`` then holds -1 for those dimensions;
+  rank is unknown; ``shape`` and ``stride`` then hold INT64_MIN for those
+  dimensions, as oneDNN writes an unknown dimension (``[-1]``: an unknown rank);
 - ``dyngraph_name`` (a logical tensor): its name;
 - attribute types ``dyngraph_expr`` / ``dyngraph_exprs``: sizes that are
   expressions; ``property_type`` ``"state"``; op kinds oneDNN lacks
@@ -36,6 +37,7 @@ from .exprs import format_expr
 from .opmap import TO_ONEDNN_KIND, to_onednn_value
 
 FORMAT_VERSION = "3.0.0"
+UNKNOWN = -(2 ** 63)  # oneDNN's DNNL_GRAPH_UNKNOWN_DIM (INT64_MIN): a dimension or stride not known
 _SCALAR_TYPE = {"int": "s64", "bool": "bool", "float": "f32", "str": "string"}
 
 
@@ -133,9 +135,9 @@ def _lt(lt, syms: _Symbols, graph_input: bool, where: str) -> dict:
             elif isinstance(x, Expr) and x.is_const:
                 shape.append(x.value)
             else:
-                shape.append(-1)
-                dims = "symbolic"  # (UNKNOWN_DIM too: a bare -1 in an op's output means "infer the whole shape")
-        stride = _dense_strides(shape) if all(s >= 0 for s in shape) else [-1] * len(shape)
+                shape.append(UNKNOWN)
+                dims = "symbolic"  # (UNKNOWN_DIM too)
+        stride = _dense_strides(shape) if all(s >= 0 for s in shape) else [UNKNOWN] * len(shape)
     d.update(shape=shape, stride=stride, layout_type="strided", property_type=prop)
     if dims == "unknown rank":
         d["dyngraph_dims"] = None

@@ -8,6 +8,7 @@ and into and out of dyngraph as numpy views of the same memory.
 
 from __future__ import annotations
 
+import functools
 import re
 from fnmatch import fnmatchcase
 from typing import Dict, List, Mapping, Sequence
@@ -39,7 +40,9 @@ class DgStep:
 
     def __init__(self, cp, in_ids, out_ids, torch_dtypes, n_ops):
         self.cp = cp
-        self.run = cp._impl.run  # the raw call: numpy in, numpy out
+        # the raw call, numpy in, numpy out; a model's strided inputs (a transpose, in the
+        # model or run in PyTorch between partitions) are copied, as PyTorch's own ops take them
+        self.run = functools.partial(cp._impl.run, copy_strided=True)
         self.symbols = cp.symbol_inputs
         self.in_ids = in_ids[:-1] if self.symbols else in_ids
         self.out_ids = out_ids
