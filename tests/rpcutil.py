@@ -96,3 +96,19 @@ class RpcServer:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def one_server():
+    """A module fixture's body: one server for the module's tests (None where this ggml has no RPC
+    backend), stopped after the engines that used it let go of their connections."""
+    import gc
+
+    import dyngraph as dg
+
+    if not dg._backend.has_rpc():
+        yield None
+        return
+    s = RpcServer()
+    yield s
+    gc.collect()
+    s.stop()

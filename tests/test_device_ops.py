@@ -9,14 +9,12 @@ which ran where."""
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
 
 import dyngraph as dg
 from oputil import compile_op, run
-from rpcutil import RpcServer
+from rpcutil import one_server
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM
@@ -71,13 +69,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def server():
-    if not dg._backend.has_rpc():
-        yield None
-        return
-    s = RpcServer()
-    yield s
-    gc.collect()  # the engines' connections close before the server stops
-    s.stop()
+    yield from one_server()
 
 
 @pytest.fixture(params=DEVICES)

@@ -5,8 +5,6 @@ CPU. Ops a device cannot run (dyngraph's CPU kernels: TypeCast to bool,
 GELU-erf, integer sorts, ...) run on the host CPU by themselves; state (a KV
 cache) lives on the device through prefill, decode and prefill again."""
 
-import gc
-
 import pytest
 
 torch = pytest.importorskip("torch", minversion="2.5")
@@ -15,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 import dyngraph as dg  # noqa: E402
 import dyngraph.torch as dgt  # noqa: E402
 from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm, greedy  # noqa: E402
-from rpcutil import RpcServer  # noqa: E402
+from rpcutil import one_server  # noqa: E402
 from torchutil import offline  # noqa: E402
 
 offline()
@@ -30,13 +28,7 @@ ATOL = {"rpc": 1e-4, "gpu": 3e-2}
 
 @pytest.fixture(scope="module")
 def server():
-    if not dg._backend.has_rpc():
-        yield None
-        return
-    s = RpcServer()
-    yield s
-    gc.collect()  # the engines' connections close before the server stops
-    s.stop()
+    yield from one_server()
 
 
 @pytest.fixture(params=DEVICES)
