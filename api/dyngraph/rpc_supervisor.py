@@ -112,17 +112,121 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class _Forked:
+    """A worker forked by the zygote: the subprocess.Popen methods the supervisor uses."""
+
+    def __init__(self, zygote: "Zygote", pid: int):
+        self.zygote, self.pid, self.returncode = zygote, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid)
+        return self.returncode
+
+    def kill(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float = 10.0):
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.returncode
+
+
+class Zygote:
+    """A process that has imported dyngraph's extension once and forks workers (~10 ms each, not the
+    0.6 s of a new interpreter): a worker that dies is replaced at once."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "from dyngraph.rpc_supervisor import _zygote_main; "
+                                      "_zygote_main()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        self._lock = threading.Lock()
+        self._statuses = {}
+        self._pids = []
+        self._cv = threading.Condition(self._lock)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            kind, pid, *rest = line.split()
+            with self._cv:
+                if kind == "pid":
+                    self._pids.append(int(pid))
+                else:
+                    self._statuses[int(pid)] = int(rest[0])
+                self._cv.notify_all()
+        with self._cv:
+            self._pids.append(-1)
+            self._cv.notify_all()
+
+    def spawn(self, port: int, threads: int, devices: List[str]) -> _Forked:
+        with self._cv:
+            self.proc.stdin.write(" ".join([str(port), str(threads)] + devices) + "\n")
+            self.proc.stdin.flush()
+            if not self._cv.wait_for(lambda: self._pids, timeout=30):
+                raise WorkerDied("the zygote did not fork a worker")
+            pid = self._pids.pop(0)
+        if pid < 0:
+            raise WorkerDied("the zygote exited")
+        return _Forked(self, pid)
+
+    def status(self, pid: int):
+        with self._lock:
+            return self._statuses.get(pid)
+
+
+def _zygote_main() -> None:  # pragma: no cover - runs in the zygote process
+    _die_with_parent()
+    from . import _backend  # noqa: F401  (what makes a new interpreter slow, done once)
+
+    def reap(*_):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            print(f"exit {pid} {code}", flush=True)
+
+    signal.signal(signal.SIGCHLD, reap)
+    for line in sys.stdin:
+        port, threads, *devices = line.split()
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.environ["GGML_NO_BACKTRACE"] = "1"  # (ggml's abort would run gdb on the worker)
+            _die_with_parent()
+            os.dup2(os.open(os.devnull, os.O_RDWR), 0)
+            os.dup2(os.open(os.devnull, os.O_RDWR), 1)  # (ggml's banner)
+            try:
+                serve_worker("127.0.0.1", int(port), int(threads), devices)
+            finally:
+                os._exit(1)
+        print(f"pid {pid}", flush=True)
+    os._exit(0)
+
+
 class Worker:
     """One ggml server process on 127.0.0.1, connected to (and claimed by) the supervisor."""
 
-    def __init__(self, threads: int, devices: List[str], log: Callable[[str], None]):
+    def __init__(self, threads: int, devices: List[str], log: Callable[[str], None], zygote: Optional[Zygote] = None):
         self.port = _free_port()
-        cmd = [sys.executable, "-m", "dyngraph.cli", "rpc-server", "--worker", "--host", "127.0.0.1",
-               "--port", str(self.port), "--threads", str(threads)]
-        for d in devices:
-            cmd += ["--device", d]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        if zygote is not None:
+            self.proc = zygote.spawn(self.port, threads, devices)
+        else:
+            cmd = [sys.executable, "-m", "dyngraph.cli", "rpc-server", "--worker", "--host", "127.0.0.1",
+                   "--port", str(self.port), "--threads", str(threads)]
+            for d in devices:
+                cmd += ["--device", d]
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+                                         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         self.sock: Optional[socket.socket] = None
         self.hello: Optional[bytes] = None
         self.log = log
@@ -170,9 +274,12 @@ class Worker:
 
     def stop(self) -> str:
         """Kill the worker; how it had ended, when it had."""
-        status = self.proc.poll()
         if self.sock is not None:
             self.sock.close()
+        try:  # (a worker that just died: its status, to log why)
+            status = self.proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            status = None
         if status is None:
             self.proc.kill()
             self.proc.wait()
@@ -198,6 +305,7 @@ class Supervisor:
         self._spare_ready = threading.Event()
         self._worker: Optional[Worker] = None
         self._current: Optional[Worker] = None  # the worker that serves, claimed by the supervisor
+        self._zygote: Optional[Zygote] = Zygote()
 
     # -- workers ---------------------------------------------------------------------------
     def _start_spare(self) -> None:
@@ -205,7 +313,12 @@ class Supervisor:
         self._spare_ready.clear()
         # started from this (the main) thread: PR_SET_PDEATHSIG kills a child when the *thread* that
         # started it ends, so only its claim runs in the background
-        w = Worker(self.threads, self.devices, self.log)
+        try:
+            w = Worker(self.threads, self.devices, self.log, self._zygote)
+        except WorkerDied as e:  # (the zygote is gone: new interpreters from now on)
+            self.log(f"{e}: workers start as new processes from now on")
+            self._zygote = None
+            w = Worker(self.threads, self.devices, self.log)
 
         def run():
             try:
