@@ -146,8 +146,8 @@ struct Relay::Session {
         const int other = fd == client ? server : client;
         for (;;) {
             if (relay.stop_.load()) throw Closed{};
-            pollfd p[2] = {{fd, POLLIN, 0}, {other, POLLRDHUP, 0}};
-            int r = poll(p, 2, 200);
+            pollfd p[3] = {{fd, POLLIN, 0}, {other, POLLRDHUP, 0}, {relay.wake_[0], POLLIN, 0}};
+            int r = poll(p, 3, 1000);
             if (r < 0 && errno != EINTR) throw Closed{};
             if (r <= 0) continue;
             if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) return;
@@ -361,6 +361,8 @@ struct Relay::Session {
 
 Relay::Relay(std::string endpoint, const sockaddr_in& upstream, std::string token, double connect_timeout)
     : endpoint_(std::move(endpoint)), token_(std::move(token)), upstream_(upstream), connect_timeout_(connect_timeout) {
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0)
+        fail<DeviceError>("RPC server ", endpoint_, ": cannot open this process's relay: ", std::strerror(errno));
     listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     addr_.sin_family = AF_INET;
     addr_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -370,6 +372,8 @@ Relay::Relay(std::string endpoint, const sockaddr_in& upstream, std::string toke
         listen(listen_fd_, 8) != 0 || getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr_), &len) != 0) {
         const std::string why = std::strerror(errno);
         if (listen_fd_ >= 0) close(listen_fd_);
+        close(wake_[0]);
+        close(wake_[1]);
         fail<DeviceError>("RPC server ", endpoint_, ": cannot open this process's relay on 127.0.0.1: ", why);
     }
     acceptor_ = std::thread([this] { accept_loop(); });
@@ -377,6 +381,8 @@ Relay::Relay(std::string endpoint, const sockaddr_in& upstream, std::string toke
 
 Relay::~Relay() {
     stop_ = true;
+    if (write(wake_[1], "x", 1) < 0) {
+    }  // (the threads see stop_ within a second anyway)
     if (acceptor_.joinable()) acceptor_.join();
     std::vector<std::thread> sessions;
     {
@@ -387,6 +393,8 @@ Relay::~Relay() {
     for (auto& t : sessions)
         if (t.joinable()) t.join();
     close(listen_fd_);
+    close(wake_[0]);
+    close(wake_[1]);
 }
 
 std::string Relay::error() const {
@@ -413,8 +421,8 @@ bool Relay::own_socket(const sockaddr_in& peer) const {
 
 void Relay::accept_loop() {
     while (!stop_.load()) {
-        pollfd p{listen_fd_, POLLIN, 0};
-        if (poll(&p, 1, 200) <= 0) continue;
+        pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+        if (poll(p, 2, 1000) <= 0 || !(p[0].revents & POLLIN)) continue;
         sockaddr_in peer{};
         socklen_t len = sizeof(peer);
         int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);

@@ -63,6 +63,7 @@ private:
     sockaddr_in upstream_{}, addr_{};
     double connect_timeout_;
     int listen_fd_ = -1;
+    int wake_[2] = {-1, -1};  // a pipe written when the relay stops (its threads poll it)
     std::atomic<bool> stop_{false};
     std::atomic<uint32_t> devices_{0};  // the count the server gave (its connections share it)
     std::thread acceptor_;

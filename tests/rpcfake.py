@@ -121,4 +121,53 @@ class raw(bytes):
     """An answer sent as it is (its own size field, or none)."""
 
 
-__all__ = ["CLOSE", "CMD", "FakeServer", "HELLO_REQ", "default_answer", "raw"]
+class FakeServerProcess:
+    """A FakeServer in a forked process: the client's calls (an Engine's destructor among them)
+    may hold the GIL while they wait for an answer, which an in-process server thread could not
+    give. ``select(key)`` makes the child's answers ``make_answers(key)`` (computed there)."""
+
+    def __init__(self, make_answers: Callable[[int], Dict[str, Answer]]):
+        import os
+
+        r1, w1 = os.pipe()
+        r2, w2 = os.pipe()
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.close(w1)
+                os.close(r2)
+                srv = FakeServer()
+                os.write(ready_w, struct.pack("<I", srv.port))
+                f = os.fdopen(r1)
+                for line in f:
+                    srv.answers = make_answers(int(line))
+                    os.write(w2, b"k")
+            finally:
+                os._exit(0)
+        os.close(r1)
+        os.close(w2)
+        self.pid, self._w, self._r = pid, w1, r2
+        self.port = struct.unpack("<I", os.read(ready_r, 4))[0]
+        os.close(ready_r)
+        os.close(ready_w)
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def select(self, key: int) -> None:
+        import os
+
+        os.write(self._w, f"{key}\n".encode())
+        os.read(self._r, 1)
+
+    def stop(self) -> None:
+        import os
+        import signal
+
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+
+
+__all__ = ["CLOSE", "CMD", "FakeServer", "FakeServerProcess", "HELLO_REQ", "default_answer", "raw"]
