@@ -201,6 +201,32 @@ def test_the_server_stays_up_after_malformed_messages():
     assert "refused" in log and "replaced by a fresh one" in log, log
 
 
+def test_the_server_refuses_recompute_after_free_and_oversized_writes():
+    srv = Server()
+    try:
+        s = srv.connect()
+        _hello(s)
+        s.sendall(bytes([CMD["ALLOC_BUFFER"]]) + struct.pack("<QIQ", 12, 0, 4096))
+        size, ptr, got = struct.unpack("<QQQ", _recv(s, 24))
+        assert size == 16 and ptr and got >= 4096
+        s.sendall(bytes([CMD["SET_TENSOR"]]) + struct.pack("<Q", RPC_TENSOR + 8 + 8192))  # more than the buffer
+        assert _closed(s)
+        s.close()
+        s = srv.connect()
+        _hello(s)
+        s.sendall(bytes([CMD["ALLOC_BUFFER"]]) + struct.pack("<QIQ", 12, 0, 4096))
+        ptr = struct.unpack("<QQQ", _recv(s, 24))[1]
+        s.sendall(bytes([CMD["FREE_BUFFER"]]) + struct.pack("<QQ", 8, ptr))
+        assert _recv(s, 8) == struct.pack("<Q", 0)
+        s.sendall(bytes([CMD["GRAPH_RECOMPUTE"]]) + struct.pack("<QI", 4, 0))
+        assert _closed(s)
+        s.close()
+        _check_serves(srv.endpoint)
+    finally:
+        log = srv.stop()
+    assert "larger than any buffer" in log and "GRAPH_RECOMPUTE after FREE_BUFFER" in log, log
+
+
 def test_a_token_server_refuses_clients_without_the_token():
     srv = Server("--token", "s3cret")
     try:

@@ -412,6 +412,7 @@ class Supervisor:
         ws = worker.sock
         buf = memoryview(bytearray(1 << 20))
         buffers = {}  # remote buffer -> size, for --max-alloc-gib
+        freed = False  # a buffer was freed since the last GRAPH_COMPUTE
         while True:
             ready, _, _ = select.select([client, ws], [], [])
             if ws in ready and client not in ready:
@@ -427,8 +428,13 @@ class Supervisor:
             want = REQUEST_SIZE.get(cmd)
             if want is not None and size != want:
                 raise Refused(f"{name} of {size} bytes (it has {want})")
-            if cmd == CMD["SET_TENSOR"] and not RPC_TENSOR + 8 <= size <= RPC_TENSOR + 8 + self.max_alloc:
-                raise Refused(f"SET_TENSOR of {size} bytes")
+            if cmd == CMD["SET_TENSOR"] and not RPC_TENSOR + 8 <= size <= RPC_TENSOR + 8 + max(buffers.values(), default=0):
+                # (ggml zero-fills the declared size before it reads a byte: no more than the largest buffer)
+                raise Refused(f"SET_TENSOR of {size} bytes (larger than any buffer of this client)")
+            if cmd == CMD["GRAPH_RECOMPUTE"] and freed:
+                raise Refused("GRAPH_RECOMPUTE after FREE_BUFFER (the stored graph may use freed memory)")
+            if cmd == CMD["GRAPH_COMPUTE"]:
+                freed = False
             if cmd == CMD["GRAPH_COMPUTE"] and size > MAX_GRAPH_BYTES:
                 raise Refused(f"GRAPH_COMPUTE of {size} bytes (at most {MAX_GRAPH_BYTES})")
             if want is not None:
@@ -439,6 +445,7 @@ class Supervisor:
                         raise Refused(f"buffers of more than {self.max_alloc} bytes (--max-alloc-gib)")
                 if cmd == CMD["FREE_BUFFER"]:
                     buffers.pop(struct.unpack("<Q", body)[0], None)
+                    freed = True
                 try:
                     ws.sendall(head + body)
                 except OSError:
