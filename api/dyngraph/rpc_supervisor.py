@@ -479,5 +479,8 @@ def serve_worker(host: str, port: int, threads: int, devices: List[str]) -> int:
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _backend.rpc_serve(host, port, threads, devices)
+    try:
+        _backend.rpc_serve(host, port, threads, devices)
+    except Exception as e:  # noqa: BLE001 - std::length_error / bad_alloc out of ggml's loop: the worker ends
+        print(f"dyngraph rpc-server worker: ggml's server stopped: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     return 1
