@@ -348,8 +348,15 @@ class Supervisor:
         raise SystemExit(f"dyngraph rpc-server: ggml's server cannot start: {self._spare_error}")
 
     # -- clients ---------------------------------------------------------------------------
-    def serve_forever(self, listener: socket.socket, max_clients: Optional[int] = None) -> None:
+    def start(self) -> Optional[str]:
+        """Start the first worker and wait until it serves: None, or why ggml's server cannot start."""
         self._start_spare()
+        self._spare_ready.wait()
+        return self._spare_error if self._spare is None else None
+
+    def serve_forever(self, listener: socket.socket, max_clients: Optional[int] = None) -> None:
+        if self._spare is None and not self._spare_ready.is_set():
+            self._start_spare()
         while max_clients is None or self.served < max_clients:
             client, addr = listener.accept()
             who = f"{addr[0]}:{addr[1]}"

@@ -118,8 +118,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not ipaddress.IPv4Address(host).is_loopback and token is None:
         print(f"dyngraph rpc-server: {host} is reachable from other machines: serve only on a network you trust",
               file=sys.stderr)
-    print(f"dyngraph rpc-server: serving {', '.join(args.device or ['CPU'])} on {endpoint} with {threads} threads "
-          f"{'(token required) ' if token else ''}(Ctrl-C stops it)", file=sys.stderr, flush=True)
     # the workers die with this process (PR_SET_PDEATHSIG): let the signals end it as they would any server
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -127,6 +125,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     sup = Supervisor(host, args.port, threads, args.device or [], token.encode() if token else None, int(max_alloc),
                      _log)
+    why = sup.start()
+    if why is not None:
+        print(f"dyngraph rpc-server: ggml's server cannot start: {why}", file=sys.stderr)
+        listener.close()
+        return EXIT_FAIL
+    print(f"dyngraph rpc-server: serving {', '.join(args.device or ['CPU'])} on {endpoint} with {threads} threads "
+          f"{'(token required) ' if token else ''}(Ctrl-C stops it)", file=sys.stderr, flush=True)
     try:
         sup.serve_forever(listener, args.max_clients)
     finally:
