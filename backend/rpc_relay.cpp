@@ -229,19 +229,20 @@ struct Relay::Session {
             read_exact(client, &size, 8);
             if (cmd >= CMD_COUNT) throw Bad{cat("(relay) this process sent an unknown command ", int(cmd))};
             std::vector<uint8_t> req;
-            write_all(server, &cmd, 1);
-            write_all(server, &size, 8);
-            if (size <= kSmallRequest) {
-                req.resize(size_t(size));
-                read_exact(client, req.data(), req.size());
-                write_all(server, req.data(), req.size());
-            } else {
-                stream(client, server, size);
-            }
-            const int64_t expected = answer_size(Cmd(cmd), req);
-            if (expected == kNoAnswer) continue;
-            uint64_t got;
+            int64_t expected = kNoAnswer;
+            uint64_t got = 0;
             try {
+                write_all(server, &cmd, 1);
+                write_all(server, &size, 8);
+                if (size <= kSmallRequest) {
+                    req.resize(size_t(size));
+                    read_exact(client, req.data(), req.size());
+                    write_all(server, req.data(), req.size());
+                } else {
+                    stream(client, server, size);
+                }
+                expected = answer_size(Cmd(cmd), req);
+                if (expected == kNoAnswer) continue;
                 read_exact(server, &got, 8);
             } catch (const Closed&) {
                 if (cmd == HELLO && relay.token_.empty())

@@ -99,8 +99,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        listener.bind((host, args.port))
-        listener.listen(16)
+        listener.bind((host, args.port))  # (it listens once ggml's server runs: a connection is then served)
     except OSError as e:
         print(f"dyngraph rpc-server: cannot listen on {host}:{args.port}: {e.strerror}", file=sys.stderr)
         listener.close()
@@ -132,6 +131,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_FAIL
     print(f"dyngraph rpc-server: serving {', '.join(args.device or ['CPU'])} on {endpoint} with {threads} threads "
           f"{'(token required) ' if token else ''}(Ctrl-C stops it)", file=sys.stderr, flush=True)
+    listener.listen(16)
     try:
         sup.serve_forever(listener, args.max_clients)
     finally:
