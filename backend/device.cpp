@@ -1,4 +1,5 @@
 #include "device.h"
+#include "rpc_relay.h"
 
 #include <cctype>
 
@@ -27,11 +28,14 @@ bool same_name(const std::string& a, const char* b) {
 
 }  // namespace
 
-std::vector<std::shared_ptr<Device>> Device::open_rpc(const std::string& endpoint, double connect_timeout, double timeout) {
-    std::shared_ptr<remote::Connection> conn = remote::Connection::open(endpoint, connect_timeout, timeout);
+std::vector<std::shared_ptr<Device>> Device::open_rpc(const std::string& endpoint, double connect_timeout, double timeout,
+                                                      const std::string& token) {
+    std::shared_ptr<remote::Connection> conn = remote::Connection::open(endpoint, connect_timeout, timeout, token);
     std::vector<std::shared_ptr<Device>> devs;
     remote::guarded({conn.get()}, "opening its devices", [&] {
         const size_t n = ggml_backend_reg_dev_count(conn->reg());
+        if (n < 1 || n > remote::Relay::kMaxDevices)  // (the relay refuses such a count before ggml sees it)
+            fail<DeviceError>("RPC server ", endpoint, " reported ", n, " devices");
         for (size_t i = 0; i < n; ++i) {
             std::shared_ptr<Device> d(new Device);
             d->kind_ = "rpc";
@@ -41,6 +45,11 @@ std::vector<std::shared_ptr<Device>> Device::open_rpc(const std::string& endpoin
             d->backend_ = ggml_backend_dev_init(d->dev_, nullptr);
             d->buft_ = ggml_backend_dev_buffer_type(d->dev_);
             if (!d->backend_ || !d->buft_) fail<DeviceError>("RPC server ", endpoint, ": cannot open device ", i);
+            const size_t align = ggml_backend_buft_get_alignment(d->buft_);
+            if (align == 0 || (align & (align - 1)) != 0 || align > remote::Relay::kMaxAlignment)
+                fail<DeviceError>("RPC server ", endpoint, " reported an alignment of ", align, " for device ", i);
+            if (ggml_backend_buft_get_max_size(d->buft_) == 0)
+                fail<DeviceError>("RPC server ", endpoint, " reported a maximum buffer size of 0 for device ", i);
             devs.push_back(std::move(d));
         }
     });

@@ -28,7 +28,8 @@ struct DeviceInfo {
 class Device {
 public:
     // The devices of an RPC server (one per device it serves).
-    static std::vector<std::shared_ptr<Device>> open_rpc(const std::string& endpoint, double connect_timeout, double timeout);
+    static std::vector<std::shared_ptr<Device>> open_rpc(const std::string& endpoint, double connect_timeout, double timeout,
+                                                         const std::string& token = "");
     // A device ggml registered in this process (a GPU), by its name ("CUDA0", "Vulkan0").
     static std::shared_ptr<Device> open_local(const std::string& name);
     ~Device();

@@ -8,6 +8,7 @@
 #include "build_info.h"
 #include "compiled_partition.h"
 #include "device.h"
+#include "rpc_relay.h"
 #include "engine.h"
 #include "errors.h"
 #include "ggml-cpu.h"
@@ -346,7 +347,7 @@ PYBIND11_MODULE(_backend, m) {
         })
         .def_property_readonly("lost", [](const Device& d) { return d.connection() && d.connection()->dead(); });
     m.def("open_rpc_devices", &Device::open_rpc, py::arg("endpoint"), py::arg("connect_timeout"), py::arg("timeout"),
-          py::call_guard<py::gil_scoped_release>(), "The devices of a ggml RPC server (DeviceError when unreachable).");
+          py::arg("token") = std::string(), py::call_guard<py::gil_scoped_release>(), "The devices of a ggml RPC server (DeviceError when unreachable).");
     m.def("open_local_device", &Device::open_local, py::arg("name"), "A device ggml registered (a GPU), by name.");
     m.def("list_devices", [] {
         std::vector<DeviceInfo> infos;
@@ -358,6 +359,8 @@ PYBIND11_MODULE(_backend, m) {
         for (const DeviceInfo& i : infos) l.append(device_info_dict(i));
         return l;
     });
+    m.def("_hmac_sha256", [](py::bytes key, py::bytes msg) { return py::bytes(dg::remote::hmac_sha256(key, msg)); },
+          "HMAC-SHA256 as the RPC relay computes it (for the tests).");
     m.def("has_rpc", [] {
 #ifdef DYNGRAPH_HAVE_RPC
         return true;

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "ggml.h"
+#include "rpc_relay.h"
 #ifdef DYNGRAPH_HAVE_RPC
 #include "ggml-rpc.h"
 #endif
@@ -49,7 +50,8 @@ bool same_peer(const sockaddr_in& a, const sockaddr_in& b) {
     return a.sin_family == b.sin_family && a.sin_port == b.sin_port && a.sin_addr.s_addr == b.sin_addr.s_addr;
 }
 
-// File descriptors of this process's TCP sockets connected to `peer`.
+}  // namespace
+
 std::set<int> sockets_to(const sockaddr_in& peer) {
     std::set<int> fds;
     DIR* d = opendir("/proc/self/fd");
@@ -67,6 +69,8 @@ std::set<int> sockets_to(const sockaddr_in& peer) {
     closedir(d);
     return fds;
 }
+
+namespace {
 
 void parse_endpoint(const std::string& endpoint, std::string& host, int& port) {
     const size_t colon = endpoint.rfind(':');
@@ -236,8 +240,14 @@ void lost(const Guard& g, const Lost& e, const char* doing) {
         reason = cat("did not answer within ", max_timeout(failed), " s");
     } else {
         for (Connection* c : g.connections())
-            if (c->socket_broken()) failed.push_back(c);
-        reason = "closed the connection (the server stopped or crashed)";
+            if (!c->relay_error().empty()) failed.push_back(c);
+        if (!failed.empty()) {  // the relay refused an answer (or the token): say what was wrong
+            reason = failed.front()->relay_error();
+        } else {
+            for (Connection* c : g.connections())
+                if (c->socket_broken()) failed.push_back(c);
+            reason = "closed the connection (the server stopped or crashed)";
+        }
         if (failed.empty()) {  // a malformed answer: nothing on these sockets can be trusted
             failed = g.connections();
             reason = "sent a malformed answer";
@@ -252,7 +262,8 @@ void lost(const Guard& g, const Lost& e, const char* doing) {
                       "; what ran on it cannot be used again (ggml: ", e.message, ")");
 }
 
-std::shared_ptr<Connection> Connection::open(const std::string& endpoint, double connect_timeout, double timeout) {
+std::shared_ptr<Connection> Connection::open(const std::string& endpoint, double connect_timeout, double timeout,
+                                             const std::string& token) {
     if (!(connect_timeout > 0 && connect_timeout <= 3600) || !(timeout > 0 && timeout <= 86400))
         fail<DeviceError>("RPC endpoint '", endpoint, "': timeouts must lie in (0, 3600] s (connect) and (0, 86400] s (calls)");
     std::string host;
@@ -264,8 +275,10 @@ std::shared_ptr<Connection> Connection::open(const std::string& endpoint, double
 #else
     install_abort_handler();
     const sockaddr_in peer = resolve(endpoint, host, port);
+    if (token.size() > 4096) fail<DeviceError>("RPC endpoint '", endpoint, "': the token is longer than 4096 bytes");
     std::lock_guard<std::mutex> lock(g_registry_mu);
-    auto it = g_registry.find(endpoint);
+    const std::string key = token.empty() ? endpoint : cat(endpoint, " (token ", hmac_sha256(token, endpoint).substr(0, 8), ")");
+    auto it = g_registry.find(key);
     if (it != g_registry.end())
         if (auto c = it->second.lock(); c && !c->dead()) return c;
     std::string why = probe(peer, connect_timeout);
@@ -274,16 +287,22 @@ std::shared_ptr<Connection> Connection::open(const std::string& endpoint, double
                           " --port ", port, "` running there?)");
     std::shared_ptr<Connection> c(new Connection);
     c->endpoint_ = endpoint;
-    // a new spelling of the endpoint per lost connection: ggml keeps the old socket for the old one
+    // ggml connects to this process's relay, which connects to the server (and checks its answers)
+    c->relay_ = std::make_unique<Relay>(endpoint, peer, token, connect_timeout);
+    // a new spelling of the relay's endpoint per connection: ggml caches what a server said per endpoint
+    // string for the process's life, and a later relay may get the same port
     {
         std::lock_guard<std::mutex> dead_lock(g_dead_mu);
-        c->alias_ = cat(host, ":", std::string(size_t(g_dead_count[endpoint]), '0'), port);
+        static std::map<int, int> uses;
+        c->alias_ = cat("127.0.0.1:", std::string(size_t(uses[c->relay_->port()]++), '0'), c->relay_->port());
     }
-    c->peer_ = peer;
+    c->peer_ = c->relay_->address();
     c->timeout_ = timeout;
     guarded({c.get()}, "connecting", [&] {
         // connects, exchanges versions, asks for the device count (ggml caches the result per alias)
         c->reg_ = ggml_backend_rpc_add_server(c->alias_.c_str());
+        if (!c->reg_ && !c->relay_error().empty())
+            fail<DeviceError>("RPC server ", endpoint, " ", c->relay_error());
         if (!c->reg_ || ggml_backend_reg_dev_count(c->reg_) == 0)
             fail<DeviceError>("RPC server ", endpoint, " answered but is not a ggml RPC server of protocol ",
                               RPC_PROTO_MAJOR_VERSION, ".", RPC_PROTO_MINOR_VERSION, " with a device");
@@ -291,14 +310,14 @@ std::shared_ptr<Connection> Connection::open(const std::string& endpoint, double
         if (!buft) fail<DeviceError>("RPC server ", endpoint, ": no buffer type");
         // a small buffer held for the connection's life: ggml's client keeps one socket per endpoint only while
         // something holds it, and would otherwise connect again for every call
-        std::set<int> before = sockets_to(peer);
+        std::set<int> before = sockets_to(c->peer_);
         c->anchor_ = ggml_backend_buft_alloc_buffer(buft, 64);
         if (!c->anchor_) fail<DeviceError>("RPC server ", endpoint, " could not allocate a buffer");
-        for (int fd : sockets_to(peer))
+        for (int fd : sockets_to(c->peer_))
             if (!before.count(fd)) c->fd_ = fd;
         if (c->fd_ < 0 && !before.empty()) c->fd_ = *before.rbegin();
     });
-    g_registry[endpoint] = c;
+    g_registry[key] = c;
     return c;
 #endif
 }
@@ -310,6 +329,8 @@ Connection::~Connection() {
     } catch (...) {
     }
 }
+
+std::string Connection::relay_error() const { return relay_ ? relay_->error() : std::string(); }
 
 void Connection::mark_dead(const std::string& why) {
     std::lock_guard<std::mutex> lock(g_dead_mu);

@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include <set>
+
 #include "errors.h"
 #include "ggml-backend.h"
 
@@ -63,12 +65,20 @@ struct GgmlAbort : ExecutionError {
 
 namespace remote {
 
+class Relay;
+
+// File descriptors of this process's TCP sockets connected to `peer`.
+std::set<int> sockets_to(const sockaddr_in& peer);
+
 class Connection {
 public:
     // Connect to `endpoint` ("host:port"), probing first (connect_timeout
     // seconds); `timeout` bounds each guarded call. DeviceError when the
-    // server cannot be reached or is not a ggml RPC server.
-    static std::shared_ptr<Connection> open(const std::string& endpoint, double connect_timeout, double timeout);
+    // server cannot be reached or is not a ggml RPC server. ggml's client
+    // reaches the server through a Relay of this process (rpc_relay.h), which
+    // checks every answer and, with a `token`, authenticates first.
+    static std::shared_ptr<Connection> open(const std::string& endpoint, double connect_timeout, double timeout,
+                                            const std::string& token = "");
     ~Connection();
 
     const std::string& endpoint() const { return endpoint_; }  // as the user wrote it
@@ -88,7 +98,8 @@ public:
     uint64_t bytes_sent() const;
     uint64_t bytes_received() const;
 
-    sockaddr_in peer() const { return peer_; }
+    sockaddr_in peer() const { return peer_; }  // the relay's address: where ggml's socket goes
+    std::string relay_error() const;             // what the relay refused of the server ("" nothing)
     int fd() const { return fd_; }
 
 private:
@@ -99,6 +110,7 @@ private:
     double timeout_ = 60;
     ggml_backend_reg_t reg_ = nullptr;
     ggml_backend_buffer_t anchor_ = nullptr;  // keeps ggml's socket for this endpoint open
+    std::unique_ptr<Relay> relay_;            // destroyed after the destructor's last call through it
     std::mutex mu_;
     std::atomic<bool> dead_{false};
     std::string why_;

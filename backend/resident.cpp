@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "errors.h"
+#include "remote.h"
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "generated/dyngraph_ir_generated.h"
@@ -211,8 +212,16 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             mem = nullptr;
         }
         size_t align = ggml_backend_buft_get_alignment(buft), total = 0;
-        // (a device may pad a tensor: CUDA pads quantized rows; its allocator places by that size)
-        for (auto* g : ts) total += ((place ? ggml_backend_buft_get_alloc_size(buft, g) : ggml_nbytes(g)) + align - 1) / align * align;
+        if (align == 0 || (align & (align - 1)) != 0)  // (a device's answer: checked when it was opened, and here)
+            fail<DeviceError>("device ", place ? place->device : std::string("CPU"), " reported an alignment of ", align,
+                              " (not a power of two)");
+        for (auto* g : ts) {
+            // (a device may pad a tensor: CUDA pads quantized rows; its allocator places by that size)
+            const size_t n = place ? ggml_backend_buft_get_alloc_size(buft, g) : ggml_nbytes(g);
+            if (n > SIZE_MAX - align || total > SIZE_MAX - (n + align))
+                fail<ExecutionError>("the partition's ", what, " need more bytes than an address can hold");
+            total += (n + align - 1) / align * align;
+        }
         if (place) {
             size_t max = ggml_backend_buft_get_max_size(buft);
             if (total > max)

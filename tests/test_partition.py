@@ -212,3 +212,41 @@ def test_sizes_no_input_gives_are_read_from_a_symbol_input(engine, tmp_path):
     loaded = dg.load(tmp_path / "p.dg", engine)
     assert [s.name for s in loaded.symbol_inputs] == ["seq"]
     np.testing.assert_array_equal(loaded(xv, np.array([4], np.int64))[0], np.arange(3, 7) + 6.0)
+
+
+def _independent_ops_json(n):
+    def lt(i):
+        return {"id": i, "dtype": "f32", "shape": [2, 3], "stride": [3, 1], "layout_type": "strided",
+                "property_type": "undef"}
+    ops = [{"id": i, "name": f"abs{i}", "kind": "Abs", "attrs": {}, "inputs": [lt(2 * i)], "outputs": [lt(2 * i + 1)]}
+           for i in range(n)]
+    return {"version": "3.5.0", "engine_kind": "cpu", "fpmath_mode": "strict", "graph": ops}
+
+
+def test_partitioning_reads_the_graph_once_not_once_per_partition(monkeypatch):
+    """The work count: n independent ops make n partitions; the graph's op list is walked
+    a fixed number of times (it was once per partition: quadratic)."""
+    calls = {"n": 0}
+    real = dg.Graph.get_ops
+
+    def counting(self):
+        calls["n"] += 1
+        return real(self)
+
+    for n in (10, 200):
+        g = dg.Graph.from_json(_independent_ops_json(n))
+        calls["n"] = 0
+        monkeypatch.setattr(dg.Graph, "get_ops", counting)
+        parts = g.get_partitions()
+        monkeypatch.setattr(dg.Graph, "get_ops", real)
+        assert len(parts) == n
+        assert calls["n"] <= 2, (n, calls["n"])
+
+
+def test_twenty_thousand_op_json_graph_is_read_and_partitioned():
+    """20,000 independent ops (6 MB of JSON): seconds now; with the per-partition scan it took over 300 s."""
+    g = dg.Graph.from_json(_independent_ops_json(20_000))
+    parts = g.get_partitions()
+    assert len(parts) == 20_000
+    assert [t.id for t in parts[-1].get_input_ports()] == [39_998]
+    assert [t.id for t in parts[-1].get_output_ports()] == [39_999]

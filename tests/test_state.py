@@ -213,3 +213,50 @@ def test_a_refused_computed_index_writes_nothing(engine, rng, state_dtype):
     v_ref[:, :, 7] = 1
     np.testing.assert_array_equal(cp.read_state(0), k_ref)
     np.testing.assert_array_equal(cp.read_state(1), v_ref)
+
+
+class _DLPackOnly:
+    """An object known only by its __dlpack__ (as a foreign framework's tensor is)."""
+
+    def __init__(self, arr):
+        self._arr = arr
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._arr.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._arr.__dlpack_device__()
+
+
+def test_write_state_checks_before_converting(engine, rng):
+    cp = kv_partition(engine)
+    v = rng.standard_normal((B, H, SMAX, D), dtype=np.float32)
+    cp.write_state(0, v)
+    hostile = [
+        ("strings", np.full((B, H, SMAX, D), "x"), dg.DTypeError),
+        ("a string", "0.5", dg.DTypeError),
+        ("bytes", b"\0" * 256, dg.DTypeError),
+        ("a ragged list", [[[[1.0]]], [[[1.0, 2.0]]]], dg.ShapeError),
+        ("objects", np.full((B, H, SMAX, D), None, dtype=object), dg.DTypeError),
+        ("complex", np.zeros((B, H, SMAX, D), np.complex64), dg.DTypeError),
+        ("a dict", {"a": 1}, dg.DTypeError),
+        ("a stride-0 view of 2^40 rows", np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (2**40, D), (0, 0)),
+         dg.ShapeError),
+        ("a wrong-shape DLPack object", _DLPackOnly(np.zeros((3, 3), np.float32)), dg.ShapeError),
+        ("an int too large for numpy", [[[[2**70] * D] * SMAX] * H] * B, dg.DTypeError),
+    ]
+    for what, data, err in hostile:
+        with pytest.raises(err, match="state cache"):
+            cp.write_state(0, data)
+        np.testing.assert_array_equal(cp.read_state(0), v, err_msg=what)
+    with pytest.raises(dg.ShapeError, match="integer id"):
+        cp.read_state("0")
+
+
+def test_write_state_takes_dlpack_and_lists(engine, rng):
+    cp = kv_partition(engine)
+    v = rng.standard_normal((B, H, SMAX, D), dtype=np.float32)
+    cp.write_state(0, _DLPackOnly(v))
+    np.testing.assert_array_equal(cp.read_state(0), v)
+    cp.write_state(0, v.astype(np.float64).tolist())
+    np.testing.assert_array_equal(cp.read_state(0), v)

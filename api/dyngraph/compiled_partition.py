@@ -11,7 +11,7 @@ import numpy as np
 from . import _backend
 from .dtypes import DataType
 from .engine import Engine, Stream
-from .errors import CompileError, ExecutionError, ShapeError
+from .errors import CompileError, DTypeError, ExecutionError, ShapeError
 from .ir_codes import DTYPE_CODE
 from .ir_writer import write_program
 from .logical_tensor import LogicalTensor, Property
@@ -243,6 +243,8 @@ class CompiledPartition:
 
     # -- state -------------------------------------------------------------------
     def _state_index(self, tid: int) -> int:
+        if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)):
+            raise ShapeError(f"a state tensor is named by its integer id, got {type(tid).__name__} {tid!r:.40}")
         for i, t in enumerate(self._program.tensors):
             if t.id == tid and t.property is Property.STATE:
                 return i
@@ -257,13 +259,22 @@ class CompiledPartition:
         return out
 
     def write_state(self, tid: int, data) -> None:
+        """Set a state tensor's value: a numpy array, an object with ``__dlpack__``
+        (taken as ``__call__`` takes it), a number or a nested list of the state's shape.
+        Shape and type are checked before anything is converted or copied: a
+        ShapeError or DTypeError names what is wrong, and the state is unchanged."""
         i = self._state_index(tid)
         t = self._program.tensors[i]
-        arr = np.asarray(data)
-        # (bits of bf16 / f8 stay bits; other data is converted to the state's numpy dtype)
+        where = f"state {t.name or tid}"
+        arr = _state_array(data, where)
+        if arr.shape != tuple(t.concrete_shape()):
+            raise ShapeError(f"{where}: expected shape {list(t.concrete_shape())}, got {list(arr.shape)}")
+        if not t.dtype.accepts(arr.dtype) and arr.dtype.kind not in "biuf":
+            raise DTypeError(f"{where}: cannot take data of numpy dtype {arr.dtype} for a {t.dtype.name} state "
+                             f"(give numbers: bool, integer or floating point)")
+        # (bits of bf16 / f8 stay bits; other data is converted to the state's numpy dtype); the shape
+        # is the state's, so the copy is at most the state's size
         arr = np.ascontiguousarray(arr, dtype=arr.dtype if t.dtype.accepts(arr.dtype) else t.dtype.numpy)
-        if arr.shape != t.concrete_shape():
-            raise ShapeError(f"state {t.name or tid}: expected shape {list(t.concrete_shape())}, got {list(arr.shape)}")
         self._impl.write_state(i, arr)
 
     def get_inplace_ports(self) -> List[tuple]:
@@ -301,3 +312,25 @@ class CompiledPartition:
         outs = ", ".join(f"{lt.label}{format_shape(lt.shape)}" for lt in self._outputs)
         return f"CompiledPartition(inputs=[{ins}], outputs=[{outs}])"
 
+
+def _state_array(data, where: str) -> np.ndarray:
+    """A numpy view of the data given to write_state, without converting its values:
+    DTypeError / ShapeError for what cannot be an array of numbers."""
+    if type(data) is np.ndarray:
+        return data
+    if hasattr(data, "__dlpack__"):
+        return from_dlpack(data)  # as __call__ takes it (ExecutionError when the producer refuses)
+    if isinstance(data, (str, bytes, bytearray)):
+        raise DTypeError(f"{where}: cannot take a {type(data).__name__}: give an array of numbers")
+    if not isinstance(data, (np.ndarray, np.generic, bool, int, float, list, tuple, memoryview)) and not (
+            hasattr(data, "__array__") or hasattr(data, "__array_interface__")):
+        raise DTypeError(f"{where}: cannot take a {type(data).__name__}: give a numpy array, an object with "
+                         f"__dlpack__, or a nested list of numbers")
+    try:
+        with np.errstate(all="ignore"):
+            arr = np.asarray(data)
+    except (ValueError, TypeError, OverflowError) as e:  # ragged lists, numbers past every numpy type
+        raise ShapeError(f"{where}: the data is not an array of one shape and type ({e})") from None
+    if arr.dtype.kind not in "biufV":
+        raise DTypeError(f"{where}: the data holds {arr.dtype} values ({arr.dtype.kind!r}); give numbers")
+    return arr

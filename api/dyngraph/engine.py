@@ -61,13 +61,18 @@ def _seconds(name: str, value, upper: float) -> float:
 
 
 class Engine:
-    """``Engine(kind="cpu", num_threads=None, *, endpoints=None, device=None, timeout=60, connect_timeout=5)``.
+    """``Engine(kind="cpu", num_threads=None, *, endpoints=None, device=None, timeout=60, connect_timeout=5, token=None)``.
 
     ``num_threads`` sizes the host CPU's thread pool (the CPU engine's, or the
     one that runs the host parts of a device engine's graphs). RPC engines
     connect at creation (``DeviceError`` naming the endpoint when a server
     cannot be reached within ``connect_timeout`` seconds); every later call to
-    a server is bounded by ``timeout`` seconds.
+    a server is bounded by ``timeout`` seconds. ``token`` (default: the
+    ``DYNGRAPH_RPC_TOKEN`` environment variable) is the shared secret of
+    servers started with ``--token``: the connection authenticates before any
+    ggml message (docs/guide/security.md). Every answer of a server is checked
+    (device count, alignment, sizes): a bad one is a ``DeviceError`` naming
+    the endpoint and what was wrong.
     """
 
     Kind = EngineKind
@@ -77,7 +82,7 @@ class Engine:
 
     def __init__(self, kind=EngineKind.CPU, num_threads: Optional[int] = None, *,
                  endpoints: Optional[Sequence[str]] = None, device: Optional[str] = None,
-                 timeout: float = 60.0, connect_timeout: float = 5.0):
+                 timeout: float = 60.0, connect_timeout: float = 5.0, token: Optional[str] = None):
         if isinstance(kind, str):
             try:
                 kind = EngineKind(kind.lower())
@@ -110,8 +115,12 @@ class Engine:
             timeout = _seconds("timeout", timeout, 86400)
             connect_timeout = _seconds("connect_timeout", connect_timeout, 3600)
             self.endpoints = tuple(endpoints)
+            if token is None:
+                token = os.environ.get("DYNGRAPH_RPC_TOKEN", "")
+            if not isinstance(token, str) or len(token.encode()) > 4096:
+                raise ValueError("token must be a str of at most 4096 bytes")
             for e in endpoints:
-                self._devices += _backend.open_rpc_devices(e, connect_timeout, timeout)
+                self._devices += _backend.open_rpc_devices(e, connect_timeout, timeout, token.encode())
         else:
             if endpoints is not None:
                 raise ValueError("a GPU engine takes device, not endpoints")

@@ -3,6 +3,7 @@ then split into partitions."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Dict, List, Optional
 
 from .engine import EngineKind
@@ -75,9 +76,11 @@ class Graph:
             normalize_attrs(schema, op.attrs, op.label)
         elif op.kind is not OpKind.Wildcard and not op.outputs:
             raise GraphError(f"{op.label}: an op must have outputs")
-        merged = dict(self._tensors)
+        # only this op's tensors change: merge them apart (a copy of every tensor per op is quadratic)
+        merged: Dict[int, LogicalTensor] = {}
         for lt in list(op.inputs) + list(op.outputs):
-            merged[lt.id] = merge_declared(merged[lt.id], lt) if lt.id in merged else lt
+            prev = merged.get(lt.id, self._tensors.get(lt.id))
+            merged[lt.id] = merge_declared(prev, lt) if prev is not None else lt
         for lt in op.outputs:
             if lt.id in self._producer:
                 raise GraphError(f"{op.label}: tensor {lt.label} is already produced by {self._producer[lt.id].label}")
@@ -85,7 +88,7 @@ class Graph:
                 raise GraphError(f"{op.label}: output {lt.label} is {lt.property.name}; op outputs are VARIABLE")
         if len({lt.id for lt in op.outputs}) != len(op.outputs):
             raise GraphError(f"{op.label}: an output tensor id appears twice")
-        self._tensors = merged
+        self._tensors.update(merged)
         for lt in op.outputs:
             self._producer[lt.id] = op
         self._ops.append(op)
@@ -132,10 +135,10 @@ class Graph:
             indeg[op.id] = len(deps)
             for d in deps:
                 users.setdefault(d, []).append(op)
-        ready = [op for op in self._ops if indeg[op.id] == 0]
+        ready = deque(op for op in self._ops if indeg[op.id] == 0)
         order = []
         while ready:
-            op = ready.pop(0)
+            op = ready.popleft()
             order.append(op)
             for u in users.get(op.id, []):
                 indeg[u.id] -= 1

@@ -23,7 +23,8 @@ number of partitions only grows with the chain of unsupported ops: under
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+import heapq
+from typing import Dict, List, Optional, Sequence, Set
 
 from .errors import CompileError
 from .logical_tensor import MAX_RANK, LogicalTensor
@@ -102,51 +103,71 @@ def make_partitions(graph, policy: Optional[str] = None) -> List["Partition"]:
     # order partitions so that every partition comes after those it consumes from
     parts = sorted(groups.values(), key=lambda ops: (stage[ops[0].id], pos[ops[-1].id]))
     parts = _topological(parts, producer)
-    return [Partition(graph, ops, supported[ops[0].id], i) for i, ops in enumerate(parts)]
+    consumers = _consumers(order)
+    return [Partition(graph, ops, supported[ops[0].id], i, consumers) for i, ops in enumerate(parts)]
+
+
+def _consumers(ops: Sequence[Op]) -> Dict[int, Set[int]]:
+    """tensor id -> ids of the ops that read it (one pass over the graph, shared by every partition)."""
+    out: Dict[int, Set[int]] = {}
+    for op in ops:
+        for lt in op.inputs:
+            out.setdefault(lt.id, set()).add(op.id)
+    return out
 
 
 def _topological(parts: List[List[Op]], producer) -> List[List[Op]]:
+    """The partitions in dependency order; among those ready, the one first in ``parts``
+    (Kahn's algorithm with a heap: time linear in the edges, up to the heap's log)."""
     owner = {op.id: i for i, ops in enumerate(parts) for op in ops}
-    deps = []
+    waiting = [0] * len(parts)
+    users: List[List[int]] = [[] for _ in parts]
     for i, ops in enumerate(parts):
-        d = set()
+        deps = set()
         for op in ops:
             for lt in op.inputs:
                 p = producer.get(lt.id)
                 if p is not None and owner[p.id] != i:
-                    d.add(owner[p.id])
-        deps.append(d)
-    done, out = set(), []
-    while len(out) < len(parts):
-        for i in range(len(parts)):
-            if i not in done and deps[i] <= done:
-                done.add(i)
-                out.append(parts[i])
-                break
+                    deps.add(owner[p.id])
+        waiting[i] = len(deps)
+        for d in deps:
+            users[d].append(i)
+    ready = [i for i in range(len(parts)) if waiting[i] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(parts[i])
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    if len(out) != len(parts):  # grouping by stage never makes a cycle between partitions
+        raise CompileError("internal error: the partitions depend on each other in a cycle")
     return out
 
 
 class Partition:
     """A group of ops compiled and executed together."""
 
-    def __init__(self, graph, ops: Sequence[Op], supported: bool, pid: int):
+    def __init__(self, graph, ops: Sequence[Op], supported: bool, pid: int,
+                 consumers: Optional[Dict[int, Set[int]]] = None):
+        # time linear in this partition's ops: which ops read a tensor comes from ``consumers``
+        # (computed once for the whole graph by make_partitions)
         self._graph = graph
         self._ops = list(ops)
         self._supported = supported
         self._id = pid
+        if consumers is None:
+            consumers = _consumers(graph.get_ops())
         produced = {lt.id for op in self._ops for lt in op.outputs}
         mine = {op.id for op in self._ops}
-        consumed_outside = set()
-        consumed = set()
-        for op in graph.get_ops():
-            for lt in op.inputs:
-                consumed.add(lt.id)
-                if op.id not in mine:
-                    consumed_outside.add(lt.id)
         ins: List[int] = []
+        seen_ins = set()
         for op in self._ops:
             for lt in op.inputs:
-                if lt.id not in produced and lt.id not in ins:
+                if lt.id not in produced and lt.id not in seen_ins:
+                    seen_ins.add(lt.id)
                     ins.append(lt.id)
         # a state write's result is a port only when another partition reads it:
         # the update itself stays in the compiled partition's state
@@ -154,7 +175,8 @@ class Partition:
         outs: List[int] = []
         for op in self._ops:
             for lt in op.outputs:
-                if lt.id in consumed_outside or (lt.id not in consumed and lt.id not in versions):
+                readers = consumers.get(lt.id, ())
+                if any(r not in mine for r in readers) or (not readers and lt.id not in versions):
                     outs.append(lt.id)
         self._inputs = [graph.logical_tensor(i) for i in ins]
         self._outputs = [graph.logical_tensor(i) for i in outs]

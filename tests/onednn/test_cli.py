@@ -57,7 +57,60 @@ def test_run_a_malformed_case_is_an_error_with_exit_code_4(capsys, tmp_path):
     code, out, _ = run(capsys, "run", str(bad))
     assert code == 4 and out.startswith("ERROR: ") and "GraphError" in out
     code, out, _ = run(capsys, "run", str(tmp_path / "missing.json"))
-    assert code == 4
+    assert code == 2 and out.startswith("USAGE: ") and "no such file" in out
+
+
+def test_run_hostile_values_are_typed_errors_and_a_batch_goes_on(capsys, tmp_path):
+    """Negative sizes (-1, -2, -2^63) and a 5,000-digit literal: each case an ERROR line;
+    the cases after them still run and every one is counted."""
+    doc = json.loads(open(MLP).read())
+    names = []
+    for v in (-1, -2, -(2**63)):
+        bad = json.loads(json.dumps(doc))
+        bad["graph"][0]["inputs"][0]["shape"][0] = v
+        (tmp_path / f"neg{len(names)}.json").write_text(json.dumps(bad))
+        names.append(f"neg{len(names)}.json")
+    (tmp_path / "digits.json").write_text(open(MLP).read().replace('"id": 0,', '"id": ' + "9" * 5000 + ",", 1))
+    names.append("digits.json")
+    batch = tmp_path / "batch.txt"
+    batch.write_text("\n".join(names + ["missing.json", MLP]) + "\n")
+    code, out, _ = run(capsys, "run", f"--batch={batch}")
+    lines = out.splitlines()
+    assert [ln.split(":")[0] for ln in lines[:-1]] == ["ERROR"] * 4 + ["USAGE", "PASS"]
+    assert "unknown" in lines[0] and "integer literal of 5000 characters" in lines[3]
+    assert lines[-1] == "tests: 6 passed: 1 failed: 0 unsupported: 0 errors: 4 usage errors: 1"
+    assert code == 2
+
+
+def test_run_malformed_option_values_and_missing_files_exit_2(capsys, tmp_path):
+    for argv in (["--in-shapes=0:abc", MLP], ["--in-shapes=0:" + "9" * 5000, MLP], ["--op-kind=x:Abs", MLP],
+                 ["--shapes=n=zero", MLP], ["--dynamic=0", MLP], ["--attr-fpmath=fast", MLP],
+                 ["--max-gib=nan", MLP], [f"--batch={tmp_path / 'none.txt'}"]):
+        code, out, err = run(capsys, "run", *argv)
+        assert code == 2, argv
+        assert not out and "dyngraph run: " in err
+    for cmd in ("bench", "inspect", "dot"):
+        code, _, err = run(capsys, cmd, str(tmp_path / "missing.json"))
+        assert code == 2 and "no such file" in err, cmd
+    code, _, err = run(capsys, "bench", MLP, "--shapes", "n=abc")
+    assert code == 2 and "OptionError" in err
+
+
+def test_run_rewrites_of_an_interpolate_case(capsys, tmp_path):
+    """--in-shapes and --op-attrs on Interpolate: the reference takes the inferred output shape."""
+    case = {"version": "3.5.0", "engine_kind": "cpu", "fpmath_mode": "strict", "graph": [
+        {"id": 0, "name": "resize", "kind": "Interpolate",
+         "attrs": {"sizes": {"type": "s64[]", "value": [6, 12]}, "mode": {"type": "string", "value": "nearest"},
+                   "coordinate_transformation_mode": {"type": "string", "value": "half_pixel"},
+                   "data_format": {"type": "string", "value": "NCX"}},
+         "inputs": [{"id": 0, "dtype": "f32", "shape": [2, 3, 7, 14], "stride": [294, 98, 14, 1],
+                     "layout_type": "strided", "property_type": "undef"}],
+         "outputs": [{"id": 1, "dtype": "f32", "shape": [2, 3, 6, 12], "stride": [216, 72, 12, 1],
+                      "layout_type": "strided", "property_type": "undef"}]}]}
+    path = tmp_path / "interpolate.json"
+    path.write_text(json.dumps(case))
+    code, out, _ = run(capsys, "run", "--in-shapes=0:2x3x5x10,0:1x3x4x4", "--op-attrs=0:sizes:4x8", str(path))
+    assert code == 0 and out.count("PASS: ") == 2, out
 
 
 def test_run_usage_errors_exit_2(capsys):

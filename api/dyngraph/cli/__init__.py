@@ -15,6 +15,8 @@ import os
 import sys
 from typing import List, Optional
 
+from .exitcodes import EXIT_INTERRUPTED, EXIT_PASS, EXIT_USAGE
+
 COMMANDS = ("run", "bench", "inspect", "dot", "rpc-server")
 
 
@@ -24,19 +26,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:  # `dyngraph dot x.json | head`: the reader went away
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit does not fail again
-        return 0
+        return EXIT_PASS
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _main(argv: List[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
-        return 0 if argv else 2
+        return EXIT_PASS if argv else EXIT_USAGE
     cmd, rest = argv[0], argv[1:]
     if cmd not in COMMANDS:
         print(f"dyngraph: unknown command {cmd!r} (one of {', '.join(COMMANDS)})\n\n{__doc__.strip()}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if cmd == "run":
         from .run import main as run
     elif cmd == "bench":

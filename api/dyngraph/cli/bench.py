@@ -26,6 +26,7 @@ from ..engine import Engine
 from ..errors import DyngraphError, UnsupportedError
 from ..onednn.options import parse_bindings
 from .model import Model, open_model
+from .exitcodes import EXIT_PASS, UsageError, exit_code, need_file
 
 
 def _median_ms(fn: Callable[[], None], n: int) -> float:
@@ -87,19 +88,20 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--dynamic", action="append", default=[], help="ID:AXIS[:NAME] of a JSON case's input")
     args = ap.parse_args(argv)
     try:
+        need_file(args.model)
         bindings = [parse_bindings(b) for s in args.shapes for b in s.split("+") if b]
         model = open_model(args.model, args, Engine(num_threads=max(1, args.threads)))
         rows = bench(model, bindings or [model.default_binding()], max(1, args.iters), max(1, args.rebuilds))
     except UnsupportedError as e:
         print(f"UNSUPPORTED: {args.model}: {e}", file=sys.stderr)
-        return 3
-    except DyngraphError as e:
+        return exit_code(e)
+    except (DyngraphError, UsageError) as e:
         print(f"dyngraph bench: {type(e).__name__}: {e}", file=sys.stderr)
-        return 4
+        return exit_code(e)
     if args.json:
         print(json.dumps({"model": args.model, "compile_ms": model.compile_ms, "partitions": model.partitions,
                           "rows": rows}, indent=2))
     else:
         print(_table(model, rows))
-    return 0
+    return EXIT_PASS
 

@@ -18,6 +18,7 @@ from typing import List
 
 from ..errors import DyngraphError
 from ..symbolic import format_shape
+from .exitcodes import EXIT_PASS, UsageError, exit_code, need_file
 
 
 NL = "\n"
@@ -101,18 +102,19 @@ def main(argv: List[str]) -> int:
     ap.add_argument("-o", "--output", help="write to this file instead of stdout")
     args = ap.parse_args(argv)
     try:
+        need_file(args.path)
         if args.path.endswith(".json"):
             from ..onednn.reader import import_graph
 
             text = graph_dot(import_graph(args.path, wildcards=True))
         else:
             text = saved_dot(args.path)
-    except DyngraphError as e:
+    except (DyngraphError, UsageError) as e:
         print(f"dyngraph dot: {type(e).__name__}: {e}", file=sys.stderr)
-        return 4
+        return exit_code(e)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text + "\n")
     else:
         print(text)
-    return 0
+    return EXIT_PASS

@@ -23,6 +23,7 @@ from typing import List
 from ..errors import DyngraphError, IRError, UnsupportedError
 from ..logical_tensor import Property
 from ..symbolic import format_shape
+from .exitcodes import EXIT_PASS, UsageError, exit_code, need_file
 
 
 def _mib(n: int) -> str:
@@ -145,12 +146,13 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
+        need_file(args.path)
         s = case_summary(args.path) if args.path.endswith(".json") else saved_summary(args.path)
     except UnsupportedError as e:
         print(f"UNSUPPORTED: {args.path}: {e}", file=sys.stderr)
-        return 3
-    except DyngraphError as e:
+        return exit_code(e)
+    except (DyngraphError, UsageError) as e:
         print(f"dyngraph inspect: {type(e).__name__}: {e}", file=sys.stderr)
-        return 4
+        return exit_code(e)
     print(json.dumps(s, indent=2) if args.json else render(s))
-    return 0
+    return EXIT_PASS

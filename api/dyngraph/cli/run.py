@@ -14,9 +14,12 @@ the numpy reference. One line per run::
     PASS: op/f32/add.json: 1 binding, worst error 0 (tolerance 0.0001) in output 2 (f32)
     UNSUPPORTED: op/f32/conv_2d.json: dyngraph has no op kind Convolution
 
-Exit status: 0 every run passed; 1 an output differs from the reference;
-4 a case is malformed or raised another typed error; 3 a case is
-unsupported (and nothing failed); 2 a usage error.
+Exit status (:mod:`dyngraph.cli.exitcodes`): 0 every run passed; 1 an
+output differs from the reference; 2 a usage error (an unknown option, a
+malformed option value, a case or batch file that does not exist); 4 a case
+is malformed or raised another typed error; 3 a case is unsupported (and
+nothing failed). A case that fails in any way is counted and the runs go
+on: the status is that of the worst case (1, then 2, 4, 3).
 """
 
 from __future__ import annotations
@@ -29,11 +32,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ..engine import Engine
-from ..errors import DyngraphError, GraphError, UnsupportedError
-from ..onednn.options import Overrides, parse_bindings, parse_dt, parse_dynamic, parse_in_shapes, parse_op_attrs
-from ..onednn.options import parse_mb, parse_op_kind, parse_tensor_property, variants
-
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_UNSUPPORTED, EXIT_ERROR = 0, 1, 2, 3, 4
+from ..errors import DyngraphError, UnsupportedError
+from ..onednn.options import OptionError, Overrides, parse_bindings, parse_dt, parse_dynamic, parse_in_shapes
+from ..onednn.options import parse_mb, parse_op_attrs, parse_op_kind, parse_tensor_property, variants
+from .exitcodes import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, EXIT_UNSUPPORTED, EXIT_USAGE, UsageError, exit_code, need_file
 
 USAGE = """usage: dyngraph run [options] CASE.json ...
 
@@ -59,10 +61,6 @@ _OPTIONS = _REWRITES + ("--dynamic", "--shapes", "--expected-n-partitions", "--s
 _FLAGS = ("--reset", "--no-decompose", "--json", "-v", "--verbose")
 
 
-class UsageError(Exception):
-    pass
-
-
 @dataclass
 class Settings:
     seed: int = 0
@@ -80,11 +78,14 @@ class State:
 
 @dataclass
 class Tally:
-    counts: Dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "unsupported": 0, "error": 0})
+    counts: Dict[str, int] = field(default_factory=lambda: {"pass": 0, "fail": 0, "unsupported": 0, "error": 0,
+                                                            "usage": 0})
 
     def exit_code(self) -> int:
         if self.counts["fail"]:
             return EXIT_FAIL
+        if self.counts["usage"]:
+            return EXIT_USAGE
         if self.counts["error"]:
             return EXIT_ERROR
         if self.counts["unsupported"]:
@@ -152,7 +153,7 @@ def overrides_for(values: Dict[str, str], choice: Dict[str, str]) -> Overrides:
         # the precision the library may compute f32 in: dyngraph computes f32 as f32, which every mode allows
         mode = choice["--attr-fpmath"].split(":")[0]
         if mode not in FPMATH:
-            raise GraphError(f"--attr-fpmath: {mode!r} is not one of {', '.join(FPMATH)}")
+            raise OptionError(f"--attr-fpmath: {mode!r} is not one of {', '.join(FPMATH)}")
     if values.get("--dynamic"):
         ov.dynamic = parse_dynamic(values["--dynamic"])
     return ov
@@ -169,6 +170,7 @@ def run_one(case: str, shown: str, values: Dict[str, str], choice: Dict[str, str
     label = f"{shown}{opts}"
     record = {"case": shown, "options": opts.strip()}
     try:
+        need_file(case, "case")
         ov = overrides_for(values, choice)
         bindings = [parse_bindings(b) for b in values["--shapes"].split("+") if b] if values.get("--shapes") else []
         imp = import_graph(case, ov, settings.decompose)
@@ -184,8 +186,12 @@ def run_one(case: str, shown: str, values: Dict[str, str], choice: Dict[str, str
                                    for r in res.runs for o in r.outputs])
     except UnsupportedError as e:
         status, detail, features = "unsupported", str(e), e.features
-    except DyngraphError as e:
-        status, detail, features = "error", f"{type(e).__name__}: {e}", ()
+    except (DyngraphError, UsageError) as e:
+        status = "usage" if exit_code(e) == EXIT_USAGE else "error"
+        detail, features = f"{type(e).__name__}: {e}", ()
+    except (MemoryError, RecursionError, ArithmeticError, TypeError, ValueError, LookupError, AttributeError) as e:
+        # a bug of dyngraph's, not of the case: counted, and the other cases still run
+        status, detail, features = "error", f"internal error (please report it) {type(e).__name__}: {e}", ()
     tally.counts[status] += 1
     record.update(status=status, detail=detail, features=list(features))
     if settings.json:
@@ -229,7 +235,7 @@ def process(tokens: List[str], settings: Settings, tally: Tally, bases: List[str
                 value = tokens[i]
                 i += 1
             if name == "--batch":
-                path = _resolve(value, bases)
+                path = need_file(_resolve(value, bases), "batch file")
                 process(tokenize_batch(path), settings, tally, [os.path.dirname(path)] + bases, values, depth + 1)
             elif name == "--case":
                 run_variants(value, values, settings, tally, bases)
@@ -245,6 +251,7 @@ def process(tokens: List[str], settings: Settings, tally: Tally, bases: List[str
             elif name == "--mode":
                 pass  # benchdnn's correctness / performance modes: dyngraph always checks correctness
             else:
+                _check_option(name, value)
                 values[name] = value
             continue
         run_variants(tok, values, settings, tally, bases)
@@ -252,9 +259,33 @@ def process(tokens: List[str], settings: Settings, tally: Tally, bases: List[str
 
 def _number(text: str, name: str, kind):
     try:
-        return kind(text)
+        if len(text) > 40:
+            raise ValueError(text)
+        v = kind(text)
     except ValueError:
-        raise UsageError(f"{name}={text}: not a number") from None
+        raise UsageError(f"{name}={text[:40]}: not a number") from None
+    if kind is float and not 0 < v < 2**40:
+        raise UsageError(f"{name}={text}: not a positive size")
+    return v
+
+
+_PARSERS = {"--in-shapes": parse_in_shapes, "--op-attrs": parse_op_attrs, "--dt": parse_dt, "--op-kind": parse_op_kind,
+            "--mb": parse_mb, "--tensor-property": parse_tensor_property, "--dynamic": parse_dynamic,
+            "--shapes": lambda v: [parse_bindings(b) for b in v.split("+") if b],
+            "--expected-n-partitions": lambda v: v and parse_mb(v)}
+
+
+def _check_option(name: str, value: str) -> None:
+    """A malformed option value is a usage error when it is read, not a failure of each case it would apply to."""
+    parse = _PARSERS.get(name)
+    try:
+        for v in (variants(value) if name in _REWRITES else [value]):
+            if v and parse is not None:
+                parse(v)
+            elif v and name == "--attr-fpmath" and v.split(":")[0] not in FPMATH:
+                raise OptionError(f"--attr-fpmath: {v.split(':')[0]!r} is not one of {', '.join(FPMATH)}")
+    except OptionError as e:
+        raise UsageError(str(e)) from None
 
 
 def run_variants(case: str, values: Dict[str, str], settings: Settings, tally: Tally, bases: List[str]) -> None:
@@ -271,7 +302,7 @@ def main(argv: List[str]) -> int:
     settings, tally = Settings(), Tally()
     try:
         process(argv, settings, tally, [os.getcwd()])
-    except UsageError as e:
+    except (UsageError, OptionError) as e:
         print(f"dyngraph run: {e}\n{USAGE}", file=sys.stderr)
         return EXIT_USAGE
     total = sum(tally.counts.values())
@@ -281,5 +312,5 @@ def main(argv: List[str]) -> int:
     if total > 1 and not settings.json:
         c = tally.counts
         print(f"tests: {total} passed: {c['pass']} failed: {c['fail']} unsupported: {c['unsupported']} "
-              f"errors: {c['error']}")
+              f"errors: {c['error']}" + (f" usage errors: {c['usage']}" if c["usage"] else ""))
     return tally.exit_code()

@@ -73,13 +73,14 @@ class Document:
     def graph_inputs(self) -> List[int]:
         """Tensors consumed and not produced: input_ports' order first, then by first use."""
         prod = self.produced()
-        seen: List[int] = []
+        seen: Dict[int, None] = {}  # (a dict: ordered, and membership in constant time)
         for op in self.ops:
             for lt in op.inputs:
-                if lt.id not in prod and lt.id not in seen:
-                    seen.append(lt.id)
+                if lt.id not in prod:
+                    seen.setdefault(lt.id)
         ordered = [i for i in self.input_ports if i in seen]
-        return ordered + [i for i in seen if i not in ordered]
+        first = set(ordered)
+        return ordered + [i for i in seen if i not in first]
 
     def graph_outputs(self) -> List[int]:
         """Tensors produced and not consumed (an End op marks an output: it consumes nothing)."""
@@ -91,6 +92,18 @@ class Document:
 
     def max_op_id(self) -> int:
         return max([op.id for op in self.ops] or [0])
+
+
+# the longest integer literal read: every integer a graph holds fits in 64 bits (20 characters);
+# Python's own limit (4,300 digits) would raise an untyped ValueError
+MAX_INT_DIGITS = 40
+
+
+def _parse_int(text: str) -> int:
+    if len(text) > MAX_INT_DIGITS:
+        raise GraphError(f"an integer literal of {len(text)} characters ({text[:12]}...): "
+                         f"no value in a graph file has more than {MAX_INT_DIGITS}")
+    return int(text)
 
 
 def _load_text(src) -> Tuple[Any, str]:
@@ -122,7 +135,7 @@ def _load_text(src) -> Tuple[Any, str]:
     if len(text) > MAX_FILE_BYTES:
         raise GraphError(f"{where}: the JSON text is larger than a graph file may be ({MAX_FILE_BYTES} bytes)")
     try:
-        return json.loads(text), where
+        return json.loads(text, parse_int=_parse_int), where
     except json.JSONDecodeError as e:
         raise GraphError(f"{where}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:

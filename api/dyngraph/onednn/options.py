@@ -35,6 +35,11 @@ from ..errors import GraphError
 
 INT_RE = re.compile(r"-?\d+\Z")
 PROPERTIES = ("undef", "variable", "constant", "host_scalar")
+MAX_INT_CHARS = 40  # longer digit strings are refused before int() (Python's own limit is an untyped error)
+
+
+class OptionError(GraphError):
+    """A malformed option value (``--in-shapes=0:abc``): a usage error of the command line."""
 
 
 @dataclass
@@ -55,17 +60,17 @@ class Overrides:
 
 
 def _int(text: str, what: str, lo: int = -(2**63), hi: int = 2**63 - 1) -> int:
-    if not INT_RE.match(text.strip()):
-        raise GraphError(f"{what}: {text!r} is not an integer")
+    if len(text) > MAX_INT_CHARS + 8 or not INT_RE.match(text.strip()):
+        raise OptionError(f"{what}: {text[:MAX_INT_CHARS]!r} is not an integer")
     v = int(text)
     if not lo <= v <= hi:
-        raise GraphError(f"{what}: {v} is out of range [{lo}, {hi}]")
+        raise OptionError(f"{what}: {v} is out of range [{lo}, {hi}]")
     return v
 
 
 def _split_id(item: str, opt: str) -> Tuple[int, str]:
     if ":" not in item:
-        raise GraphError(f"{opt}: {item!r} must be ID:VALUE")
+        raise OptionError(f"{opt}: {item!r} must be ID:VALUE")
     i, rest = item.split(":", 1)
     return _int(i, f"{opt} id", 0), rest
 
@@ -76,7 +81,7 @@ def parse_dims(text: str, what: str) -> List[int]:
     if text == "-":
         return []
     if not text:
-        raise GraphError(f"{what}: empty shape")
+        raise OptionError(f"{what}: empty shape")
     return [_int(d, what, 0) for d in text.split("x")]
 
 
@@ -90,11 +95,11 @@ def parse_in_shapes(text: str) -> Dict[int, Optional[List[int]]]:
             rank = len(shape) if shape is not None else None
             if re.fullmatch(r"[a-z]+", strides):
                 if rank is not None and len(strides) != rank:
-                    raise GraphError(f"--in-shapes {tid}: stride tag {strides!r} does not have rank {rank}")
+                    raise OptionError(f"--in-shapes {tid}: stride tag {strides!r} does not have rank {rank}")
             else:
                 st = parse_dims(strides, f"--in-shapes {tid} strides")
                 if rank is not None and len(st) != rank:
-                    raise GraphError(f"--in-shapes {tid}: {len(st)} strides for rank {rank}")
+                    raise OptionError(f"--in-shapes {tid}: {len(st)} strides for rank {rank}")
         out[tid] = shape
     return out
 
@@ -107,7 +112,7 @@ def parse_op_attrs(text: str) -> Dict[int, Dict[str, str]]:
         for pair in filter(None, spec.split("*")):
             name, sep, value = pair.partition(":")
             if not sep or not name:
-                raise GraphError(f"--op-attrs {oid}: {pair!r} must be NAME:VALUE")
+                raise OptionError(f"--op-attrs {oid}: {pair!r} must be NAME:VALUE")
             attrs[name] = value
     return out
 
@@ -134,7 +139,7 @@ def parse_tensor_property(text: str) -> Dict[int, str]:
     for item in filter(None, text.split("+")):
         tid, prop = _split_id(item, "--tensor-property")
         if prop not in PROPERTIES:
-            raise GraphError(f"--tensor-property {tid}: {prop!r} is not one of {', '.join(PROPERTIES)}")
+            raise OptionError(f"--tensor-property {tid}: {prop!r} is not one of {', '.join(PROPERTIES)}")
         out[tid] = prop
     return out
 
@@ -150,14 +155,14 @@ def parse_dynamic(specs) -> List[Tuple[int, int, Any]]:
                 tid, axis, *name = spec
                 out.append((_int(str(tid), "dynamic id", 0), _int(str(axis), "dynamic axis"), name[0] if name else None))
                 continue
-            raise GraphError(f"dynamic: {spec!r} must be 'ID:AXIS[:NAME]' or (id, axis[, name])")
+            raise OptionError(f"dynamic: {spec!r} must be 'ID:AXIS[:NAME]' or (id, axis[, name])")
         for item in filter(None, spec.split("+")):
             parts = item.split(":")
             if len(parts) not in (2, 3):
-                raise GraphError(f"--dynamic: {item!r} must be ID:AXIS[:NAME]")
+                raise OptionError(f"--dynamic: {item!r} must be ID:AXIS[:NAME]")
             name = parts[2] if len(parts) == 3 else None
             if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
-                raise GraphError(f"--dynamic: {name!r} is not a dimension name (letters, digits, '_', '.')")
+                raise OptionError(f"--dynamic: {name!r} is not a dimension name (letters, digits, '_', '.')")
             out.append((_int(parts[0], "--dynamic id", 0), _int(parts[1], "--dynamic axis"), name))
     return out
 
@@ -168,7 +173,7 @@ def parse_bindings(text: str) -> Dict[str, int]:
     for item in filter(None, text.split(",")):
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise GraphError(f"shape binding {item!r} must be NAME=VALUE")
+            raise OptionError(f"shape binding {item!r} must be NAME=VALUE")
         out[name.strip()] = _int(value, f"value of {name}", 1)
     return out
 

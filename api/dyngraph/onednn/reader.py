@@ -336,7 +336,8 @@ class _Mapper:
         if kind in (OpKind.Dequantize, OpKind.Quantize) and attrs.get("qtype") == "per_channel" and rank:
             axis, shape = attrs.get("axis", 1), ins[0].shape
             n = len(attrs.get("scales") or ())
-            if -rank <= axis < rank and isinstance(shape[axis], int) and shape[axis] > 0 and n != shape[axis]:
+            if (isinstance(axis, int) and not isinstance(axis, bool) and -rank <= axis < rank
+                    and isinstance(shape[axis], int)) and shape[axis] > 0 and n != shape[axis]:
                 self.block(f"{rec.kind} with {n} per-channel scales over an axis of {shape[axis]}")
 
     def _arity(self, rec: OpRec, info: Optional[KindInfo], schema, n_outputs: int) -> bool:

@@ -21,7 +21,7 @@ import numpy as np
 from .. import reference
 from ..dtypes import DataType
 from ..engine import Engine
-from ..errors import DyngraphError, UnsupportedError
+from ..errors import DyngraphError, ShapeError, UnsupportedError
 from ..logical_tensor import MAX_RANK
 from ..logical_tensor import Property
 from ..op import OpKind
@@ -129,9 +129,13 @@ def concrete_shape(lt, env: Mapping, where: str) -> Tuple[int, ...]:
         raise DyngraphError(f"{where}: input {lt.label} has an unknown shape: give it with --in-shapes")
     out = []
     for d in lt.shape:
-        if d is UNKNOWN_DIM:
-            raise DyngraphError(f"{where}: input {lt.label} has an unknown dimension: give its shape with --in-shapes")
-        out.append(d.evaluate(env) if isinstance(d, Expr) else int(d))
+        if isinstance(d, Expr):
+            out.append(d.evaluate(env))
+        elif isinstance(d, int) and not isinstance(d, bool) and d >= 0:
+            out.append(d)
+        else:  # UNKNOWN_DIM / DYNAMIC_DIM (a negative size in the file), or anything else
+            raise ShapeError(f"{where}: input {lt.label} has an unknown dimension ({d}): give its shape with "
+                             f"--in-shapes or make it dynamic with --dynamic")
     return tuple(out)
 
 
@@ -211,7 +215,12 @@ class CaseRunner:
             try:
                 n = 1
                 for d in lt.shape:
-                    n *= d.evaluate(env) if isinstance(d, Expr) else int(d)
+                    if isinstance(d, Expr):
+                        n *= d.evaluate(env)
+                    elif isinstance(d, int) and not isinstance(d, bool) and d >= 0:
+                        n *= d
+                    else:
+                        raise ShapeError(f"tensor {tid}: dimension {d} has no value")  # not known: not counted
             except DyngraphError:
                 continue
             total += n * 8

@@ -69,7 +69,8 @@ def run(graph, feeds: Mapping[int, np.ndarray], env: Mapping[Symbol, int] = None
             raise DyngraphError(f"{op.label}: no value for inputs {missing}")
         attrs = normalize_attrs(schema_of(op.kind), dict(op.attrs), op.label)
         out_dtypes = [graph.logical_tensor(lt.id).dtype for lt in op.outputs]
-        outs = IMPLS[op.kind](attrs, [vals[lt.id] for lt in op.inputs], Ctx(op, out_dtypes, env))
+        out_shapes = [graph.logical_tensor(lt.id).shape for lt in op.outputs]
+        outs = IMPLS[op.kind](attrs, [vals[lt.id] for lt in op.inputs], Ctx(op, out_dtypes, env, out_shapes))
         for lt, dt, v in zip(op.outputs, out_dtypes, outs):
             vals[lt.id] = round_to(v, dt)
     return vals

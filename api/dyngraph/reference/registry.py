@@ -22,10 +22,12 @@ class NoReferenceError(UnsupportedError):
 
 
 class Ctx:
-    def __init__(self, op: Op, out_dtypes: List[DataType], env: Mapping[Symbol, int]):
+    def __init__(self, op: Op, out_dtypes: List[DataType], env: Mapping[Symbol, int], out_shapes=None):
         self.op = op
         self.out_dtypes = out_dtypes
         self.env = env
+        # the output shapes the graph inferred (an op's own output may be declared without one)
+        self.out_shapes = out_shapes if out_shapes is not None else [lt.shape for lt in op.outputs]
 
     def value(self, e) -> int:
         """An int or a dimension expression, evaluated for this run."""

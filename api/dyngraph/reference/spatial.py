@@ -35,7 +35,10 @@ def _kernel(w, wfmt):
 
 
 def _spatial_out(ctx, fmt):
-    shape = [ctx.value(e) for e in ctx.op.outputs[0].shape]
+    declared = ctx.out_shapes[0]
+    if declared is None:
+        raise NoReferenceError(f"{ctx.op.label}: the output shape is not known")
+    shape = [ctx.value(e) for e in declared]
     return shape[2:] if fmt == "NCX" else shape[1:-1]
 
 
