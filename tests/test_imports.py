@@ -61,6 +61,9 @@ def _imports(name: str, path: Path, modules: dict, extensions: set):
 def import_graph(root: Path = PKG):
     modules = _modules(root)
     extensions = {_module_name(p.with_name(p.name.split(".")[0] + ".py"), root) for p in root.rglob("*.so")}
+    # the compiled extension is a module even where the tree holds no build of it (a fresh clone: the
+    # installed package has it)
+    extensions.add(f"{root.name}._backend")
     edges, private = {}, []
     for name, path in modules.items():
         for line, target, names in _imports(name, path, modules, extensions):

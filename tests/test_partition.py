@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+import dyngraph.onednn  # noqa: F401  (from_json)
 
 
 def lt(i, shape=None, **kw):
@@ -234,7 +235,7 @@ def test_partitioning_reads_the_graph_once_not_once_per_partition(monkeypatch):
         return real(self)
 
     for n in (10, 200):
-        g = dg.Graph.from_json(_independent_ops_json(n))
+        g = dg.onednn.from_json(_independent_ops_json(n))
         calls["n"] = 0
         monkeypatch.setattr(dg.Graph, "get_ops", counting)
         parts = g.get_partitions()
@@ -245,7 +246,7 @@ def test_partitioning_reads_the_graph_once_not_once_per_partition(monkeypatch):
 
 def test_twenty_thousand_op_json_graph_is_read_and_partitioned():
     """20,000 independent ops (6 MB of JSON): seconds now; with the per-partition scan it took over 300 s."""
-    g = dg.Graph.from_json(_independent_ops_json(20_000))
+    g = dg.onednn.from_json(_independent_ops_json(20_000))
     parts = g.get_partitions()
     assert len(parts) == 20_000
     assert [t.id for t in parts[-1].get_input_ports()] == [39_998]

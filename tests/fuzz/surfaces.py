@@ -15,7 +15,7 @@ printed and counted, and the worker restarts after the input.
   mutated by structure (hostile numbers: -1, -2, -2^63, 2^64, 5,000 digits,
   floats, strings, nulls, nesting; keys dropped or duplicated, lists made
   ragged or long, op kinds and ids changed) and as text; read with
-  ``Graph.from_json``, partitioned, and one in eight run (``run_case``).
+  ``dyngraph.onednn.from_json``, partitioned, and one in eight run (``run_case``).
 - ``rpc-answer``: an Engine on a fake server (tests/rpcfake.py) whose answer
   to one command is mutated (size, values, closing); it opens the engine,
   compiles and runs a partition: success or a DyngraphError.
@@ -149,12 +149,13 @@ def make_json(seed: int, idx: int, seeds) -> str:
 
 def run_json(seed, idx, ctx):
     import dyngraph as dg
+    import dyngraph.onednn  # noqa: F401  (from_json)
     from dyngraph.onednn.reader import import_graph
     from dyngraph.onednn.runner import run_case
 
     text = make_json(seed, idx, ctx["seeds"])
     try:
-        g = dg.Graph.from_json(text)
+        g = dg.onednn.from_json(text)
         g.get_partitions()
         if random.Random(idx).random() < 0.125:
             run_case(import_graph(text), [], engine=ctx["engine"], max_bytes=64 << 20)
