@@ -62,6 +62,8 @@ class LogicalTensor:
     ):
         if isinstance(id, bool) or not isinstance(id, int) or id < 0:
             raise GraphError(f"logical tensor id must be a non-negative int, got {id!r}")
+        if id > 2**63 - 1:  # (the IR stores ids as int64, as oneDNN's size_t ids fit there)
+            raise GraphError(f"logical tensor id {id} is above 2**63 - 1")
         if not isinstance(dtype, DataType):
             raise GraphError(f"logical tensor {id}: dtype must be a dyngraph DataType, got {dtype!r}")
         if not isinstance(property, Property):

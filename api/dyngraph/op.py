@@ -39,6 +39,8 @@ class Op:
     ):
         if isinstance(id, bool) or not isinstance(id, int) or id < 0:
             raise GraphError(f"op id must be a non-negative int, got {id!r}")
+        if id > 2**63 - 1:  # (the IR stores ids as int64)
+            raise GraphError(f"op id {id} is above 2**63 - 1")
         if isinstance(kind, str):
             try:
                 kind = OpKind[kind]
