@@ -39,6 +39,15 @@ struct dg_partition {
 
 namespace {
 
+// A dtype as the caller wrote it. C lets any int sit in an enum; in C++ a load of a value
+// outside dg_dtype's enumerators is undefined (UBSan: -fsanitize=enum), so read the bytes.
+static_assert(sizeof(dg_dtype) == sizeof(int32_t), "dg_dtype is an int");
+int raw_dtype(const dg_dtype* field) {
+    int32_t v;
+    std::memcpy(&v, field, sizeof v);
+    return v;
+}
+
 thread_local std::string t_error;
 
 dg_status set_error(dg_status s, const char* msg) {
@@ -347,7 +356,7 @@ struct Hosts {
             DG_REQUIRE(x.ndims >= 0 && x.ndims <= DG_MAX_NDIMS, what, " ", i, ": ndims is ", x.ndims, "; it must lie in [0, ",
                        DG_MAX_NDIMS, "]");
             HostTensor& t = h[size_t(i)];
-            fill_host(t, x.id, int(x.dtype), x.dims, size_t(x.ndims));
+            fill_host(t, x.id, raw_dtype(&x.dtype), x.dims, size_t(x.ndims));
             t.engine = &p->cp->engine();
             if (data) {
                 t.data = const_cast<void*>(data[i]);
@@ -411,7 +420,10 @@ const char* dg_status_name(dg_status s) {
     return "DG_ERR_UNKNOWN";
 }
 
-size_t dg_dtype_size(dg_dtype t) { return int(t) >= 0 && int(t) < kNumDTypes ? dtype_size(DType(t)) : 0; }
+size_t dg_dtype_size(dg_dtype t) {
+    const int v = raw_dtype(&t);
+    return v >= 0 && v < kNumDTypes ? dtype_size(DType(v)) : 0;
+}
 
 dg_status dg_partition_load(const char* path, const char* engine, dg_partition** out) {
     if (!out) return set_error(DG_ERR_INVALID, "dg_partition_load: out is NULL");
@@ -511,7 +523,7 @@ dg_status dg_partition_execute(dg_partition* p, const dg_desc* in, const void* c
                 DG_REQUIRE(x.ndims >= 0 && x.ndims <= DG_MAX_NDIMS, o ? "output " : "input ", k, ": ndims is ", x.ndims,
                            "; it must lie in [0, ", DG_MAX_NDIMS, "]");
                 HostTensor& t = h[i];
-                fill_host(t, x.id, int(x.dtype), x.dims, size_t(x.ndims));
+                fill_host(t, x.id, raw_dtype(&x.dtype), x.dims, size_t(x.ndims));
                 t.engine = &p->cp->engine();
                 t.data = o ? out_data[k] : const_cast<void*>(in_data[k]);
                 t.nbytes = size_t(t.numel()) * dtype_size(t.dtype);
