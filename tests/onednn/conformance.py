@@ -1,6 +1,7 @@
 """oneDNN's own graph cases, run through dyngraph: the conformance report.
 
     python tests/onednn/conformance.py [--markdown] [--jobs N] [--json FILE]
+    python tests/onednn/conformance.py --round-trip   # to_json of every case: op for op, same values
 
 (with DYNGRAPH_DEV=1 it uses the in-tree build, like the tests). Every JSON
 case under ``../shared/onednn-graph-cases`` (beside the repository) is
@@ -117,6 +118,15 @@ def group_of(rel: str) -> str:
 
 
 # -- a worker: one case at a time, a JSON line per result -----------------------------------
+def split_options(task: dict):
+    """A task's options: (``--dynamic`` and ``--shapes``, benchdnn's rewrites), by name."""
+    values, choice = {}, {}
+    for opt in task.get("options", []):
+        name, _, value = opt.partition("=")
+        (values if name in ("--dynamic", "--shapes") else choice)[name] = value
+    return values, choice
+
+
 def run_task(task: dict) -> dict:
     if task.get("round_trip"):
         return round_trip_task(task)
@@ -129,10 +139,7 @@ def run_task(task: dict) -> dict:
 
     out = {"case": task["case"], "features": [], "decomposed": [], "runs": 0, "graphs_built": 0}
     try:
-        values, choice = {}, {}
-        for opt in task.get("options", []):
-            name, _, value = opt.partition("=")
-            (values if name in ("--dynamic", "--shapes") else choice)[name] = value
+        values, choice = split_options(task)
         imp = import_graph(os.path.join(CASES, task["case"]), overrides_for(values, choice))
         out["decomposed"] = sorted(set(imp.decomposed))
         bindings = [parse_bindings(b) for b in values.get("--shapes", "").split("+") if b]
@@ -162,10 +169,7 @@ def round_trip_task(task: dict) -> dict:
 
     out = {"case": task["case"], "options": task.get("options", []), "ran": False}
     try:
-        values, choice = {}, {}
-        for opt in task.get("options", []):
-            name, _, value = opt.partition("=")
-            (values if name in ("--dynamic", "--shapes") else choice)[name] = value
+        values, choice = split_options(task)
         ov = overrides_for(values, choice) if task.get("options") else None
         bindings = [parse_bindings(b) for b in values.get("--shapes", "").split("+") if b]
         r = check_case(os.path.join(CASES, task["case"]), ov, bindings, task.get("max_bytes", 1 << 30))

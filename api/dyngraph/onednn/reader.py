@@ -511,7 +511,9 @@ def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0
     types, computed in f32 between casts) is expressed so; otherwise it is
     refused. With ``wildcards`` an op dyngraph
     cannot take becomes a Wildcard op (its own unsupported partition)
-    instead of refusing the file.
+    instead of refusing the file: the graph can be partitioned, drawn and
+    written back (:func:`~.writer.to_json` writes the file's ops, those
+    dyngraph cannot run included).
     """
     ov = make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic)
     return import_graph(src, ov, decompose, wildcards).graph
