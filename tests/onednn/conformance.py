@@ -1,6 +1,7 @@
 """oneDNN's own graph cases, run through dyngraph: the conformance report.
 
     python tests/onednn/conformance.py [--markdown] [--jobs N] [--json FILE]
+    python tests/onednn/conformance.py --round-trip   # to_json of every case: op for op, same values
 
 (with DYNGRAPH_DEV=1 it uses the in-tree build, like the tests). Every JSON
 case under ``../shared/onednn-graph-cases`` (beside the repository) is
@@ -117,7 +118,18 @@ def group_of(rel: str) -> str:
 
 
 # -- a worker: one case at a time, a JSON line per result -----------------------------------
+def split_options(task: dict):
+    """A task's options: (``--dynamic`` and ``--shapes``, benchdnn's rewrites), by name."""
+    values, choice = {}, {}
+    for opt in task.get("options", []):
+        name, _, value = opt.partition("=")
+        (values if name in ("--dynamic", "--shapes") else choice)[name] = value
+    return values, choice
+
+
 def run_task(task: dict) -> dict:
+    if task.get("round_trip"):
+        return round_trip_task(task)
     import dyngraph as dg
     from dyngraph.cli.run import overrides_for
     from dyngraph.engine import Engine
@@ -127,10 +139,7 @@ def run_task(task: dict) -> dict:
 
     out = {"case": task["case"], "features": [], "decomposed": [], "runs": 0, "graphs_built": 0}
     try:
-        values, choice = {}, {}
-        for opt in task.get("options", []):
-            name, _, value = opt.partition("=")
-            (values if name in ("--dynamic", "--shapes") else choice)[name] = value
+        values, choice = split_options(task)
         imp = import_graph(os.path.join(CASES, task["case"]), overrides_for(values, choice))
         out["decomposed"] = sorted(set(imp.decomposed))
         bindings = [parse_bindings(b) for b in values.get("--shapes", "").split("+") if b]
@@ -144,6 +153,55 @@ def run_task(task: dict) -> dict:
     except Exception as e:  # noqa: BLE001 - what the conformance run exists to find
         out.update(status="untyped", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
     return out
+
+
+def round_trip_task(task: dict) -> dict:
+    """A case read, written back with to_json and read again: ``same`` when the
+    file is written back op for op (with rewrites: the written file again) and,
+    where dyngraph runs it, both graphs compute the same values bit for bit."""
+    import dyngraph as dg
+    from dyngraph.cli.run import overrides_for
+    from dyngraph.onednn.options import parse_bindings
+
+    if os.path.dirname(HERE) not in sys.path:  # (a worker runs this file as a script)
+        sys.path.insert(0, os.path.dirname(HERE))
+    from onednn.roundtrip import check_case
+
+    out = {"case": task["case"], "options": task.get("options", []), "ran": False}
+    try:
+        values, choice = split_options(task)
+        ov = overrides_for(values, choice) if task.get("options") else None
+        bindings = [parse_bindings(b) for b in values.get("--shapes", "").split("+") if b]
+        r = check_case(os.path.join(CASES, task["case"]), ov, bindings, task.get("max_bytes", 1 << 30))
+        problems = r["written"] + r["results"]
+        out.update(status="differs" if problems else "same", ran=r["ran"], message="; ".join(problems)[:2000])
+    except dg.DyngraphError as e:
+        out.update(status="error", message=f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001
+        out.update(status="untyped", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+    return out
+
+
+def round_trip_report(results: List[dict]) -> str:
+    plain = [r for r in results if not r.get("options")]
+    counts = collections.Counter(r["status"] for r in results)
+    ran = [r for r in results if r.get("ran")]
+    lines = [f"written back op for op: {sum(r['status'] == 'same' for r in plain)} of {len(plain)} files "
+             f"as they are, {sum(r['status'] == 'same' for r in results if r.get('options'))} of "
+             f"{len(results) - len(plain)} with benchdnn's rewrites or dynamic dims",
+             f"the graph read back computes the same values, bit for bit: "
+             f"{sum(r['status'] == 'same' for r in ran)} of {len(ran)} that run",
+             "by outcome: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
+    lines += [f"{r['status'].upper()}: {r['case']} {' '.join(r.get('options', []))}: {r.get('message', '')[:300]}"
+              for r in results if r["status"] != "same"]
+    return "\n".join(lines)
+
+
+def round_trip_tasks(max_bytes: int = 1 << 30) -> List[dict]:
+    """Every file as it is; the large ones at smaller shapes; the dynamic variants."""
+    plain = [{"case": c, "options": [], "max_bytes": max_bytes, "round_trip": True} for c in case_files()]
+    return plain + [dict(t, round_trip=True) for t in conformance_tasks(max_bytes) + dynamic_tasks(max_bytes)
+                    if t["options"]]
 
 
 def worker() -> None:
@@ -338,6 +396,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", help="also write every case's result to this file")
+    ap.add_argument("--round-trip", action="store_true",
+                    help="instead: write every case back with to_json, compare op for op, run both graphs")
     args = ap.parse_args()
     if args.worker:
         worker()
@@ -346,6 +406,14 @@ def main() -> int:
         print(f"no cases at {CASES}", file=sys.stderr)
         return 2
     t0 = time.time()
+    if args.round_trip:
+        results = run_all(round_trip_tasks(), args.jobs)
+        print(round_trip_report(results))
+        print(f"\n{len(results)} round trips in {time.time() - t0:.0f} s")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        return 0 if all(r["status"] == "same" for r in results) else 1
     results = run_all(conformance_tasks(), args.jobs)
     print(table(results, args.markdown))
     print(f"\n{len(results)} files in {time.time() - t0:.0f} s")

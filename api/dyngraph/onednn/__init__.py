@@ -12,6 +12,8 @@ outputs in the file's order). The modules:
   ``--op-attrs``, ``--op-kind``, ``--mb``, ``--tensor-property``) and dynamic dims;
 - :mod:`.opmap`: oneDNN's op kinds and attributes, and how they map;
 - :mod:`.reader` / :mod:`.writer`: JSON to graph and back;
+- :mod:`.source`: an imported graph's file ops, beside the dyngraph ops made
+  of them: ``to_json`` writes the file's ops back where those are unchanged;
 - :mod:`.fill`, :mod:`.compare`, :mod:`.runner`: running a case against the
   numpy reference (:mod:`dyngraph.reference`), as ``dyngraph run`` does.
 """

@@ -27,6 +27,7 @@ INT64_MIN = -(2**63)
 class Attr:
     type: str
     value: Any
+    given: Any = None  # the value as the file spelled it (a bool as 0 or 1, an f32 as 2), to write it back so
 
 
 @dataclass
@@ -37,10 +38,11 @@ class LT:
     property: str = "undef"
     name: Optional[str] = None
     symbolic: bool = False  # shape came from dyngraph_dims
+    given: Optional[Dict[str, Any]] = None  # the tensor as the file wrote it (checked): written back while unchanged
 
     def copy(self) -> "LT":
         return LT(self.id, self.dtype, None if self.shape is None else list(self.shape), self.property, self.name,
-                  self.symbolic)
+                  self.symbolic, self.given)
 
 
 @dataclass
@@ -52,6 +54,7 @@ class OpRec:
     inputs: List[LT]
     outputs: List[LT]
     where: str = ""
+    keys: Tuple[str, ...] = ("id", "name", "kind", "attrs", "inputs", "outputs")  # the file's, in its order
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Document:
     symbols: Dict[str, Dim] = field(default_factory=dict)
     source: str = "<json>"
     dim_sizes: Dict[str, int] = field(default_factory=dict)  # size in the file of each dim made dynamic
+    header: Dict[str, Any] = field(default_factory=dict)  # the file's top-level keys but the graph, as written
 
     # -- graph structure --------------------------------------------------------
     def produced(self) -> Dict[int, OpRec]:
@@ -186,35 +190,38 @@ def _attr(v, where: str) -> Attr:
     x = v["value"]
     if t == "bool":
         if isinstance(x, bool) or (isinstance(x, int) and x in (0, 1)):
-            return Attr(t, bool(x))
+            return Attr(t, bool(x), x)
         raise GraphError(f"{where}: a bool attribute must be true, false, 0 or 1, got {_short(x)}")
     if t == "s64":
-        return Attr(t, _int(x, where, "an s64 value"))
+        v = _int(x, where, "an s64 value")
+        return Attr(t, v, v)
     if t == "f32":
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise GraphError(f"{where}: an f32 attribute must be a number, got {_short(x)}")
-        return Attr(t, float(x))
+        return Attr(t, float(x), x)
     if t == "string":
-        return Attr(t, _type(x, str, where, "a string attribute"))
+        v = _type(x, str, where, "a string attribute")
+        return Attr(t, v, v)
     if t in ("s64[]", "f32[]", "dyngraph_exprs"):
         _type(x, list, where, f"a {t} attribute")
         if len(x) > 4096:
             raise GraphError(f"{where}: a list attribute of {len(x)} values is too long")
         if t == "s64[]":
-            return Attr(t, [_int(e, where, "an s64[] element") for e in x])
+            v = [_int(e, where, "an s64[] element") for e in x]
+            return Attr(t, v, list(v))
         if t == "f32[]":
             for e in x:
                 if isinstance(e, bool) or not isinstance(e, (int, float)):
                     raise GraphError(f"{where}: an f32[] element must be a number, got {_short(e)}")
-            return Attr(t, [float(e) for e in x])
+            return Attr(t, [float(e) for e in x], list(x))
         for e in x:
             if not isinstance(e, str):
                 _int(e, where, "a dyngraph_exprs element")
-        return Attr(t, list(x))
+        return Attr(t, list(x), list(x))
     if t == "dyngraph_expr":
         if not isinstance(x, str):
             _int(x, where, "a dyngraph_expr value")
-        return Attr(t, x)
+        return Attr(t, x, x)
     raise GraphError(f"{where}: unknown attribute type {t!r} (oneDNN's are bool, s64, s64[], f32, f32[], string)")
 
 
@@ -253,6 +260,11 @@ def _lt(v, where: str) -> LT:
             dims = list(dims)
         lt.shape = dims
         lt.symbolic = True
+    # checked copies of what the file says, in its order: what to_json writes back
+    checked = {"id": tid, "dtype": dtype, "shape": list(shape), "stride": None if stride is None else list(stride),
+               "layout_type": layout, "property_type": prop, "dyngraph_name": name,
+               "dyngraph_dims": list(lt.shape) if lt.symbolic and lt.shape is not None else None}
+    lt.given = {k: checked[k] for k in v if k in checked}
     return lt
 
 
@@ -279,6 +291,9 @@ def _symbols(v, where: str) -> Dict[str, Dim]:
     return out
 
 
+_OP_KEYS = ("id", "name", "kind", "attrs", "inputs", "outputs")
+
+
 def read_document(src) -> Document:
     """Parse and check a graph file (a path, JSON text, bytes or a parsed dict)."""
     data, where = _load_text(src)
@@ -295,6 +310,13 @@ def read_document(src) -> Document:
     doc.output_ports = _ports(data.get("output_ports"), f"{where}: output_ports")
     if "dyngraph_symbols" in data:
         doc.symbols = _symbols(data["dyngraph_symbols"], f"{where}: dyngraph_symbols")
+    apply_to_int = data.get("fpmath_mode_apply_to_int")
+    if apply_to_int is not None:
+        _type(apply_to_int, (str, bool), where, "'fpmath_mode_apply_to_int'")
+    checked = {"version": doc.version, "engine_kind": doc.engine_kind, "fpmath_mode": doc.fpmath_mode,
+               "fpmath_mode_apply_to_int": apply_to_int, "input_ports": list(doc.input_ports),
+               "output_ports": list(doc.output_ports), "graph": None}
+    doc.header = {k: checked[k] for k in data if k in checked and (k == "graph" or data[k] is not None)}
     ops = _key(data, "graph", where)
     _type(ops, list, where, "'graph'")
     if not ops:
@@ -315,5 +337,5 @@ def read_document(src) -> Document:
         _type(outs, list, w, "'outputs'")
         inputs = [_lt(t, f"{w}: inputs[{j}]") for j, t in enumerate(ins)]
         outputs = [_lt(t, f"{w}: outputs[{j}]") for j, t in enumerate(outs)]
-        doc.ops.append(OpRec(oid, name, kind, attrs, inputs, outputs, w))
+        doc.ops.append(OpRec(oid, name, kind, attrs, inputs, outputs, w, tuple(k for k in o if k in _OP_KEYS)))
     return doc

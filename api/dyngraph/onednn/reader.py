@@ -23,6 +23,7 @@ from ..ops import schema_of
 from ..ops.interpolate import MAX_SCALE_DENOMINATOR
 from ..symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr
 from . import compose
+from . import source
 from . import dtypes as odt
 from .document import LT, Document, OpRec, read_document
 from .exprs import parse_expr
@@ -455,8 +456,11 @@ def import_graph(src, overrides: Optional[Overrides] = None, decompose: bool = T
     infer_internal = apply_overrides(doc, overrides) if overrides is not None else False
     m = _Mapper(doc, infer_internal, decompose, wildcards)
     ops: List[Op] = []
+    groups: List[source.Group] = []
     for rec in doc.ops:
-        ops.extend(m.op(rec))
+        made = m.op(rec)
+        groups.append(source.Group(rec, [o.id for o in made]))
+        ops.extend(made)
     if m.blockers and not wildcards:
         raise UnsupportedError(f"dyngraph has no {'; no '.join(m.blockers)}", m.blockers)
     for _ in range(len(ops) + 1):
@@ -473,6 +477,7 @@ def import_graph(src, overrides: Optional[Overrides] = None, decompose: bool = T
                 raise err from e
             ops[ops.index(bad)] = wildcard(bad.id, bad.inputs, bad.outputs, bad.name)
             m.kinds.setdefault(bad.id, bad.kind.name)
+    source.attach(g, doc, groups, infer_internal)  # what to_json writes back
     return Imported(g, doc, [i for i in doc.graph_inputs()], doc.graph_outputs(), m.kinds, m.decomposed)
 
 
@@ -506,7 +511,9 @@ def from_json(src, *, in_shapes=None, op_attrs=None, dt=None, op_kind=None, mb=0
     types, computed in f32 between casts) is expressed so; otherwise it is
     refused. With ``wildcards`` an op dyngraph
     cannot take becomes a Wildcard op (its own unsupported partition)
-    instead of refusing the file.
+    instead of refusing the file: the graph can be partitioned, drawn and
+    written back (:func:`~.writer.to_json` writes the file's ops, those
+    dyngraph cannot run included).
     """
     ov = make_overrides(in_shapes, op_attrs, dt, op_kind, mb, tensor_property, dynamic)
     return import_graph(src, ov, decompose, wildcards).graph
