@@ -14,12 +14,11 @@ import pytest
 
 import dyngraph as dg
 from oputil import compile_op, run
+from deviceutil import DEVICES, device_engine
 from rpcutil import one_server
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM
-GPUS = [d.name for d in dg.Engine.devices() if d.kind in ("gpu", "igpu")]
-DEVICES = (["rpc"] if dg._backend.has_rpc() else []) + GPUS
 
 
 def conv_attrs(**extra):
@@ -75,9 +74,8 @@ def server():
 @pytest.fixture(params=DEVICES)
 def device(request, server):
     """(engine, relative tolerance of f32 results against the host CPU's)"""
-    if request.param == "rpc":
-        return dg.Engine("rpc", endpoints=[server.endpoint], num_threads=1, timeout=30, connect_timeout=5), 2e-5
-    return dg.Engine("gpu", device=request.param), 2e-3  # ggml-cuda's f32 products are TF32 (docs/design/gpu.md)
+    # ggml-cuda's f32 products are TF32 (docs/design/gpu.md)
+    return device_engine(request.param, server.endpoint, timeout=30), 2e-5 if request.param == "rpc" else 2e-3
 
 
 @pytest.mark.parametrize("family", sorted(CASES))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+from deviceutil import GPUS
 from dyngraph.models.llama import LlamaConfig, LlamaRunner, random_weights
 
-GPUS = [d.name for d in dg.Engine.devices() if d.kind in ("gpu", "igpu")]
 needs_gpu = pytest.mark.skipif(
     not GPUS,
     reason="no GPU device: this ggml was built without a GPU backend or the machine has no GPU "

@@ -10,16 +10,14 @@ import pytest
 torch = pytest.importorskip("torch", minversion="2.5")
 transformers = pytest.importorskip("transformers")
 
-import dyngraph as dg  # noqa: E402
 import dyngraph.torch as dgt  # noqa: E402
 from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm, greedy  # noqa: E402
+from deviceutil import DEVICES, device_engine  # noqa: E402
 from rpcutil import one_server  # noqa: E402
 from torchutil import offline  # noqa: E402
 
 offline()
 
-GPUS = [d.name for d in dg.Engine.devices() if d.kind in ("gpu", "igpu")]
-DEVICES = (["rpc"] if dg._backend.has_rpc() else []) + GPUS
 # f32 against f32 in another order (ggml's own kernels there, dyngraph's on the host); on a
 # GPU, ggml-cuda's f32 products are TF32 (factors rounded to 11 significant bits, f32 sums):
 # logits of O(1) through two layers, 3e-2
@@ -34,16 +32,15 @@ def server():
 @pytest.fixture(params=DEVICES)
 def device(request, server):
     """(an engine of the device, the tolerance of its f32 results against the host CPU's)"""
-    if request.param == "rpc":
-        eng = dg.Engine("rpc", endpoints=[server.endpoint], num_threads=1, timeout=60, connect_timeout=5)
-        return eng, ATOL["rpc"]
-    return dg.Engine("gpu", device=request.param), ATOL["gpu"]
+    return device_engine(request.param, server.endpoint, timeout=60), ATOL["rpc" if request.param == "rpc" else "gpu"]
 
 
-def both(module, device, **kw):
-    """The program compiled for the host CPU and for the device."""
+def both(module, device, args=(), kwargs=None, dynamic_shapes=None):
+    """The program, exported once (most of a compile's time is torch's), compiled for the host
+    CPU and for the device."""
     eng, atol = device
-    return dgt.compile(module, engine=1, **kw), dgt.compile(module, engine=eng, **kw), atol
+    ep = dgt.export(module, args, kwargs, dynamic_shapes)
+    return dgt.compile(ep, engine=1), dgt.compile(ep, engine=eng), atol
 
 
 def tiny_llama(**extra):
