@@ -1,11 +1,12 @@
 """oneDNN's own graph cases, run through dyngraph: the conformance report.
 
-    python tests/onednn/conformance.py [--markdown] [--jobs N] [--json FILE]
+    python tests/onednn/conformance.py [--markdown] [--jobs N] [--json FILE] [--own-size]
 
 (with DYNGRAPH_DEV=1 it uses the in-tree build, like the tests). Every JSON
 case under ``../shared/onednn-graph-cases`` (beside the repository) is
 imported, compiled, run at its own shapes (or the smaller ones of SMALL
-below) and compared with the numpy reference, each in a worker process, so
+below; every file at its own with --own-size) and compared with the numpy
+reference, each in a worker process, so
 that a crash or a hang is recorded against its case instead of taking the
 run down. The outcome of a case is one of:
 
@@ -225,7 +226,15 @@ def run_all(tasks: List[dict], jobs: int = 2, timeout: float = 300.0) -> List[di
     return sorted(results, key=lambda r: r["case"])
 
 
-def conformance_tasks(max_bytes: int = 1 << 30) -> List[dict]:
+# what a case's reference may hold at once at its own shapes (--own-size): the largest
+# forward files need about 4.4 GiB by the runner's estimate (7 GiB resident with the backend's)
+OWN_SIZE_MAX_BYTES = 8 << 30
+
+
+def conformance_tasks(max_bytes: int = 1 << 30, own_size: bool = False) -> List[dict]:
+    """One task per file: at the smaller shapes of SMALL, or every file at its own (``own_size``)."""
+    if own_size:
+        return [{"case": c, "options": [], "max_bytes": max(max_bytes, OWN_SIZE_MAX_BYTES)} for c in case_files()]
     return [{"case": c, "options": SMALL.get(c, []), "max_bytes": max_bytes} for c in case_files()]
 
 
@@ -338,6 +347,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", help="also write every case's result to this file")
+    ap.add_argument("--own-size", action="store_true",
+                    help="run every file at its own shapes, SMALL's too (up to about 7 GiB a worker)")
     args = ap.parse_args()
     if args.worker:
         worker()
@@ -346,7 +357,7 @@ def main() -> int:
         print(f"no cases at {CASES}", file=sys.stderr)
         return 2
     t0 = time.time()
-    results = run_all(conformance_tasks(), args.jobs)
+    results = run_all(conformance_tasks(own_size=args.own_size), args.jobs)
     print(table(results, args.markdown))
     print(f"\n{len(results)} files in {time.time() - t0:.0f} s")
     if args.json:
