@@ -227,7 +227,7 @@ def run_all(tasks: List[dict], jobs: int = 2, timeout: float = 300.0) -> List[di
 
 
 # what a case's reference may hold at once at its own shapes (--own-size): the largest
-# forward files need about 4.4 GiB by the runner's estimate (7 GiB resident with the backend's)
+# forward files need about 3.5 GiB by the runner's estimate (7 GB resident with the backend's)
 OWN_SIZE_MAX_BYTES = 8 << 30
 
 

@@ -210,8 +210,8 @@ class CaseRunner:
 
     def _check_size(self, env) -> None:
         """Refuse a binding whose reference needs more than max_bytes: the most its
-        values (8 bytes an element, dropped after their last use) hold at once, and
-        the inputs and outputs the runner keeps beside it."""
+        values (8 bytes an element, dropped after their last use) hold at once (never
+        more than all its tensors together, what was counted before)."""
         size: Dict[int, int] = {}
         for tid in self.tensor_ids:
             lt = self.graph.logical_tensor(tid)
@@ -229,12 +229,11 @@ class CaseRunner:
             except DyngraphError:
                 continue
             size[tid] = n * 8
-        held = sum(size.get(t, 0) for t in set(self.inputs) | set(self.imp.outputs))  # the runner's
-        live = sum(size.get(t, 0) for t in self.inputs)  # the reference's copies
-        peak = held + live
+        live = sum(size.get(t, 0) for t in self.inputs)
+        peak = live
         for i, op in enumerate(self.graph.get_ops()):
             live += sum(size.get(lt.id, 0) for lt in op.outputs)
-            peak = max(peak, held + live)
+            peak = max(peak, live)
             live -= sum(size.get(t, 0) for t in self.dead.get(i, ()))
         if peak > self.max_bytes:
             raise UnsupportedError(
