@@ -1,12 +1,13 @@
 """oneDNN's own graph cases, run through dyngraph: the conformance report.
 
-    python tests/onednn/conformance.py [--markdown] [--jobs N] [--json FILE]
+    python tests/onednn/conformance.py [--markdown] [--jobs N] [--json FILE] [--own-size]
     python tests/onednn/conformance.py --round-trip   # to_json of every case: op for op, same values
 
 (with DYNGRAPH_DEV=1 it uses the in-tree build, like the tests). Every JSON
 case under ``../shared/onednn-graph-cases`` (beside the repository) is
 imported, compiled, run at its own shapes (or the smaller ones of SMALL
-below) and compared with the numpy reference, each in a worker process, so
+below; every file at its own with --own-size) and compared with the numpy
+reference, each in a worker process, so
 that a crash or a hang is recorded against its case instead of taking the
 run down. The outcome of a case is one of:
 
@@ -283,7 +284,15 @@ def run_all(tasks: List[dict], jobs: int = 2, timeout: float = 300.0) -> List[di
     return sorted(results, key=lambda r: r["case"])
 
 
-def conformance_tasks(max_bytes: int = 1 << 30) -> List[dict]:
+# what a case's reference may hold at once at its own shapes (--own-size): the largest
+# forward files need about 3.5 GiB by the runner's estimate (7 GB resident with the backend's)
+OWN_SIZE_MAX_BYTES = 8 << 30
+
+
+def conformance_tasks(max_bytes: int = 1 << 30, own_size: bool = False) -> List[dict]:
+    """One task per file: at the smaller shapes of SMALL, or every file at its own (``own_size``)."""
+    if own_size:
+        return [{"case": c, "options": [], "max_bytes": max(max_bytes, OWN_SIZE_MAX_BYTES)} for c in case_files()]
     return [{"case": c, "options": SMALL.get(c, []), "max_bytes": max_bytes} for c in case_files()]
 
 
@@ -398,6 +407,8 @@ def main() -> int:
     ap.add_argument("--json", help="also write every case's result to this file")
     ap.add_argument("--round-trip", action="store_true",
                     help="instead: write every case back with to_json, compare op for op, run both graphs")
+    ap.add_argument("--own-size", action="store_true",
+                    help="run every file at its own shapes, SMALL's too (up to about 7 GiB a worker)")
     args = ap.parse_args()
     if args.worker:
         worker()
@@ -414,7 +425,7 @@ def main() -> int:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
         return 0 if all(r["status"] == "same" for r in results) else 1
-    results = run_all(conformance_tasks(), args.jobs)
+    results = run_all(conformance_tasks(own_size=args.own_size), args.jobs)
     print(table(results, args.markdown))
     print(f"\n{len(results)} files in {time.time() - t0:.0f} s")
     if args.json:

@@ -168,3 +168,28 @@ def test_an_op_kind_without_a_reference_is_an_unsupported_error():
     d = doc(op(0, "Wildcard", [lt(0, [2])], [lt(1, [2])]))
     with pytest.raises(dg.UnsupportedError, match="Wildcard"):
         reference.run(onednn.from_json(d), {0: np.zeros(2, np.float32)})
+
+
+def test_kept_tensors_are_the_same_and_the_others_are_dropped_after_their_last_use():
+    """reference.run(keep=...) holds only the live values: what the runner's
+    size estimate counts (a chain of n ops holds two tensors, not n)."""
+    chain = [op(i, "Exp" if i % 2 else "Tanh", [lt(i, [3, 4])], [lt(i + 1, [3, 4])]) for i in range(6)]
+    g = onednn.from_json(doc(*chain))
+    x = {0: np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32) * 0.1}
+    every = reference.run(g, x)
+    kept = reference.run(g, x, keep={6, 3})
+    assert sorted(kept) == [3, 6]
+    for t in (3, 6):
+        np.testing.assert_array_equal(kept[t], every[t])
+
+
+def test_the_runner_sizes_a_case_by_what_its_reference_holds_at_once():
+    from dyngraph.onednn.reader import import_graph
+    from dyngraph.onednn.runner import run_case
+
+    chain = [op(i, "ReLU", [lt(i, [1024, 1024])], [lt(i + 1, [1024, 1024])]) for i in range(8)]
+    imp = import_graph(doc(*chain))
+    # 9 tensors of 8 MiB in float64 (72 MiB together): at most 2 live at once in the reference
+    assert run_case(imp, max_bytes=17 << 20).status == "pass"
+    r = run_case(imp, max_bytes=15 << 20)
+    assert r.status == "unsupported" and r.features == ("a case larger than the size limit",)

@@ -107,6 +107,36 @@ def test_linear_1d_with_a_dynamic_length(coord, rng):
                                    atol=linear_atol(x, [3 * L]))
 
 
+def _onednn_size(size, scale):
+    """oneDNN's output size for a scale: trunc(f32(size) * f32(scale)), in f32."""
+    return int(np.float32(size) * np.float32(scale))
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("mode,coord", [("nearest", "half_pixel"), ("bilinear", "half_pixel"),
+                                        ("bilinear", "align_corners")])
+def test_any_scale_of_a_static_size_is_resized_as_onednn_sizes_it(fmt, mode, coord, rng):
+    """A scale that is no ratio of small integers (oneDNN's 0.809524) takes
+    static spatial sizes: the output size is oneDNN's f32 product, truncated,
+    and source coordinates use the real ratio out / in. The batch stays dynamic."""
+    scales = [0.809524, 1.3717]
+    assert _onednn_size(21, 0.809524) == 17  # the f32 product rounds up to 17 (exactly 16.99999999...)
+    for (h, w), batches in [((21, 17), (1, 3)), ((7, 30), (2,)), ((50, 3), (1, 4))]:
+        cp = compile_op(K.Interpolate, [shape_of(fmt, D, 3, [h, w])],
+                        attrs={"mode": mode, "scales": scales, "coordinate_transformation_mode": coord,
+                               "data_format": fmt})
+        sizes = [_onednn_size(h, scales[0]), _onednn_size(w, scales[1])]
+        for n in batches:
+            x = rng.standard_normal(shape_of(fmt, n, 3, (h, w))).astype(np.float32)
+            (y,) = run(cp, x)
+            want = ref.interpolate(x, sizes, "nearest" if mode == "nearest" else "bilinear", coord, fmt)
+            assert spatial_of(fmt, y.shape) == sizes and y.shape == want.shape
+            if mode == "nearest":
+                np.testing.assert_array_equal(y, want.astype(np.float32))
+            else:
+                np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, sizes))
+
+
 # -- errors ------------------------------------------------------------------------------
 
 
@@ -116,12 +146,18 @@ def test_linear_1d_with_a_dynamic_length(coord, rng):
     ({"mode": "bilinear", "scales": [2.0, 2.0], "coordinate_transformation_mode": "asymmetric"}, "mode 'nearest'"),
     ({"mode": "nearest"}, "either sizes or scales"),
     ({"mode": "nearest", "scales": [2.0]}, "needs 2 entries"),
-    ({"mode": "nearest", "scales": [2.0, 0.123456789]}, "ratio of small integers"),
+    ({"mode": "nearest", "scales": [2.0, 0.123456789]}, "8 gives an empty output"),
     ({"mode": "nearest", "scales": [2.0, -1.0]}, "positive"),
 ])
 def test_bad_interpolate_attributes_are_shape_errors(attrs, match):
     with pytest.raises(dg.ShapeError, match=match):
         compile_op(K.Interpolate, [[D, 3, 8, 8]], attrs={"data_format": "NCX", **attrs})
+
+
+def test_a_scale_that_is_no_small_ratio_of_a_dynamic_size_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="not a ratio of small integers and the size .* is dynamic"):
+        compile_op(K.Interpolate, [[D, 3, 8, D]], attrs={"data_format": "NCX", "mode": "nearest",
+                                                         "scales": [2.0, 0.809524]})
 
 
 def test_unknown_mode_is_a_graph_error():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from fractions import Fraction
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -20,7 +19,7 @@ from ..logical_tensor import CONSTANT, STATE, VARIABLE, LogicalTensor
 from ..op import Op, OpKind
 from ..op_pipeline import Ids
 from ..ops import schema_of
-from ..ops.interpolate import MAX_SCALE_DENOMINATOR
+from ..ops.interpolate import small_ratio
 from ..symbolic import DYNAMIC_DIM, UNKNOWN_DIM, Dim, Expr
 from . import compose
 from . import source
@@ -117,6 +116,7 @@ class _Mapper:
         self.infer = infer_internal
         self.decompose = decompose
         self.produced = set(doc.produced())
+        self.producer_lt = {lt.id: lt for op in doc.ops for lt in op.outputs}  # the producer's declaration
         self.declared: Dict[int, Any] = {}  # tensor id -> the shape it was first declared with
         self.blockers: List[str] = []
         self.ids = Ids(doc.max_tensor_id() + 1, doc.max_op_id() + 1)  # for the ops and tensors a mapping adds
@@ -141,12 +141,18 @@ class _Mapper:
             raise GraphError(f"{where}: tensor {rec.id}: unknown property_type {rec.property!r}")
         if rec.id in self.produced and prop is CONSTANT:
             prop = VARIABLE  # oneDNN's hint that an op's result never changes: dyngraph computes it like any other
-        shape = self.shape(rec, where)
-        seen = self.declared.setdefault(rec.id, shape)
-        if shape is not None and seen is not None and len(seen) == len(shape) and any(
-                isinstance(a, int) and isinstance(b, int) and a != b and a > 0 and b > 0 for a, b in zip(seen, shape)):
-            self.block("a logical tensor declared with two different shapes (the file contradicts itself)")
-            shape = seen
+        if rec.id in self.produced:
+            # oneDNN connects a consumer's input to its producer's output by id: the
+            # producer's declaration is the tensor's, whatever a consumer writes
+            shape = self.shape(self.producer_lt[rec.id], where)
+        else:
+            shape = self.shape(rec, where)
+            seen = self.declared.setdefault(rec.id, shape)
+            if shape is not None and seen is not None and len(seen) == len(shape) and any(
+                    isinstance(a, int) and isinstance(b, int) and a != b and a > 0 and b > 0
+                    for a, b in zip(seen, shape)):
+                self.block("a graph input declared with two different shapes (the file contradicts itself)")
+                shape = seen
         return LogicalTensor(rec.id, dt, shape, prop, rec.name)
 
     def shape(self, rec: LT, where: str):
@@ -330,16 +336,42 @@ class _Mapper:
                 attrs["mode"] = "linear"  # (refused above; keeps the attribute check from failing first)
             if attrs.get("mode") == "linear" and rank == 4:
                 attrs["mode"] = "bilinear"  # oneDNN's linear is n-linear
-            for sc in attrs.get("scales") or ():
-                if sc > 0 and math.isfinite(sc) and abs(float(Fraction(sc).limit_denominator(
-                        MAX_SCALE_DENOMINATOR)) - sc) > 1e-9 * sc:  # the rule's own test (ops/interpolate.py)
-                    self.block(f"Interpolate scale {sc:g} (not a ratio of small integers)")
+            fmt = attrs.get("data_format", "NXC")
+            sizes = ins[0].shape[2:] if fmt == "NCX" else ins[0].shape[1:-1] if rank else ()
+            for sc, d in zip(attrs.get("scales") or (), sizes):
+                if (sc > 0 and math.isfinite(sc) and small_ratio(sc) is None
+                        and not (isinstance(d, int) and d > 0)):  # the rule's own test (ops/interpolate.py)
+                    self.block(f"Interpolate scale {sc:g} (not a ratio of small integers) of a dynamic size")
         if kind in (OpKind.Dequantize, OpKind.Quantize) and attrs.get("qtype") == "per_channel" and rank:
             axis, shape = attrs.get("axis", 1), ins[0].shape
             n = len(attrs.get("scales") or ())
             if (isinstance(axis, int) and not isinstance(axis, bool) and -rank <= axis < rank
                     and isinstance(shape[axis], int)) and shape[axis] > 0 and n != shape[axis]:
-                self.block(f"{rec.kind} with {n} per-channel scales over an axis of {shape[axis]}")
+                if not (kind is OpKind.Dequantize and self._grouped_weight_scales(rec, attrs, shape, axis % rank)):
+                    self.block(f"{rec.kind} with {n} per-channel scales over an axis of {shape[axis]}")
+
+    def _grouped_weight_scales(self, rec: OpRec, attrs, shape, axis: int) -> bool:
+        """The weights of a grouped ConvTranspose ([I, O/g, k...] for IOX, [k..., O/g, I]
+        for XOI), dequantized per output channel: oneDNN takes g * O/g scales over the
+        O/g axis, as its fused int8 ConvTranspose does (output channel of group j, o:
+        j * O/g + o). With one output channel per group (depthwise) that is a scale per
+        group along the I axis: rewritten so (each repeated I/g times); True if done."""
+        users = [(op, i) for op in self.doc.ops for i, lt in enumerate(op.inputs) if lt.id == rec.outputs[0].id]
+        if len(users) != 1 or users[0][0].kind != "ConvTranspose" or users[0][1] != 1:
+            return False
+        conv = {k: self._value(a, rec.where) for k, a in users[0][0].attrs.items()}
+        g, fmt, rank = conv.get("groups", 1), conv.get("weights_format", "XOI"), len(shape)
+        o_axis, i_axis = (1, 0) if fmt == "IOX" else (rank - 2, rank - 1)
+        scales, zps = list(attrs.get("scales") or ()), list(attrs.get("zps") or ())
+        if (not isinstance(g, int) or g < 1 or axis != o_axis or shape[o_axis] != 1 or len(scales) != g
+                or not isinstance(shape[i_axis], int) or shape[i_axis] % g or (zps and len(zps) != g)):
+            return False
+        per_group = shape[i_axis] // g
+        attrs["axis"] = i_axis
+        attrs["scales"] = [s for s in scales for _ in range(per_group)]
+        if zps:
+            attrs["zps"] = [z for z in zps for _ in range(per_group)]
+        return True
 
     def _arity(self, rec: OpRec, info: Optional[KindInfo], schema, n_outputs: int) -> bool:
         ok = True

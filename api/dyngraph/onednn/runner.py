@@ -151,6 +151,9 @@ class CaseRunner:
         self.max_bytes = max_bytes
         self.uses = consumers(self.graph)
         self.tensor_ids = sorted({lt.id for op in self.graph.get_ops() for lt in op.inputs + op.outputs})
+        self.keep = set(imp.outputs) | {lt.id for op in self.graph.get_ops() if any(
+            o.id in imp.outputs for o in op.outputs) for lt in op.inputs}  # outputs, and what rounding_band reads
+        self.dead = reference.last_uses(self.graph, self.keep)
         reference.check_supported(self.graph)
         self.parts = self.graph.get_partitions()
         bad = unsupported_partitions(self.graph, self.parts)
@@ -206,8 +209,10 @@ class CaseRunner:
         return feeds
 
     def _check_size(self, env) -> None:
-        """Refuse a binding whose tensors (at 8 bytes an element, as the reference holds them) exceed max_bytes."""
-        total = 0
+        """Refuse a binding whose reference needs more than max_bytes: the most its
+        values (8 bytes an element, dropped after their last use) hold at once (never
+        more than all its tensors together, what was counted before)."""
+        size: Dict[int, int] = {}
         for tid in self.tensor_ids:
             lt = self.graph.logical_tensor(tid)
             if lt.shape is None:
@@ -223,10 +228,16 @@ class CaseRunner:
                         raise ShapeError(f"tensor {tid}: dimension {d} has no value")  # not known: not counted
             except DyngraphError:
                 continue
-            total += n * 8
-        if total > self.max_bytes:
+            size[tid] = n * 8
+        live = sum(size.get(t, 0) for t in self.inputs)
+        peak = live
+        for i, op in enumerate(self.graph.get_ops()):
+            live += sum(size.get(lt.id, 0) for lt in op.outputs)
+            peak = max(peak, live)
+            live -= sum(size.get(t, 0) for t in self.dead.get(i, ()))
+        if peak > self.max_bytes:
             raise UnsupportedError(
-                f"the case needs about {total / 2**30:.1f} GiB at these shapes (limit {self.max_bytes / 2**30:.1f} GiB); "
+                f"the case needs about {peak / 2**30:.1f} GiB at these shapes (limit {self.max_bytes / 2**30:.1f} GiB); "
                 "run it at smaller shapes (--in-shapes, --mb, --shapes)", ["a case larger than the size limit"])
 
     def execute(self, feeds: Mapping[int, np.ndarray]) -> Tuple[Dict[int, np.ndarray], float]:
@@ -243,7 +254,7 @@ class CaseRunner:
         feeds = self.feeds(binding)
         vals, secs = self.execute(feeds)
         env = self.env(binding)
-        ref = reference.run(self.graph, feeds, env)
+        ref = reference.run(self.graph, feeds, env, keep=self.keep)
         r = BindingRun(dict(binding), execute_seconds=secs)
         for t in self.imp.outputs:
             lt = self.graph.logical_tensor(t)

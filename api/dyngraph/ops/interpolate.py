@@ -2,9 +2,11 @@
 and 2-D spatial.
 
 The output's spatial sizes are ``sizes`` (ints or dimension expressions) or
-``floor(size * scale)`` for ``scales``; a scale must be a ratio of small
-integers (2.0, 0.5, 1.5), so that the output size is an exact expression
-of a dynamic input size. Source coordinates use the real size ratio
+``floor(size * scale)`` for ``scales``. A scale that is a ratio of small
+integers (2.0, 0.5, 1.5) gives an exact expression of a dynamic input size;
+any other positive scale (0.809524) takes a static input size and gives
+what oneDNN computes, ``trunc(f32(size) * f32(scale))`` in f32 arithmetic
+(21 x 0.809524 -> 17). Source coordinates use the real size ratio
 ``scale = out / in``, as oneDNN does:
 
 - ``half_pixel``: ``x_src = (x + 0.5) / scale - 0.5`` (linear; nearest takes
@@ -20,23 +22,43 @@ Linear modes clamp the source coordinate to the input (PyTorch's rule).
 from __future__ import annotations
 
 from fractions import Fraction
+import struct
+from typing import Optional
 
 from ..op import OpKind as K
-from ..symbolic import as_expr
+from ..symbolic import Expr, as_expr
 from .registry import AttrSpec, TensorType, register
 from .spatial import DATA_FORMAT, channel_axis, check_spatial_rank, spatial_axes, with_spatial
 
 MAX_SCALE_DENOMINATOR = 1000
 
 
-def scale_ratio(scale: float, ctx) -> Fraction:
-    """`scale` as p/q with q <= MAX_SCALE_DENOMINATOR, or an error."""
+def small_ratio(scale: float) -> Optional[Fraction]:
+    """`scale` as p/q with q <= MAX_SCALE_DENOMINATOR, or None."""
+    r = Fraction(scale).limit_denominator(MAX_SCALE_DENOMINATOR)
+    return r if abs(float(r) - scale) <= 1e-9 * scale else None
+
+
+def _f32(v: float) -> float:
+    """v rounded to f32 (a product of two f32 values is exact in f64: rounded once, as in f32)."""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def scaled_size(size, scale: float, ctx) -> Expr:
+    """The output size of one spatial axis of `size` resized by `scale`."""
     if not scale > 0 or scale != scale or scale == float("inf"):
         raise ctx.error(f"scale {scale} must be positive and finite")
-    r = Fraction(scale).limit_denominator(MAX_SCALE_DENOMINATOR)
-    if abs(float(r) - scale) > 1e-9 * scale:
-        raise ctx.error(f"scale {scale} is not a ratio of small integers; give the output sizes instead")
-    return r
+    size = as_expr(size)
+    r = small_ratio(scale)
+    if r is not None:
+        return (size * r.numerator) // r.denominator
+    if not size.is_const:
+        raise ctx.error(f"scale {scale} is not a ratio of small integers and the size {size} is dynamic; "
+                        "give the output sizes instead")
+    out = int(_f32(_f32(size.value) * _f32(scale)))  # oneDNN: in f32, truncated
+    if out < 1:
+        raise ctx.error(f"scale {scale} of a size {size.value} gives an empty output")
+    return Expr.const(out)
 
 
 @register(
@@ -76,9 +98,7 @@ def interpolate(attrs, ins, ctx):
         if len(attrs["scales"]) != n_sp:
             raise ctx.error(f"scales {list(attrs['scales'])} needs {n_sp} entries (one per spatial axis)")
         out = []
-        for ax, s in zip(axes, attrs["scales"]):
-            r = scale_ratio(s, ctx)
-            out.append((x.shape[ax] * r.numerator) // r.denominator)
+        out = [scaled_size(x.shape[ax], s, ctx) for ax, s in zip(axes, attrs["scales"])]
     else:
         raise ctx.error("either sizes or scales must be given")
     return [TensorType(x.dtype, with_spatial(x, fmt, x.shape[channel_axis(x.rank, fmt)], out))]

@@ -25,7 +25,7 @@ from . import spatial  # noqa: F401  (convolution, pooling, channel norms, inter
 from .registry import IMPLS, Ctx, NoReferenceError
 from .values import round_to, to_compute, to_storage
 
-__all__ = ["NoReferenceError", "bind_symbols", "check_supported", "run", "to_compute", "to_storage",
+__all__ = ["NoReferenceError", "bind_symbols", "check_supported", "last_uses", "run", "to_compute", "to_storage",
            "supported_kinds"]
 
 
@@ -54,16 +54,34 @@ def bind_symbols(graph, shapes: Mapping[int, tuple]) -> Dict[Symbol, int]:
     return env
 
 
-def run(graph, feeds: Mapping[int, np.ndarray], env: Mapping[Symbol, int] = None) -> Dict[int, np.ndarray]:
+def last_uses(graph, keep) -> Dict[int, list]:
+    """For each op's position, the tensors no later op reads and ``keep`` does not hold."""
+    last: Dict[int, int] = {}
+    ops = graph.get_ops()
+    for i, op in enumerate(ops):
+        for lt in list(op.inputs) + list(op.outputs):
+            last[lt.id] = i
+    dead: Dict[int, list] = {}
+    for tid, i in last.items():
+        if tid not in keep:
+            dead.setdefault(i, []).append(tid)
+    return dead
+
+
+def run(graph, feeds: Mapping[int, np.ndarray], env: Mapping[Symbol, int] = None,
+        keep=None) -> Dict[int, np.ndarray]:
     """Every tensor's value (compute form: float64 / int64 / bool) for these
-    inputs (tensor id -> data as dyngraph takes it)."""
+    inputs (tensor id -> data as dyngraph takes it); with ``keep`` (tensor
+    ids), only those: a value is dropped after the last op that reads it,
+    so that at most the live values are held at once."""
     check_supported(graph)
+    dead = last_uses(graph, set(keep)) if keep is not None else {}
     vals: Dict[int, np.ndarray] = {}
     for tid, data in feeds.items():
         vals[tid] = round_to(to_compute(data, graph.logical_tensor(tid).dtype), graph.logical_tensor(tid).dtype)
     if env is None:
         env = bind_symbols(graph, {tid: np.shape(v) for tid, v in feeds.items()})
-    for op in graph.get_ops():
+    for position, op in enumerate(graph.get_ops()):
         missing = [lt.label for lt in op.inputs if lt.id not in vals]
         if missing:
             raise DyngraphError(f"{op.label}: no value for inputs {missing}")
@@ -73,4 +91,6 @@ def run(graph, feeds: Mapping[int, np.ndarray], env: Mapping[Symbol, int] = None
         outs = IMPLS[op.kind](attrs, [vals[lt.id] for lt in op.inputs], Ctx(op, out_dtypes, env, out_shapes))
         for lt, dt, v in zip(op.outputs, out_dtypes, outs):
             vals[lt.id] = round_to(v, dt)
+        for tid in dead.get(position, ()):
+            vals.pop(tid, None)
     return vals
