@@ -461,8 +461,53 @@ ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a) {
         case Unary::Cos: return ggml_cos(ctx, a);
         case Unary::Relu: return ggml_relu(ctx, a);
         case Unary::Step: return ggml_step(ctx, a);
+        case Unary::GeluErf: return ggml_gelu_erf(ctx, a);
     }
     violated("ggml_unary", "unknown op");
+}
+
+namespace {
+
+// strides (dilations) >= 1, paddings >= 0; the windows' extent within the padded size
+void need_window(const char* fn, int64_t size, int64_t k, int s, int p, int d, int axis) {
+    if (s < 1 || d < 1 || p < 0) violated(fn, cat("axis ", axis, ": stride ", s, ", padding ", p, ", dilation ", d));
+    if (k < 1 || size + 2 * int64_t(p) < int64_t(d) * (k - 1) + 1)
+        violated(fn, cat("axis ", axis, ": a kernel of ", k, " (dilation ", d, ") does not fit ", size, " + 2 * ", p));
+}
+
+}  // namespace
+
+ggml_tensor* im2col(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, int s0, int s1, int p0, int p1, int d0, int d1) {
+    const char* fn = "ggml_im2col";
+    need_room(ctx);
+    need_types(fn, "the kernel", a, {GGML_TYPE_F32, GGML_TYPE_F16});
+    need_types(fn, "the input", b, {GGML_TYPE_F32});
+    need_contiguous(fn, "the input", b);
+    if (a->ne[2] != b->ne[2]) violated(fn, cat("the kernel ", describe(a), " and the input ", describe(b), " differ in channels"));
+    need_window(fn, b->ne[0], a->ne[0], s0, p0, d0, 0);
+    need_window(fn, b->ne[1], a->ne[1], s1, p1, d1, 1);
+    return ggml_im2col(ctx, a, b, s0, s1, p0, p1, d0, d1, true, GGML_TYPE_F32);
+}
+
+ggml_tensor* pool_2d(ggml_context* ctx, ggml_tensor* a, ggml_op_pool op, int k0, int k1, int s0, int s1, int p0, int p1) {
+    const char* fn = "ggml_pool_2d";
+    need_room(ctx);
+    if (op != GGML_OP_POOL_MAX && op != GGML_OP_POOL_AVG) violated(fn, "op must be max or avg");
+    need_types(fn, "a", a, {GGML_TYPE_F32});
+    need_contiguous(fn, "a", a);
+    if (p0 >= k0 || p1 >= k1) violated(fn, cat("paddings (", p0, ", ", p1, ") must be below the kernel (", k0, ", ", k1, ")"));
+    need_window(fn, a->ne[0], k0, s0, p0, 1, 0);
+    need_window(fn, a->ne[1], k1, s1, p1, 1, 1);
+    return ggml_pool_2d(ctx, a, op, k0, k1, s0, s1, float(p0), float(p1));
+}
+
+ggml_tensor* argsort(ggml_context* ctx, ggml_tensor* a, bool descending) {
+    const char* fn = "ggml_argsort";
+    need_room(ctx);
+    need_types(fn, "a", a, {GGML_TYPE_F32});
+    need_contiguous(fn, "a", a);
+    if (a->ne[0] > INT32_MAX) violated(fn, cat("rows of ", a->ne[0], " values (at most ", INT32_MAX, ")"));
+    return ggml_argsort(ctx, a, descending ? GGML_SORT_ORDER_DESC : GGML_SORT_ORDER_ASC);
 }
 
 ggml_tensor* custom_4d(ggml_context* ctx, ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,

@@ -158,8 +158,23 @@ ggml_tensor* clamp(ggml_context* ctx, ggml_tensor* a, float lo, float hi);
 ggml_tensor* scale_bias(ggml_context* ctx, ggml_tensor* a, float s, float b);
 
 // Unary ops: a F32 or F16 with contiguous rows.
-enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos, Relu, Step };
+enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos, Relu, Step, GeluErf };
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a);
+
+// The columns of 2-D convolution windows (ggml_im2col, F32 result [C * KH * KW, OW, OH, N]):
+// kernel a [KW, KH, C, O] (its shape only) F32 or F16; b F32 [W, H, C, N], contiguous;
+// strides and dilations >= 1, paddings >= 0; every window inside the padded input
+// (W + 2 p0 >= d0 (KW - 1) + 1, and so for H).
+ggml_tensor* im2col(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, int s0, int s1, int p0, int p1, int d0, int d1);
+
+// 2-D max or average pooling of the planes of a (ne0 = W, ne1 = H), F32 result: a F32 and
+// contiguous; kernels and strides >= 1, paddings in [0, kernel) (ggml skips the padding; the
+// average divides by k0 * k1); the kernel fits the padded input (ne0 + 2 p0 >= k0, and so for ne1).
+ggml_tensor* pool_2d(ggml_context* ctx, ggml_tensor* a, ggml_op_pool op, int k0, int k1, int s0, int s1, int p0, int p1);
+
+// The indices (I32, a's shape) that sort each row of a (ne0) ascending or descending; not stable
+// (std::sort on the CPU), and no NaN in a (undefined there): a F32 and contiguous, ne0 <= INT32_MAX.
+ggml_tensor* argsort(ggml_context* ctx, ggml_tensor* a, bool descending);
 
 // Our own kernels as custom ops: n_args < GGML_MAX_SRC (in place: one less);
 // every ne >= 1. While a graph is built, its kernels run behind its

@@ -256,8 +256,8 @@ def test_outputs_that_overlap_an_input_or_each_other_are_computed_aside_as_on_th
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-def gelu_between_matmuls():
-    """x @ w1 -> GELU (erf: one of dyngraph's CPU kernels, no portable lowering) -> @ w2."""
+def erf_between_matmuls():
+    """x @ w1 -> Erf (one of dyngraph's CPU kernels, no portable lowering) -> @ w2."""
     n = dg.Dim("n", min=1, max=64)
     x = dg.LogicalTensor(0, dg.f32, [n, 8])
     w1 = dg.LogicalTensor(1, dg.f32, [8, 16], property=dg.CONSTANT)
@@ -265,7 +265,7 @@ def gelu_between_matmuls():
     h, a, y = (dg.LogicalTensor(i, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM]) for i in (3, 4, 5))
     g = dg.Graph()
     g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w1], [h]))
-    g.add_op(dg.Op(1, dg.OpKind.GELU, [h], [a], name="act"))
+    g.add_op(dg.Op(1, dg.OpKind.Erf, [h], [a], name="act"))
     g.add_op(dg.Op(2, dg.OpKind.MatMul, [a, w2], [y]))
     g.finalize()
     rng = np.random.default_rng(7)
@@ -274,9 +274,9 @@ def gelu_between_matmuls():
 
 
 def test_an_op_without_a_portable_lowering_is_a_compile_error_with_strict_placement(servers):
-    part, ins, outs, ws = gelu_between_matmuls()
+    part, ins, outs, ws = erf_between_matmuls()
     cp = part.compile(ins, outs, rpc_engine(servers[0]), constants=ws, placement="strict")
-    with pytest.raises(dg.CompileError, match=r"op 'act' \(GELU\) cannot run on device RPC\d+ \(127\.0\.0\.1"):
+    with pytest.raises(dg.CompileError, match=r"op 'act' \(Erf\) cannot run on device RPC\d+ \(127\.0\.0\.1"):
         cp(np.ones((2, 8), np.float32))
     with pytest.raises(dg.CompileError, match=r"placement must be one of \['auto', 'strict'\], got 'lax'"):
         part.compile(ins, outs, rpc_engine(servers[0]), constants=ws, placement="lax")
@@ -284,9 +284,9 @@ def test_an_op_without_a_portable_lowering_is_a_compile_error_with_strict_placem
 
 @pytest.mark.parametrize("rows", [1, 5, 33])
 def test_an_op_the_device_cannot_run_runs_on_the_host_cpu(servers, rows):
-    """placement="auto" (the default): the GELU runs on the host CPU between two products on the
+    """placement="auto" (the default): the Erf runs on the host CPU between two products on the
     server; the scheduler copies the activations there and back; the results are the CPU's."""
-    part, ins, outs, ws = gelu_between_matmuls()
+    part, ins, outs, ws = erf_between_matmuls()
     cp = part.compile(ins, outs, rpc_engine(servers[0]), constants=ws)
     ref = part.compile(ins, outs, dg.Engine("cpu", num_threads=1), constants=ws)
     xv = np.random.default_rng(rows).standard_normal((rows, 8)).astype(np.float32)

@@ -7,6 +7,7 @@
 #include "../kernels/int8_conv.h"
 #include "families.h"
 #include "int8_params.h"
+#include "portable.h"
 #include "spatial.h"
 
 #include <array>
@@ -106,12 +107,51 @@ kernels::ConvShape checked_conv_shape(LowerCtx& c, const Attrs& a, bool nxc, Cha
     return s;
 }
 
+// Off the host CPU: ggml's im2col (windows as columns, zeros in the padding) and one product with
+// the weights, in f32, in NCX: src [W, H, C, N] and weights [KW, KH, C, O] (ggml ne; 1-D as H = 1).
+// One group only, and end paddings no larger than the begin ones (ggml pads both ends alike: the
+// extra windows that gives are cut off).
+void lower_convolution_portable(LowerCtx& c, const ops::ConvolutionAttrs& a, const kernels::ConvShape& s, bool nxc,
+                                bool oix) {
+    if (s.groups != 1) c.not_portable(cat("a convolution in ", s.groups, " groups"));
+    const auto win = windows(c, a, s, false);
+    for (const spatial::WindowAxis& w : win)
+        if (w.pad_end > w.pad_begin) c.not_portable(cat("an end padding of ", w.pad_end, " above the begin padding of ", w.pad_begin));
+    const int rank = c.in_shape(0).rank;
+    ggml_tensor* x = c.in[0];
+    if (nxc) x = spatial::nxc_to_ncx(c, x, rank);
+    x = gg::reshape_4d(c.ctx, portable::dense_f32(c, x), s.W, s.H, s.C, s.N);
+    ggml_tensor* w = c.in[1];
+    if (!oix) {  // XIO [K..., I, O] -> OIX [O, I, K...]
+        const int xio4[4] = {3, 2, 0, 1}, xio3[3] = {2, 1, 0};
+        w = c.permute(w, rank, rank == 4 ? xio4 : xio3);
+    }
+    w = gg::reshape_4d(c.ctx, portable::dense_f32(c, w), s.KW, s.KH, s.C, s.O);
+    ggml_tensor* cols = gg::im2col(c.ctx, w, x, int(s.sw), int(s.sh), int(s.pw), int(s.ph), int(s.dw), int(s.dh));
+    if (cols->ne[1] != s.OW || cols->ne[2] != s.OH)
+        cols = c.cont(gg::view_4d(c.ctx, cols, cols->ne[0], s.OW, s.OH, s.N, cols->nb[1], cols->nb[2], cols->nb[3], 0));
+    const int64_t K = cols->ne[0];
+    ggml_tensor* y = gg::mul_mat(c.ctx, gg::reshape_2d(c.ctx, cols, K, s.OW * s.OH * s.N), gg::reshape_2d(c.ctx, w, K, s.O));
+    y = c.cont(gg::permute(c.ctx, gg::reshape_4d(c.ctx, y, s.OW, s.OH, s.N, s.O), 0, 1, 3, 2));  // [OW, OH, O, N]
+    if (ggml_tensor* bias = bias_of(c, s.O)) y = gg::add(c.ctx, y, gg::reshape_4d(c.ctx, bias, 1, 1, s.O, 1));
+    const Dims ys = c.out_shape(0);
+    Dims ncx = ys;  // dst's shape in NCX
+    if (nxc) {
+        ncx.d[1] = ys[rank - 1];
+        for (int i = 2; i < rank; ++i) ncx.d[i] = ys[i - 1];
+    }
+    y = c.reshape(y, ncx);
+    if (nxc) y = c.cont(spatial::ncx_to_nxc(c, y, rank));
+    c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
+}
+
 void lower_convolution(LowerCtx& c) {
     const auto& a = c.attrs<ops::ConvolutionAttrs>();
     using A = ops::ConvolutionAttrs;
     const bool nxc = a.data_format == A::DataFormat::NXC;
     const kernels::ConvShape s =
         checked_conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::OIX ? Channels::first : Channels::last);
+    if (!c.host()) return lower_convolution_portable(c, a, s, nxc, a.weights_format == A::WeightsFormat::OIX);
     ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
     ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
     const auto ne = c.out_shape(0).ne();

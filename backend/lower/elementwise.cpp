@@ -5,6 +5,7 @@
 #include "../kernels/kernels.h"
 #include "../gg.h"
 #include "families.h"
+#include "portable.h"
 
 namespace dg {
 
@@ -57,6 +58,26 @@ void lower_binary_kernel(LowerCtx& c) {
     }
     ggml_tensor* r = kernels::binary(c.ctx, OP, a, b, ne.data());
     c.out = {c.cast(r, t)};
+}
+
+// Maximum / Minimum off the host CPU: the kernel's choice (x where x > y (x < y) or x is NaN, else y)
+// computed with ggml's comparisons in f32 and made by an exact selection. Integers stay on the host
+// (their f32 comparison is exact only up to 2^24).
+template <bool MAX>
+void lower_extremum(LowerCtx& c) {
+    if (c.host()) return lower_binary_kernel<MAX ? kernels::Binary::Max : kernels::Binary::Min>(c);
+    const ggml_type t = c.in[0]->type;
+    if (t == GGML_TYPE_I32) c.not_portable("an integer Maximum / Minimum");
+    auto ne = c.out_shape(0).ne();
+    auto full = [&](ggml_tensor* x) {
+        x = portable::dense_f32(c, x);
+        return same_ne(x, ne) ? x : gg::repeat_4d(c.ctx, x, ne[0], ne[1], ne[2], ne[3]);
+    };
+    ggml_tensor* a = full(c.in[0]);
+    ggml_tensor* b = full(c.in[1]);
+    ggml_tensor* beats = gg::unary(c.ctx, gg::Unary::Step, MAX ? gg::sub(c.ctx, a, b) : gg::sub(c.ctx, b, a));
+    ggml_tensor* pick_a = gg::add(c.ctx, beats, portable::is_nan(c, a));  // (a NaN: beats is 0)
+    c.out = {c.cast(portable::select(c, pick_a, a, b), t)};
 }
 
 void lower_divide(LowerCtx& c) {
@@ -125,7 +146,24 @@ void lower_expand(LowerCtx& c) {
 // A copy (never the input itself: the output is a tensor of its own).
 void lower_reorder(LowerCtx& c) { c.out = {gg::dup(c.ctx, c.in[0])}; }
 
+// GELU off the host CPU: ggml's gelu_erf (0.5 x (1 + erff(x / sqrt 2)) per element), and the tanh form
+// as our kernel computes it, x sigmoid(2 sqrt(2 / pi) x (1 + 0.044715 x^2)), with ggml's ops.
+void lower_gelu_portable(LowerCtx& c) {
+    const ggml_type t = c.in[0]->type;
+    ggml_tensor* x = portable::dense_f32(c, c.in[0]);
+    ggml_tensor* y = nullptr;
+    if (c.attrs<ops::GELUAttrs>().mode == ops::GELUAttrs::Mode::tanh) {
+        ggml_tensor* inner = gg::scale_bias(c.ctx, gg::unary(c.ctx, gg::Unary::Sqr, x), 0.044715f, 1.0f);
+        ggml_tensor* u = gg::scale_bias(c.ctx, gg::mul(c.ctx, x, inner), 2.0f * 0.7978845608028654f, 0.0f);
+        y = gg::mul(c.ctx, x, gg::unary(c.ctx, gg::Unary::Sigmoid, u));
+    } else {
+        y = gg::unary(c.ctx, gg::Unary::GeluErf, x);
+    }
+    c.out = {c.cast(y, t)};
+}
+
 void lower_gelu(LowerCtx& c) {
+    if (!c.host()) return lower_gelu_portable(c);
     // ggml_gelu reads a table indexed by the input rounded to f16 (about 1e-3 relative error)
     if (c.attrs<ops::GELUAttrs>().mode == ops::GELUAttrs::Mode::tanh) lower_unary_kernel<kernels::Unary::GeluTanh>(c);
     else lower_unary_kernel<kernels::Unary::GeluErf>(c);
@@ -158,8 +196,8 @@ void register_elementwise(LoweringTable& t) {
     t.add(uint16_t(K::Subtract), lower_arith<gg::sub, kernels::Binary::Sub>);
     t.add(uint16_t(K::Multiply), lower_arith<gg::mul, kernels::Binary::Mul>);
     t.add(uint16_t(K::Divide), lower_divide);
-    t.add(uint16_t(K::Maximum), lower_binary_kernel<kernels::Binary::Max>);
-    t.add(uint16_t(K::Minimum), lower_binary_kernel<kernels::Binary::Min>);
+    t.add(uint16_t(K::Maximum), lower_extremum<true>);
+    t.add(uint16_t(K::Minimum), lower_extremum<false>);
     t.add(uint16_t(K::SquaredDifference), lower_binary_kernel<kernels::Binary::SquaredDiff>);
     t.add(uint16_t(K::FloorDivide), lower_binary_kernel<kernels::Binary::FloorDiv>);
     t.add(uint16_t(K::Pow), lower_pow);

@@ -5,6 +5,7 @@
 #include "../kernels/quantize.h"
 #include "../gg.h"
 #include "families.h"
+#include "portable.h"
 
 namespace dg {
 
@@ -124,6 +125,15 @@ void lower_type_cast(LowerCtx& c) {
     if (kernels::is_f8(from) || kernels::is_f8(to)) return lower_f8_cast(c, from, to);
     ggml_tensor* x = c.in[0];
     ggml_type gt = ggml_type_of(to);
+    if (to == DType::Bool && from != DType::Bool && !c.host()) {
+        // off the host CPU, x != 0 (NaN is true, as in numpy) in f32 with ggml's ops: step(|x|) + 1 - step(|x| + 1)
+        // (every nonzero integer stays nonzero in f32)
+        ggml_tensor* ax = gg::unary(c.ctx, gg::Unary::Abs, portable::dense_f32(c, x));
+        ggml_tensor* nonzero = gg::scale_bias(c.ctx, gg::unary(c.ctx, gg::Unary::Step, ax), 1.0f, 1.0f);
+        ggml_tensor* number = gg::unary(c.ctx, gg::Unary::Step, gg::scale_bias(c.ctx, ax, 1.0f, 1.0f));
+        c.out = {gg::cast(c.ctx, gg::sub(c.ctx, nonzero, number), GGML_TYPE_I32)};
+        return;
+    }
     if (to == DType::Bool && from != DType::Bool) {
         if (x->type != GGML_TYPE_F32 && x->type != GGML_TYPE_I32) x = gg::cast(c.ctx, c.cont(x), GGML_TYPE_F32);
         c.out = {kernels::nonzero(c.ctx, c.cont(x))};

@@ -2,6 +2,7 @@
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/pool.h"
 #include "families.h"
+#include "portable.h"
 #include "spatial.h"
 
 namespace dg {
@@ -40,6 +41,52 @@ void check_windows(LowerCtx& c, const kernels::PoolShape& s, bool ceil) {
     }
 }
 
+// Off the host CPU: ggml's pool_2d over the NCX planes [W, H] (1-D as H = 1), in f32. ggml pads both
+// ends of an axis by the begin padding and skips the padding: end paddings no larger than the begin
+// ones (the extra windows are cut off), no dilation. Its average divides by the kernel's size, ours by
+// the window's part inside the padded input (or the unpadded, exclude_pad): the same where every
+// window lies inside the padded input and, with exclude_pad, there is no padding. Its max starts at
+// -FLT_MAX and skips NaN (ggml-cuda's fmaxf): a window of -inf only, or one with a NaN, takes the
+// window's average instead (-inf, NaN), as our kernel gives.
+void lower_pool_portable(LowerCtx& c, const kernels::PoolShape& s) {
+    if (s.dh != 1 || s.dw != 1) c.not_portable("a dilated pooling");
+    const spatial::WindowAxis axes[2] = {{s.H, s.OH, s.KH, s.sh, 1, s.ph, s.ph_end}, {s.W, s.OW, s.KW, s.sw, 1, s.pw, s.pw_end}};
+    const bool avg = s.kind == kernels::PoolKind::Avg;
+    for (const spatial::WindowAxis& w : axes) {
+        if (w.pad_end > w.pad_begin || w.pad_begin >= w.k)
+            c.not_portable(cat("paddings (", w.pad_begin, ", ", w.pad_end, ") for a window of ", w.k));
+        if (w.n > spatial::floor_div(w.L + 2 * w.pad_begin - w.k, w.stride) + 1) c.not_portable("a window past ggml's padding");
+        if (avg && ((w.n - 1) * w.stride - w.pad_begin + w.k > w.L + w.pad_end || (s.exclude_pad && w.pad_begin > 0)))
+            c.not_portable("an average over a window that reaches outside the padded input, or excludes the padding");
+    }
+    const int rank = c.in_shape(0).rank;
+    ggml_tensor* x = c.in[0];
+    if (s.nxc) x = spatial::nxc_to_ncx(c, x, rank);
+    x = gg::reshape_4d(c.ctx, portable::dense_f32(c, x), s.W, s.H, s.C, s.N);
+    auto pool = [&](ggml_tensor* t, ggml_op_pool op) {
+        ggml_tensor* p = gg::pool_2d(c.ctx, t, op, int(s.KW), int(s.KH), int(s.sw), int(s.sh), int(s.pw), int(s.ph));
+        if (p->ne[0] != s.OW || p->ne[1] != s.OH)
+            p = c.cont(gg::view_4d(c.ctx, p, s.OW, s.OH, s.C, s.N, p->nb[1], p->nb[2], p->nb[3], 0));
+        return p;
+    };
+    ggml_tensor* y = pool(x, avg ? GGML_OP_POOL_AVG : GGML_OP_POOL_MAX);
+    if (!avg) {
+        ggml_tensor* any_nan = pool(portable::is_nan(c, x), GGML_OP_POOL_MAX);
+        ggml_tensor* not_neg_inf = gg::scale_bias(c.ctx, portable::is_neg_inf(c, x), -1.0f, 1.0f);
+        ggml_tensor* all_neg_inf = gg::scale_bias(c.ctx, pool(not_neg_inf, GGML_OP_POOL_MAX), -1.0f, 1.0f);
+        y = portable::select(c, gg::add(c.ctx, any_nan, all_neg_inf), pool(x, GGML_OP_POOL_AVG), y);
+    }
+    const Dims ys = c.out_shape(0);
+    Dims ncx = ys;  // dst's shape in NCX
+    if (s.nxc) {
+        ncx.d[1] = ys[rank - 1];
+        for (int i = 2; i < rank; ++i) ncx.d[i] = ys[i - 1];
+    }
+    y = c.reshape(y, ncx);
+    if (s.nxc) y = c.cont(spatial::ncx_to_nxc(c, y, rank));
+    c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
+}
+
 template <class Attrs>
 void lower_window_pool(LowerCtx& c, const Attrs& a, kernels::PoolKind kind, const std::vector<int64_t>& dilations,
                        bool exclude_pad) {
@@ -53,6 +100,7 @@ void lower_window_pool(LowerCtx& c, const Attrs& a, kernels::PoolKind kind, cons
     spatial::per_axis_exprs(c, a.resolved_pads_end, ns, s.ph_end, s.pw_end, "resolved_pads_end");
     s.exclude_pad = exclude_pad;
     check_windows(c, s, a.rounding_type == Attrs::RoundingType::ceil);
+    if (!c.host()) return lower_pool_portable(c, s);
     const auto ne = c.out_shape(0).ne();
     ggml_tensor* y = kernels::pool2d(c.ctx, spatial::dense_f32(c, c.in[0]), c.keep(s), ne.data());
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};

@@ -249,6 +249,36 @@ int main() {
     expect_violation("unary: rows not contiguous", [&] { gg::unary(ctx, gg::Unary::Exp, gg::transpose(ctx, T(F32, 4, 4))); });
     expect_ok("unary", [&] { gg::unary(ctx, gg::Unary::Silu, T(F16, 4)); });
 
+    expect_ok("unary: gelu_erf", [&] { gg::unary(ctx, gg::Unary::GeluErf, T(F32, 4)); });
+
+    // im2col, pool_2d, argsort (the portable lowerings of convolution, pooling, TopK)
+    ggml_tensor* kern = T(F32, 3, 3, 2, 4);
+    expect_violation("im2col: F16 input", [&] { gg::im2col(ctx, kern, T(F16, 8, 8, 2), 1, 1, 0, 0, 1, 1); });
+    expect_violation("im2col: I32 kernel", [&] { gg::im2col(ctx, T(I32, 3, 3, 2), T(F32, 8, 8, 2), 1, 1, 0, 0, 1, 1); });
+    expect_violation("im2col: input not contiguous", [&] {
+        gg::im2col(ctx, T(F32, 3, 3, 1), gg::transpose(ctx, T(F32, 8, 8)), 1, 1, 0, 0, 1, 1);
+    });
+    expect_violation("im2col: channels differ", [&] { gg::im2col(ctx, kern, T(F32, 8, 8, 3), 1, 1, 0, 0, 1, 1); });
+    expect_violation("im2col: stride 0", [&] { gg::im2col(ctx, kern, T(F32, 8, 8, 2), 0, 1, 0, 0, 1, 1); });
+    expect_violation("im2col: dilation 0", [&] { gg::im2col(ctx, kern, T(F32, 8, 8, 2), 1, 1, 0, 0, 1, 0); });
+    expect_violation("im2col: negative padding", [&] { gg::im2col(ctx, kern, T(F32, 8, 8, 2), 1, 1, -1, 0, 1, 1); });
+    expect_violation("im2col: kernel above the input", [&] { gg::im2col(ctx, kern, T(F32, 2, 8, 2), 1, 1, 0, 0, 1, 1); });
+    expect_violation("im2col: dilated kernel above the input", [&] { gg::im2col(ctx, kern, T(F32, 8, 4, 2), 1, 1, 0, 0, 1, 2); });
+    expect_ok("im2col", [&] { gg::im2col(ctx, kern, T(F32, 2, 8, 2, 3), 2, 1, 1, 1, 1, 3); });
+    expect_violation("pool_2d: count op", [&] { gg::pool_2d(ctx, T(F32, 8, 8), GGML_OP_POOL_COUNT, 2, 2, 2, 2, 0, 0); });
+    expect_violation("pool_2d: F16", [&] { gg::pool_2d(ctx, T(F16, 8, 8), GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0); });
+    expect_violation("pool_2d: not contiguous", [&] {
+        gg::pool_2d(ctx, gg::transpose(ctx, T(F32, 8, 8)), GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0);
+    });
+    expect_violation("pool_2d: padding of the kernel", [&] { gg::pool_2d(ctx, T(F32, 8, 8), GGML_OP_POOL_MAX, 2, 2, 2, 2, 2, 0); });
+    expect_violation("pool_2d: negative padding", [&] { gg::pool_2d(ctx, T(F32, 8, 8), GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, -1); });
+    expect_violation("pool_2d: stride 0", [&] { gg::pool_2d(ctx, T(F32, 8, 8), GGML_OP_POOL_AVG, 2, 2, 0, 2, 0, 0); });
+    expect_violation("pool_2d: kernel above the input", [&] { gg::pool_2d(ctx, T(F32, 8, 1), GGML_OP_POOL_MAX, 2, 2, 2, 2, 0, 0); });
+    expect_ok("pool_2d", [&] { gg::pool_2d(ctx, T(F32, 8, 1, 3), GGML_OP_POOL_AVG, 3, 1, 2, 1, 1, 0); });
+    expect_violation("argsort: I32", [&] { gg::argsort(ctx, T(I32, 8, 2), true); });
+    expect_violation("argsort: not contiguous", [&] { gg::argsort(ctx, gg::transpose(ctx, T(F32, 8, 8)), false); });
+    expect_ok("argsort", [&] { gg::argsort(ctx, T(F32, 8, 2), true); });
+
     // custom ops
     ggml_tensor* args[GGML_MAX_SRC] = {};
     for (auto& a : args) a = T(F32, 4);

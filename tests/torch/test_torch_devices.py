@@ -1,8 +1,8 @@
 """PyTorch programs on devices: the front end's partitions compiled for an
 RPC device (a `dyngraph rpc-server` on 127.0.0.1, served by a CPU: this runs
 in CI) and for each GPU this build has, against the same program on the host
-CPU. Ops a device cannot run (dyngraph's CPU kernels: TypeCast to bool,
-GELU-erf, integer sorts, ...) run on the host CPU by themselves; state (a KV
+CPU. Ops a device cannot run (dyngraph's CPU kernels: Quantize, a grouped
+convolution, integer sorts, ...) run on the host CPU by themselves; state (a KV
 cache) lives on the device through prefill, decode and prefill again."""
 
 import pytest
