@@ -56,7 +56,7 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 // (where ggml's buffer type takes them, and the partition asks for it): not
 // for the types our AVX-512 VNNI kernels compute (quant_vnni.h), which are
 // faster than ggml's repacked kernels (q4_0 on an Ice Lake Xeon,
-// dg_matmul_bench, several runs: 32 rows 82-157 against 72-100 GFLOP/s, 1 row 31-39
+// dg_bench matmul, several runs: 32 rows 82-157 against 72-100 GFLOP/s, 1 row 31-39
 // against 20-24; SmolLM2 Q4_0 both ways in one process: prefill of 32 tokens
 // 1.14-1.29x, decode 1.3-1.5x).
 bool prefer_ggml_repack(ggml_type type);

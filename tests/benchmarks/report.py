@@ -136,7 +136,7 @@ def rebuild_rows(bench: Optional[str]) -> List[Row]:
     with tempfile.TemporaryDirectory() as d:
         ir = os.path.join(d, "stack.dgir")
         subprocess.run([sys.executable, os.path.join(HERE, "cpp", "write_stack_ir.py"), ir], check=True)
-        out = subprocess.run([bench, ir, "2000"], check=True, capture_output=True, text=True).stdout
+        out = subprocess.run([bench, "rebuild", ir, "2000"], check=True, capture_output=True, text=True).stdout
     ours = float(re.search(r"build_graph \(lower IR.*?([\d.]+) us", out).group(1))
     hand = float(re.search(r"total\s+([\d.]+) us", out).group(1))
     return [Row("rebuild: build_graph vs by hand (4-layer stack, C++)", f"{ours:.1f} us", f"{hand:.1f} us by hand",
@@ -449,9 +449,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="leave out the real models and llama.cpp")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--only", help=f"comma-separated sections, of {','.join(SECTIONS)} (default: all)")
-    ap.add_argument("--rebuild-bench", default=os.path.join(ROOT, "build", "dev", "tests", "benchmarks", "cpp",
-                                                            "dg_rebuild_bench"),
-                    help="the C++ microbenchmark binary (cmake -DDYNGRAPH_BUILD_BENCH=ON)")
+    ap.add_argument("--cpp-bench", default=os.path.join(ROOT, "build", "dev", "tests", "benchmarks", "cpp",
+                                                            "dg_bench"),
+                    help="the C++ microbenchmarks' binary (cmake -DDYNGRAPH_BUILD_BENCH=ON)")
     args = ap.parse_args()
 
     only = set(args.only.split(",")) if args.only else set(SECTIONS)
@@ -464,7 +464,7 @@ def main() -> None:
     if "hit" in only:
         rows += hit_overhead(engine, args.rounds * 10)
     if "rebuild" in only:
-        rows += rebuild_rows(args.rebuild_bench)
+        rows += rebuild_rows(args.cpp_bench)
     if "stack" in only:
         rows += stack_rows(engine, args.rounds)
     if "static" in only:

@@ -2,7 +2,7 @@
 // against the C++ call (CompiledPartition::execute on HostTensors made once), on the same saved
 // partition, loaded twice (one engine thread each). Calls alternate in rounds; medians per round.
 //
-//   dg_capi_bench MODEL.dg [ROUNDS] [BATCH...]      (the MLP of examples/c/save_mlp.py)
+//   dg_bench capi MODEL.dg [ROUNDS] [BATCH...]      (the MLP of examples/c/save_mlp.py)
 //
 // Prints one row per batch: C++ ns, C API ns, difference.
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench.h"
 #include "compiled_partition.h"
 #include "dyngraph/dyngraph.h"
 #include "host_tensor.h"
@@ -22,12 +23,7 @@
 using namespace dg;
 using clk = std::chrono::steady_clock;
 
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-int main(int argc, char** argv) {
+int dg_bench::capi_main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr, "usage: %s MODEL.dg [ROUNDS] [BATCH...]\n", argv[0]);
         return 2;
@@ -85,7 +81,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "batch %lld: the C API and the C++ call disagree\n", (long long)n);
             status = 1;
         }
-        const double mc = median(tc), ma = median(ta);
+        const double mc = dg_bench::median(tc), ma = dg_bench::median(ta);
         char name[32];
         std::snprintf(name, sizeof name, "mlp-b%lld", (long long)n);
         std::printf("%-10s %12.0f %12.0f %+12.0f\n", name, mc, ma, ma - mc);

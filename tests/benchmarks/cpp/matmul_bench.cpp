@@ -6,7 +6,7 @@
 // the best variant of our kernels this CPU has and, where that is above AVX2,
 // with the AVX2 variant too (switched call by call, isa.h).
 //
-//   build/dev/tests/benchmarks/cpp/dg_matmul_bench [rows] [reps] [types, e.g. q8_0,q4_1]
+//   build/dev/tests/benchmarks/cpp/dg_bench matmul [rows] [reps] [types, e.g. q8_0,q4_1]
 //
 // For the matmul weights of SmolLM2-135M (K x N: 576x576, 576x192,
 // 576x1536, 1536x576) in f32, bf16, f16, q8_0, q4_0, q4_1, with
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -38,10 +39,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using dg_bench::median;
 
 ggml_backend_buffer_type_t repack_buft() {
     ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
@@ -154,7 +152,7 @@ double max_rel_err(const Bench& b, const Case& c) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int dg_bench::matmul_main(int argc, char** argv) {
     const int64_t M = argc > 1 ? std::atoll(argv[1]) : 32;
     const int reps = argc > 2 ? std::atoi(argv[2]) : 30;
     ggml_cpu_init();

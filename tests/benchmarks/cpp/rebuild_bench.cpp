@@ -5,7 +5,7 @@
 // tests/benchmarks/stack.py at a new sequence length each time.
 //
 //   python tests/benchmarks/cpp/write_stack_ir.py /tmp/stack.dgir
-//   build/dev/tests/benchmarks/cpp/dg_rebuild_bench /tmp/stack.dgir [iterations]
+//   build/dev/tests/benchmarks/cpp/dg_bench rebuild /tmp/stack.dgir [iterations]
 //
 // The hand-built graph mirrors the lowering node for node (checked: same
 // node count, op and shape at every position). Both run on one thread,
@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "bench.h"
 #include "binder.h"
 #include "builder.h"
 #include "errors.h"
@@ -41,11 +42,7 @@ using Clock = std::chrono::steady_clock;
 
 double us(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using dg_bench::median;
 
 // The model's sizes, read from the IR (x is [seq, hidden]; the stack's weights by name).
 struct Sizes {
@@ -172,7 +169,7 @@ std::string compare(ggml_cgraph* ours, ggml_cgraph* hand) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int dg_bench::rebuild_main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr, "usage: %s STACK.dgir [iterations]\n", argv[0]);
         return 2;
