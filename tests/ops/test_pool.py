@@ -213,5 +213,5 @@ def test_pool3d_rejects_a_negative_end_padding_that_empties_the_output():
 
 
 def test_adaptive_avg_pool_refuses_3_spatial_axes():
-    with pytest.raises(dg.ShapeError, match="rank 5"):
+    with pytest.raises(dg.ShapeError, match="rank 3 .* or 4"):
         compile_op(K.AdaptiveAvgPool, [[1, 2, 4, 4, 4]], attrs=dict(sizes=[2, 2, 2], data_format="NCX"))

@@ -66,7 +66,7 @@ def adaptive_avg_pool(attrs, ins, ctx):
     """PyTorch's adaptive average pooling to `sizes` (one per spatial axis):
     output i of an axis of size L averages input [floor(i*L/n), ceil((i+1)*L/n))."""
     x = ins[0]
-    n_sp = check_spatial_rank(x, ctx)
+    n_sp = check_spatial_rank(x, ctx, max_spatial=2)
     fmt = attrs["data_format"]
     sizes = per_axis(attrs, "sizes", n_sp, ctx)
     return [TensorType(x.dtype, with_spatial(x, fmt, x.shape[channel_axis(x.rank, fmt)], sizes))]

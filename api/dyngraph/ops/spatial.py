@@ -50,9 +50,11 @@ def spatial_axes(rank: int, data_format: str) -> List[int]:
     return list(range(2, rank)) if data_format == "NCX" else list(range(1, rank - 1))
 
 
-def check_spatial_rank(x: TensorType, ctx, what: str = "input") -> int:
-    """The number of spatial axes (1, 2 or 3)."""
-    if not MIN_RANK <= x.rank <= MAX_RANK:
+def check_spatial_rank(x: TensorType, ctx, what: str = "input", max_spatial: int = 3) -> int:
+    """The number of spatial axes (1 to max_spatial: 3, or 2 for the ops without a 3-D lowering)."""
+    if not MIN_RANK <= x.rank <= min(MAX_RANK, max_spatial + 2):
+        if max_spatial == 2:
+            raise ctx.error(f"{what} must have rank 3 (1-D spatial) or 4 (2-D spatial), got shape {format_shape(x.shape)}")
         raise ctx.error(f"{what} must have rank 3, 4 or 5 (1-D, 2-D or 3-D spatial), got shape {format_shape(x.shape)}")
     return x.rank - 2
 
