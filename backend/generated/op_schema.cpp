@@ -334,14 +334,14 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"FloorDivide", true, 2, 2, 1, 1, kFloorDivideIn, 1, kFloorDivideOut, 1, -1, 0u, 0u, nullptr, 0, 0x3u, 0, HighRank::Elementwise},
     {"ReduceProd", true, 1, 1, 1, 1, kReduceProdIn, 1, kReduceProdOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
     {"Reorder", true, 1, 1, 1, 1, kReorderIn, 1, kReorderOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
-    {"Convolution", true, 2, 3, 1, 1, kConvolutionIn, 1, kConvolutionOut, 1, -1, 0u, 0u, kConvolutionNames, 3, 0xffffffffu, 0, HighRank::No},
+    {"Convolution", true, 2, 3, 1, 1, kConvolutionIn, 1, kConvolutionOut, 1, -1, 0u, 0u, kConvolutionNames, 3, 0xffffffffu, 0, HighRank::Lowering},
     {"ConvTranspose", true, 2, 3, 1, 1, kConvTransposeIn, 1, kConvTransposeOut, 1, -1, 0u, 0u, kConvTransposeNames, 3, 0xffffffffu, 0, HighRank::No},
-    {"MaxPool", true, 1, 1, 1, 1, kMaxPoolIn, 1, kMaxPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
-    {"AvgPool", true, 1, 1, 1, 1, kAvgPoolIn, 1, kAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"MaxPool", true, 1, 1, 1, 1, kMaxPoolIn, 1, kMaxPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
+    {"AvgPool", true, 1, 1, 1, 1, kAvgPoolIn, 1, kAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
     {"AdaptiveAvgPool", true, 1, 1, 1, 1, kAdaptiveAvgPoolIn, 1, kAdaptiveAvgPoolOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
     {"BatchNormInference", true, 5, 5, 1, 1, kBatchNormInferenceIn, 1, kBatchNormInferenceOut, 1, -1, 0u, 0u, kBatchNormInferenceNames, 5, 0x0u, 0, HighRank::No},
     {"GroupNorm", true, 1, 3, 1, 1, kGroupNormIn, 1, kGroupNormOut, 1, -1, 0u, 0u, kGroupNormNames, 3, 0x0u, 0, HighRank::No},
-    {"Interpolate", true, 1, 1, 1, 1, kInterpolateIn, 1, kInterpolateOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::No},
+    {"Interpolate", true, 1, 1, 1, 1, kInterpolateIn, 1, kInterpolateOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
     {"Quantize", true, 1, 1, 1, 1, kQuantizeIn, 1, kQuantizeOut, 1, -1, 0u, 0u, kQuantizeNames, 1, 0x0u, -1, HighRank::No},
     {"Dequantize", true, 1, 1, 1, 1, kDequantizeIn, 1, kDequantizeOut, 1, -1, 0u, 0u, kDequantizeNames, 1, 0x0u, -1, HighRank::No},
     {"DynamicQuantize", true, 2, 3, 1, 1, kDynamicQuantizeIn, 3, kDynamicQuantizeOut, 1, -1, 0u, 0u, kDynamicQuantizeNames, 3, 0x0u, -1, HighRank::No},
@@ -626,7 +626,7 @@ ConvolutionAttrs read_ConvolutionAttrs(AttrReader& r) {
     r.check_min("pads_begin", a.pads_begin, 0);
     r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
-    r.check_min("pads_end", a.pads_end, 0);
+    r.check_min("pads_end", a.pads_end, -2147483647);
     r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
@@ -661,7 +661,7 @@ ConvTransposeAttrs read_ConvTransposeAttrs(AttrReader& r) {
     r.check_min("pads_begin", a.pads_begin, 0);
     r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
-    r.check_min("pads_end", a.pads_end, 0);
+    r.check_min("pads_end", a.pads_end, -2147483647);
     r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
@@ -699,7 +699,7 @@ MaxPoolAttrs read_MaxPoolAttrs(AttrReader& r) {
     r.check_min("pads_begin", a.pads_begin, 0);
     r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
-    r.check_min("pads_end", a.pads_end, 0);
+    r.check_min("pads_end", a.pads_end, -2147483647);
     r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
@@ -734,7 +734,7 @@ AvgPoolAttrs read_AvgPoolAttrs(AttrReader& r) {
     r.check_min("pads_begin", a.pads_begin, 0);
     r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
-    r.check_min("pads_end", a.pads_end, 0);
+    r.check_min("pads_end", a.pads_end, -2147483647);
     r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};
@@ -927,7 +927,7 @@ QuantizedConvolutionAttrs read_QuantizedConvolutionAttrs(AttrReader& r) {
     r.check_min("pads_begin", a.pads_begin, 0);
     r.check_max("pads_begin", a.pads_begin, 2147483647);
     a.pads_end = r.read_ints("pads_end");
-    r.check_min("pads_end", a.pads_end, 0);
+    r.check_min("pads_end", a.pads_end, -2147483647);
     r.check_max("pads_end", a.pads_end, 2147483647);
     {
         static const char* const choices[] = {"none", "same_upper", "same_lower", "valid"};

@@ -55,7 +55,8 @@ template <class Attrs>
 std::array<spatial::WindowAxis, 2> windows(LowerCtx& c, const Attrs& a, const kernels::ConvShape& s, bool transposed) {
     const int ns = c.out_shape(0).rank - 2;
     int64_t peh = 0, pew = 0;
-    spatial::per_axis_exprs(c, a.resolved_pads_end, ns, peh, pew, "resolved_pads_end");
+    // a negative end padding crops a convolution's input (not a transposed one's output)
+    spatial::per_axis_exprs(c, a.resolved_pads_end, ns, peh, pew, "resolved_pads_end", transposed ? 0 : -spatial::kMaxWindow);
     // a convolution slides over src (L = H, n = OH); a transposed one over dst
     const int64_t H = transposed ? s.OH : s.H, OH = transposed ? s.H : s.OH;
     const int64_t W = transposed ? s.OW : s.W, OW = transposed ? s.W : s.OW;
@@ -145,10 +146,91 @@ void lower_convolution_portable(LowerCtx& c, const ops::ConvolutionAttrs& a, con
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
 }
 
+// 3 spatial axes (rank 5) as one 2-D convolution by our kernel: the KD depth-shifted views of src
+// (zero-padded in depth) joined along the channels of a batch of N*OD slices, each group's KD*C/g
+// channels in (kd, channel) order, and the weights' depth axis moved beside their input channels.
+// NCX [N, C, D, H, W] -> [N*OD, (g, kd, c), H, W]; NXC [N, D, H, W, C] -> [N*OD, H, W, (g, kd, c)];
+// dst comes out as [N*OD, O, OH, OW] (permuted to NCX) or directly as NXC [N, OD, OH, OW, O].
+void lower_convolution_3d(LowerCtx& c, const ops::ConvolutionAttrs& a, bool nxc, bool oix) {
+    if (!c.host()) c.not_portable("a convolution over 3 spatial axes");
+    const Dims xs = c.in_shape(0), ws = c.in_shape(1), ys = c.out_shape(0);
+    const spatial::Layout3 x = spatial::layout3_of(c, xs, nxc, "src"), y = spatial::layout3_of(c, ys, nxc, "dst");
+    if (ws.rank != 5 || y.N != x.N) c.unsupported(cat("weights ", ws.str(), " and dst ", ys.str(), " do not fit src ", xs.str()));
+    const int64_t G = a.groups;
+    if (G < 1 || x.C % G || y.C % G) c.unsupported(cat(x.C, " input and ", y.C, " output channels in ", G, " groups"));
+    const int64_t O = y.C, Cg = x.C / G;
+    const int64_t KD = oix ? ws[2] : ws[0], KH = oix ? ws[3] : ws[1], KW = oix ? ws[4] : ws[2];
+    const Dims want = oix ? Dims{5, {O, Cg, KD, KH, KW}} : Dims{5, {KD, KH, KW, Cg, O}};
+    for (int i = 0; i < 5; ++i)
+        if (ws[i] != want[i]) c.unsupported(cat("weights ", ws.str(), " do not fit src ", xs.str(), " and dst ", ys.str()));
+    const auto st = spatial::per_axis3(c, a.strides, "strides"), dl = spatial::per_axis3(c, a.dilations, "dilations");
+    const auto pb = spatial::per_axis3(c, spatial::eval_exprs(c, a.resolved_pads_begin, "resolved_pads_begin"), "pads_begin");
+    const auto pe = spatial::per_axis3(
+        c, spatial::eval_exprs(c, a.resolved_pads_end, "resolved_pads_end", -spatial::kMaxWindow), "pads_end");
+    spatial::require_int_sizes(c, {x.N, x.C, x.D, x.H, x.W, O, y.D, y.H, y.W, KD, KH, KW, st[0], st[1], st[2], dl[0],
+                                   dl[1], dl[2], G, x.N * y.D, x.H * x.W * x.C, KD * x.C, KD * KH * KW * x.C,
+                                   KH * KW * O * KD, y.H * y.W});
+    const spatial::WindowAxis axes[3] = {{x.D, y.D, KD, st[0], dl[0], pb[0], pe[0]},
+                                         {x.H, y.H, KH, st[1], dl[1], pb[1], pe[1]},
+                                         {x.W, y.W, KW, st[2], dl[2], pb[2], pe[2]}};
+    for (const spatial::WindowAxis& w : axes)
+        if (w.extent() > w.L + w.pad_begin + w.pad_end || w.floor_outputs() != w.n)
+            c.unsupported(cat("dst ", ys.str(), " is not the output of this convolution of ", xs.str()));
+    const int64_t D = x.D, OD = y.D, HW = x.H * x.W;
+    // src as [inner, D, outer...] (ggml ne): NCX [HW, D, C, N], NXC [HW*C, D, N, 1]
+    ggml_tensor* t = spatial::dense_f32(c, c.in[0]);
+    const int64_t inner = nxc ? HW * x.C : HW, outer2 = nxc ? x.N : x.C, outer3 = nxc ? 1 : x.N;
+    t = gg::reshape_4d(c.ctx, t, inner, D, outer2, outer3);
+    // zero padding in depth, as far as the windows reach: rows [-pb, (OD-1)*sd + (KD-1)*dd - pb]
+    const int64_t reach = (OD - 1) * st[0] + (KD - 1) * dl[0] + 1 - pb[0];  // rows past the last one needed
+    auto zeros = [&](int64_t rows) {
+        const int64_t ne[4] = {inner, rows, outer2, outer3};
+        return gg::fill(c.ctx, gg::new_tensor(c.ctx, GGML_TYPE_F32, ne), 0.0f);
+    };
+    if (pb[0] > 0) t = gg::concat(c.ctx, zeros(pb[0]), t, 1);
+    if (reach > D) t = gg::concat(c.ctx, t, zeros(reach - D), 1);
+    ggml_tensor* cols = nullptr;
+    for (int64_t kd = 0; kd < KD; ++kd) {
+        const size_t off = size_t(kd * dl[0]) * t->nb[1];  // row 0 of t: the first window's first row
+        ggml_tensor* v;
+        if (nxc) {  // [HW*C, OD, N] -> [Cg, G, HW*OD*N]
+            v = c.cont(gg::view_4d(c.ctx, t, inner, OD, x.N, 1, t->nb[1] * size_t(st[0]), t->nb[2], t->nb[3], off));
+            v = gg::reshape_4d(c.ctx, v, Cg, G, HW * OD * x.N, 1);
+        } else {  // [HW, C, OD, N] -> [HW, Cg, G, OD*N]
+            v = c.cont(gg::view_4d(c.ctx, t, HW, x.C, OD, x.N, t->nb[2], t->nb[1] * size_t(st[0]), t->nb[3], off));
+            v = gg::reshape_4d(c.ctx, v, HW, Cg, G, OD * x.N);
+        }
+        cols = cols ? gg::concat(c.ctx, cols, v, nxc ? 0 : 1) : v;
+    }
+    // weights: OIX [O, Cg, KD, KH, KW] -> [O, KD*Cg, KH, KW]; XIO [KD, KH, KW, Cg, O] -> [KH, KW, KD*Cg, O]
+    ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
+    if (oix) {
+        w = gg::reshape_4d(c.ctx, w, KH * KW, KD, Cg, O);
+        w = gg::reshape_4d(c.ctx, c.cont(gg::permute(c.ctx, w, 0, 2, 1, 3)), KW, KH, KD * Cg, O);
+    } else {
+        w = gg::reshape_4d(c.ctx, w, O * Cg, KH * KW, KD, 1);
+        w = gg::reshape_4d(c.ctx, c.cont(gg::permute(c.ctx, w, 0, 2, 1, 3)), O, KD * Cg, KW, KH);
+    }
+    kernels::ConvShape s;
+    s.N = x.N * OD, s.C = KD * x.C, s.H = x.H, s.W = x.W;
+    s.O = O, s.OH = y.H, s.OW = y.W, s.KH = KH, s.KW = KW;
+    s.sh = st[1], s.sw = st[2], s.dh = dl[1], s.dw = dl[2], s.ph = pb[1], s.pw = pb[2];
+    s.groups = G, s.nxc = nxc, s.channels_first_weights = oix;
+    cols = nxc ? gg::reshape_4d(c.ctx, cols, s.C, s.W, s.H, s.N) : gg::reshape_4d(c.ctx, cols, s.W, s.H, s.C, s.N);
+    const int64_t ne[4] = {nxc ? O : y.W, nxc ? y.W : y.H, nxc ? y.H : O, s.N};
+    ggml_tensor* r = kernels::conv2d(c.ctx, cols, w, bias_of(c, O), c.keep(s), ne);
+    if (!nxc) {  // [OH*OW, O, OD, N] -> [OH*OW, OD, O, N]
+        r = gg::reshape_4d(c.ctx, r, y.H * y.W, O, OD, x.N);
+        r = c.cont(gg::permute(c.ctx, r, 0, 2, 1, 3));
+    }
+    c.out = {c.cast(c.reshape(r, ys), ggml_type_of(c.out_dtype(0)))};
+}
+
 void lower_convolution(LowerCtx& c) {
     const auto& a = c.attrs<ops::ConvolutionAttrs>();
     using A = ops::ConvolutionAttrs;
     const bool nxc = a.data_format == A::DataFormat::NXC;
+    if (c.in_shape(0).rank == 5) return lower_convolution_3d(c, a, nxc, a.weights_format == A::WeightsFormat::OIX);
     const kernels::ConvShape s =
         checked_conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::OIX ? Channels::first : Channels::last);
     if (!c.host()) return lower_convolution_portable(c, a, s, nxc, a.weights_format == A::WeightsFormat::OIX);

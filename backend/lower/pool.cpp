@@ -87,17 +87,61 @@ void lower_pool_portable(LowerCtx& c, const kernels::PoolShape& s) {
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
 }
 
+// 3 spatial axes (rank 5): a 2-D pooling of every depth slice's (H, W) plane, then one over depth (a
+// 2-D pooling of [D, OH*OW] planes with a window of 1 along the second axis), both by our kernel.
+// Pooling is separable: a window's max is the max of its slices' maxima, and an average's divisor
+// (the window's input elements, or its positions in the padded input) is the product of the
+// per-axis counts. NCX [N, C, D, H, W] pools as [N, C*D, H, W], then [N, C, D, OH*OW]; NXC
+// [N, D, H, W, C] as [N*D, H, W, C], then [N, D, OH*OW, C].
+template <class Attrs>
+void lower_window_pool_3d(LowerCtx& c, const Attrs& a, kernels::PoolKind kind, const std::vector<int64_t>& dilations,
+                          bool exclude_pad, bool nxc) {
+    if (!c.host()) c.not_portable("a pooling over 3 spatial axes");
+    const Dims xs = c.in_shape(0), ys = c.out_shape(0);
+    const spatial::Layout3 x = spatial::layout3_of(c, xs, nxc, "src"), y = spatial::layout3_of(c, ys, nxc, "dst");
+    if (ys.rank != 5 || y.N != x.N || y.C != x.C)
+        c.unsupported(cat("dst ", ys.str(), " must have the batch and channels of src ", xs.str()));
+    const auto k = spatial::per_axis3(c, a.kernel, "kernel"), st = spatial::per_axis3(c, a.strides, "strides");
+    const auto dl = spatial::per_axis3(c, dilations, "dilations", 1);
+    const auto pb = spatial::per_axis3(c, spatial::eval_exprs(c, a.resolved_pads_begin, "resolved_pads_begin"), "pads_begin");
+    const auto pe = spatial::per_axis3(
+        c, spatial::eval_exprs(c, a.resolved_pads_end, "resolved_pads_end", -spatial::kMaxWindow), "pads_end");
+    const bool ceil = a.rounding_type == Attrs::RoundingType::ceil;
+    spatial::require_int_sizes(c, {x.N, x.C, x.D, x.H, x.W, y.D, y.H, y.W, x.N * x.D, x.C * x.D, y.H * y.W});
+    kernels::PoolShape s;  // the (H, W) planes
+    s.kind = kind, s.nxc = nxc, s.exclude_pad = exclude_pad;
+    s.N = nxc ? x.N * x.D : x.N, s.C = nxc ? x.C : x.C * x.D;
+    s.H = x.H, s.W = x.W, s.OH = y.H, s.OW = y.W;
+    s.KH = k[1], s.KW = k[2], s.sh = st[1], s.sw = st[2], s.dh = dl[1], s.dw = dl[2];
+    s.ph = pb[1], s.pw = pb[2], s.ph_end = pe[1], s.pw_end = pe[2];
+    check_windows(c, s, ceil);
+    kernels::PoolShape d = s;  // depth
+    d.N = x.N, d.C = x.C, d.H = x.D, d.W = y.H * y.W, d.OH = y.D, d.OW = d.W;
+    d.KH = k[0], d.KW = 1, d.sh = st[0], d.sw = 1, d.dh = dl[0], d.dw = 1;
+    d.ph = pb[0], d.pw = 0, d.ph_end = pe[0], d.pw_end = 0;
+    check_windows(c, d, ceil);
+    ggml_tensor* t = spatial::dense_f32(c, c.in[0]);
+    t = nxc ? gg::reshape_4d(c.ctx, t, s.C, s.W, s.H, s.N) : gg::reshape_4d(c.ctx, t, s.W, s.H, s.C, s.N);
+    const int64_t ne1[4] = {nxc ? s.C : s.OW, nxc ? s.OW : s.OH, nxc ? s.OH : s.C, s.N};
+    t = kernels::pool2d(c.ctx, t, c.keep(s), ne1);
+    t = nxc ? gg::reshape_4d(c.ctx, t, d.C, d.W, d.H, d.N) : gg::reshape_4d(c.ctx, t, d.W, d.H, d.C, d.N);
+    const int64_t ne2[4] = {nxc ? d.C : d.OW, nxc ? d.OW : d.OH, nxc ? d.OH : d.C, d.N};
+    t = kernels::pool2d(c.ctx, t, c.keep(d), ne2);
+    c.out = {c.cast(c.reshape(t, ys), ggml_type_of(c.out_dtype(0)))};
+}
+
 template <class Attrs>
 void lower_window_pool(LowerCtx& c, const Attrs& a, kernels::PoolKind kind, const std::vector<int64_t>& dilations,
                        bool exclude_pad) {
     const bool nxc = a.data_format == Attrs::DataFormat::NXC;
+    if (c.in_shape(0).rank == 5) return lower_window_pool_3d(c, a, kind, dilations, exclude_pad, nxc);
     kernels::PoolShape s = pool_shape(c, nxc, kind);
     const int ns = c.in_shape(0).rank - 2;
     spatial::per_axis(c, a.kernel, ns, 1, s.KH, s.KW, "kernel");
     spatial::per_axis(c, a.strides, ns, 1, s.sh, s.sw, "strides");
     if (!dilations.empty()) spatial::per_axis(c, dilations, ns, 1, s.dh, s.dw, "dilations");
     spatial::per_axis_exprs(c, a.resolved_pads_begin, ns, s.ph, s.pw, "resolved_pads_begin");
-    spatial::per_axis_exprs(c, a.resolved_pads_end, ns, s.ph_end, s.pw_end, "resolved_pads_end");
+    spatial::per_axis_exprs(c, a.resolved_pads_end, ns, s.ph_end, s.pw_end, "resolved_pads_end", -spatial::kMaxWindow);
     s.exclude_pad = exclude_pad;
     check_windows(c, s, a.rounding_type == Attrs::RoundingType::ceil);
     if (!c.host()) return lower_pool_portable(c, s);

@@ -1,8 +1,9 @@
 // Helpers of the spatial lowerings (conv, pool, channel_norm, interpolate):
 // oneDNN Graph's layouts NCX / NXC of rank 3 (1-D) or 4 (2-D) seen as 2-D
-// with H = 1, and f32 operands for our kernels.
+// with H = 1 (rank 5, 3-D: Layout3), and f32 operands for our kernels.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -38,14 +39,42 @@ inline void per_axis(const LowerCtx& c, const std::vector<int64_t>& v, int n_spa
     w = v[size_t(n_spatial - 1)];
 }
 
-// The same for an attribute of expressions (evaluated for this binding).
-inline void per_axis_exprs(const LowerCtx& c, const std::vector<int32_t>& v, int n_spatial, int64_t& h, int64_t& w,
-                           const char* name) {
+// An attribute of expressions (evaluated for this binding), each in [lo, kMaxWindow] (end paddings
+// may be negative: oneDNN crops the input's end).
+inline std::vector<int64_t> eval_exprs(const LowerCtx& c, const std::vector<int32_t>& v, const char* name,
+                                       int64_t lo = 0) {
     std::vector<int64_t> vals;
-    for (int32_t e : v) vals.push_back(c.eval(e));
-    per_axis(c, vals, n_spatial, 0, h, w, name);
-    if (h < 0 || w < 0 || h > kMaxWindow || w > kMaxWindow)
-        c.unsupported(cat(name, " (", h, ", ", w, ") must lie in [0, ", kMaxWindow, "]"));
+    for (int32_t e : v) {
+        vals.push_back(c.eval(e));
+        if (vals.back() < lo || vals.back() > kMaxWindow)
+            c.unsupported(cat(name, " entry ", vals.back(), " must lie in [", lo, ", ", kMaxWindow, "]"));
+    }
+    return vals;
+}
+
+// The same as (H, W) values.
+inline void per_axis_exprs(const LowerCtx& c, const std::vector<int32_t>& v, int n_spatial, int64_t& h, int64_t& w,
+                           const char* name, int64_t lo = 0) {
+    per_axis(c, eval_exprs(c, v, name, lo), n_spatial, 0, h, w, name);
+}
+
+// Rank 5 (3 spatial axes): NCX [N, C, D, H, W] or NXC [N, D, H, W, C].
+struct Layout3 {
+    int64_t N = 1, C = 1, D = 1, H = 1, W = 1;
+};
+
+inline Layout3 layout3_of(const LowerCtx& c, const Dims& d, bool nxc, const char* what) {
+    if (d.rank != 5) c.unsupported(cat(what, " ", d.str(), " must have rank 5"));
+    const int first = nxc ? 1 : 2;
+    return {d[0], nxc ? d[4] : d[1], d[first], d[first + 1], d[first + 2]};
+}
+
+// The 3 entries of a per-spatial-axis attribute (`fill` on every axis when it is empty and fill > 0).
+inline std::array<int64_t, 3> per_axis3(const LowerCtx& c, const std::vector<int64_t>& v, const char* name,
+                                        int64_t fill = 0) {
+    if (v.empty() && fill > 0) return {fill, fill, fill};
+    if (v.size() != 3) c.unsupported(cat(name, " has ", v.size(), " entries for 3 spatial axes"));
+    return {v[0], v[1], v[2]};
 }
 
 // `t` as dense f32 (a copy or conversion only when needed).

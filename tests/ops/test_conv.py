@@ -295,10 +295,10 @@ def test_integer_src_is_a_dtype_error():
                    attrs=dict(conv_attrs(2), data_format="NCX", weights_format="OIX"))
 
 
-def test_rank_5_src_is_a_shape_error():
-    with pytest.raises(dg.ShapeError, match="rank 3"):
-        compile_op(K.Convolution, [[2, 3, 4, 8, 8], [4, 3, 3, 3, 3]],
-                   attrs=dict(conv_attrs(3), data_format="NCX", weights_format="OIX"))
+def test_rank_6_src_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="rank 3, 4 or 5"):
+        compile_op(K.Convolution, [[2, 3, 2, 4, 8, 8], [4, 3, 1, 3, 3, 3]],
+                   attrs=dict(conv_attrs(4), data_format="NCX", weights_format="OIX"))
 
 
 def test_input_smaller_than_the_kernel_is_a_shape_error_at_compile_or_run(rng):
@@ -316,3 +316,49 @@ def test_output_padding_not_below_the_stride_is_a_shape_error():
         compile_op(K.ConvTranspose, [[D, 4, 8, 8], [4, 2, 3, 3]],
                    attrs=dict(conv_attrs(2, strides=[2, 2]), output_padding=[2, 0], data_format="NCX",
                               weights_format="IOX"))
+
+
+# -- 3 spatial axes: KD depth-shifted views joined along the channels, one 2-D convolution --------
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("wfmt", ["OIX", "XIO"])
+@pytest.mark.parametrize("case", [
+    dict(ks=(3, 3, 3)),                                                              # oneDNN's conv_3d
+    dict(ks=(3, 3, 3), strides=[2, 1, 2], pb=[1, 1, 1], pe=[1, 0, 1]),
+    dict(ks=(2, 3, 1), strides=[1, 2, 1], dilations=[2, 1, 1], pb=[2, 1, 0], pe=[1, 1, 0]),
+    dict(ks=(3, 2, 2), strides=[2, 2, 2], pb=[1, 0, 1], pe=[-1, 0, -1]),               # negative end pads: cropping
+    dict(ks=(1, 1, 1)),
+    dict(ks=(3, 3, 3), groups=2, pb=[1, 1, 1], pe=[1, 1, 1]),
+    dict(ks=(3, 1, 3), groups=6, O=12, strides=[1, 1, 2]),                             # depthwise (multiplier 2)
+])
+def test_conv3d_matches_numpy_at_three_shapes(fmt, wfmt, case, rng):
+    case = dict(case)
+    ks, groups, O = case.pop("ks"), case.pop("groups", 1), case.pop("O", 8)
+    cp, w, b = compile_conv(fmt, wfmt, 6, O, ks, groups, rng=rng, **case)
+    kw = dict(strides=case.get("strides"), dilations=case.get("dilations"), pads_begin=case.get("pb"),
+              pads_end=case.get("pe"), groups=groups, fmt=fmt, wfmt=wfmt)
+    for n, d, h, wd in [(1, 5, 6, 7), (3, 8, 5, 9), (2, 4, 11, 6)]:
+        x = rng.standard_normal(shape_of(fmt, n, 6, (d, h, wd))).astype(np.float32)
+        (y,) = run(cp, x)
+        assert_conv_close(y, x, w, b, **kw)
+
+
+def test_conv3d_with_runtime_weights(rng):
+    cp, w, b = compile_conv("NCX", "OIX", 3, 4, (2, 2, 2), rng=rng, constant=False, pb=[1, 0, 0], pe=[0, 0, 1])
+    x = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    (y,) = run(cp, x, w, b)
+    assert_conv_close(y, x, w, b, pads_begin=[1, 0, 0], pads_end=[0, 0, 1])
+
+
+def test_conv3d_errors_are_typed():
+    w = [4, 3, 2, 2, 2]
+    with pytest.raises(dg.ShapeError, match="output size"):  # the negative end padding leaves nothing
+        compile_op(K.Convolution, [[1, 3, 3, 4, 4], w], attrs={**conv_attrs(3, pe=[-2, 0, 0]), "data_format": "NCX",
+                                                             "weights_format": "OIX"})
+    with pytest.raises(dg.ShapeError, match="rank 5"):
+        compile_op(K.Convolution, [[1, 3, 3, 4, 4], [4, 3, 2, 2]], attrs={**conv_attrs(3), "data_format": "NCX",
+                                                                          "weights_format": "OIX"})
+    with pytest.raises(dg.ShapeError, match="rank 3 .* or 4"):  # ConvTranspose stays 1-D / 2-D
+        compile_op(K.ConvTranspose, [[1, 4, 3, 4, 4], w], attrs={**conv_attrs(3), "data_format": "NCX",
+                                                               "weights_format": "IOX"})

@@ -341,6 +341,38 @@ def test_an_ir_with_a_rank_5_op_its_lowering_does_not_take_is_a_compile_error(en
         cp(np.zeros((1, 2, 1, 3, 4), np.float32))
 
 
+@pytest.mark.parametrize("kind", [K.Convolution, K.MaxPool, K.AvgPool, K.Interpolate])
+def test_spatial_ops_take_3_spatial_axes_and_refuse_4(kind, rng):
+    """Rank 5 (3-D spatial, dynamic batch and depth) against numpy (the full tests: tests/ops/test_conv.py,
+    test_pool.py, test_interpolate.py); rank 6 is a ShapeError."""
+    from dyngraph.reference import spatial_numpy as sp
+
+    attrs = {"data_format": "NCX", "pads_begin": [0, 0, 0], "pads_end": [0, 0, 0]}
+    if kind is K.Interpolate:
+        attrs = {"data_format": "NCX"}
+    if kind is K.Convolution:
+        attrs.update(strides=[1, 1, 1], dilations=[1, 1, 1], weights_format="OIX")
+    elif kind is K.Interpolate:
+        attrs.update(mode="linear", scales=[2.0, 1.0, 0.5])
+    else:
+        attrs.update(kernel=[2, 2, 2], strides=[1, 2, 2], **({"exclude_pad": True} if kind is K.AvgPool else {}))
+    w = randn(rng, (4, 2, 2, 2, 2))
+    extra = [w.shape] if kind is K.Convolution else []
+    cp = compile_op(kind, [[N, 2, M, 4, 6]] + extra, attrs=attrs)
+    for n, m in [(1, 2), (2, 3), (3, 5)]:
+        x = randn(rng, (n, 2, m, 4, 6))
+        (y,) = run(cp, x, *([w] if kind is K.Convolution else []))
+        if kind is K.Convolution:
+            want = sp.conv(x, w, strides=[1, 1, 1], dilations=[1, 1, 1])
+        elif kind is K.Interpolate:
+            want = sp.interpolate(x, [2 * m, 4, 3], "linear")
+        else:
+            want = sp.pool(x, "max" if kind is K.MaxPool else "avg", [2, 2, 2], [1, 2, 2], exclude_pad=True)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(dg.ShapeError):
+        compile_op(kind, [[1, 2, 3, 3, 4, 6]] + ([(4, 2, 2, 2, 2, 2)] if kind is K.Convolution else []), attrs=attrs)
+
+
 def test_every_kind_that_takes_rank_6_has_a_test_here():
     """The kinds whose registration says they take rank > 4, against this file's tests."""
     from dyngraph.ops import registered_kinds, schema_of
@@ -349,7 +381,7 @@ def test_every_kind_that_takes_rank_6_has_a_test_here():
     tested = {K.Add, K.Multiply, K.Maximum, K.SquaredDifference, K.Subtract, K.Select, K.Tanh, K.Clamp, K.Round,
               K.TypeCast, K.Less, K.StaticReshape, K.StaticTranspose, K.Slice, K.Concat, K.SoftMax, K.ReduceSum,
               K.ReduceMax, K.ReduceProd, K.ArgMax, K.Expand, K.ReLU, K.MatMul, K.LayerNorm, K.RMSNorm, K.BiasAdd,
-              K.DynamicReshape, K.DynamicTranspose, K.GenIndex}
+              K.DynamicReshape, K.DynamicTranspose, K.GenIndex, K.Convolution, K.MaxPool, K.AvgPool, K.Interpolate}
     # the others share these kinds' lowerings (elementwise ones: the merge is the same for every kind)
     shared = {k for k in high if schema_of(k).high_rank == "elementwise"} | {K.ReduceMean, K.ReduceMin, K.Full}
     assert high - tested - shared == set()

@@ -141,7 +141,7 @@ def test_any_scale_of_a_static_size_is_resized_as_onednn_sizes_it(fmt, mode, coo
 
 
 @pytest.mark.parametrize("attrs,match", [
-    ({"mode": "linear", "scales": [2.0, 2.0]}, "is for 1-D data"),
+    ({"mode": "linear", "scales": [2.0, 2.0]}, "is for 1-D or 3-D data"),
     ({"mode": "nearest", "scales": [2.0, 2.0], "coordinate_transformation_mode": "align_corners"}, "linear modes"),
     ({"mode": "bilinear", "scales": [2.0, 2.0], "coordinate_transformation_mode": "asymmetric"}, "mode 'nearest'"),
     ({"mode": "nearest"}, "either sizes or scales"),
@@ -163,3 +163,44 @@ def test_a_scale_that_is_no_small_ratio_of_a_dynamic_size_is_a_shape_error():
 def test_unknown_mode_is_a_graph_error():
     with pytest.raises(dg.GraphError, match="must be one of"):
         compile_op(K.Interpolate, [[D, 3, 8, 8]], attrs={"mode": "bicubic", "scales": [2.0, 2.0]})
+
+
+# -- 3 spatial axes: depth, then (H, W) (backend/lower/interpolate.cpp) -------------------
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("mode,coord", [("nearest", "half_pixel"), ("nearest", "asymmetric"), ("linear", "half_pixel"),
+                                        ("linear", "align_corners")])
+@pytest.mark.parametrize("scales", [[2.0, 2.0, 0.5], [0.5, 1.5, 3.0], [1.0, 2.0, 1.0]])
+def test_3d_by_scales_matches_numpy(fmt, mode, coord, scales, rng):
+    cp = compile_op(K.Interpolate, [shape_of(fmt, D, 3, [D, D, D])],
+                    attrs={"mode": mode, "scales": scales, "coordinate_transformation_mode": coord, "data_format": fmt})
+    for n, d, h, w in [(1, 2, 4, 12), (2, 5, 3, 8), (1, 1, 7, 2)]:
+        sizes = [int(d * scales[0]), int(h * scales[1]), int(w * scales[2])]
+        if 0 in sizes:  # an empty output: a ShapeError at run time
+            continue
+        x = rng.standard_normal(shape_of(fmt, n, 3, (d, h, w))).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.interpolate(x, sizes, mode, coord, fmt)
+        assert y.shape == want.shape
+        if mode == "nearest":
+            np.testing.assert_array_equal(y, want.astype(np.float32))
+        else:
+            np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, sizes))
+
+
+def test_trilinear_to_sizes_that_are_expressions(rng):
+    d = dg.Dim("d", max=100)
+    cp = compile_op(K.Interpolate, [[D, 2, d, 4, 5]],
+                    attrs={"mode": "linear", "sizes": [d * 2, 3, 7], "data_format": "NCX"})
+    for n, dd in [(1, 1), (2, 3), (3, 6)]:
+        x = rng.standard_normal((n, 2, dd, 4, 5)).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.interpolate(x, [2 * dd, 3, 7], "linear", "half_pixel", "NCX")
+        np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, [2 * dd, 3, 7]))
+
+
+def test_3d_bilinear_is_a_shape_error():
+    with pytest.raises(dg.ShapeError, match="is for 2-D data"):
+        compile_op(K.Interpolate, [[D, 3, 4, 8, 8]], attrs={"data_format": "NCX", "mode": "bilinear",
+                                                            "scales": [2.0, 2.0, 2.0]})

@@ -173,3 +173,45 @@ def test_kernel_with_the_wrong_number_of_axes_is_a_shape_error():
 def test_adaptive_pool_to_size_zero_is_a_graph_error():
     with pytest.raises(dg.GraphError, match="must be >= 1"):
         compile_op(K.AdaptiveAvgPool, [[D, 2, 8, 8]], attrs={"sizes": [0, 1], "data_format": "NCX"})
+
+
+# 3 spatial axes: a 2-D pooling of each depth slice, then one over depth (backend/lower/pool.cpp)
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("kind,case", [
+    ("max", dict(kernel=[2, 3, 3], strides=[2, 2, 1], pb=[1, 1, 1], pe=[0, 1, 1])),
+    ("max", dict(kernel=[3, 2, 2], strides=[1, 2, 2], pb=[1, 0, 1], pe=[1, 1, 0], dilations=[2, 1, 1], ceil=True)),
+    ("avg", dict(kernel=[2, 4, 3], strides=[2, 2, 2], pb=[1, 1, 1], pe=[-1, 1, 0], exclude_pad=True)),  # oneDNN's file
+    ("avg", dict(kernel=[3, 3, 2], strides=[2, 1, 2], pb=[1, 1, 0], pe=[1, 0, 1], exclude_pad=False)),
+    ("avg", dict(kernel=[2, 2, 2], strides=[2, 2, 2], pb=[0, 0, 0], pe=[-1, 0, -1], ceil=True)),
+])
+def test_pool3d_matches_numpy(fmt, kind, case, rng):
+    case = dict(case)
+    ceil = case.pop("ceil", False)
+    extra = {"rounding_type": "ceil"} if ceil else {}
+    if kind == "max" and "dilations" in case:
+        extra["dilations"] = case["dilations"]
+    if kind == "avg":
+        extra["exclude_pad"] = case.get("exclude_pad", False)
+    cp = compile_op(K.MaxPool if kind == "max" else K.AvgPool, [shape_of(fmt, D, 3, [D, D, D])],
+                    attrs=pool_attrs(case["kernel"], case["strides"], case["pb"], case["pe"], data_format=fmt, **extra))
+    for n, d, h, w in [(1, 5, 6, 7), (2, 8, 5, 9), (3, 11, 13, 6)]:
+        x = rng.standard_normal(shape_of(fmt, n, 3, (d, h, w))).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.pool(x, kind, case["kernel"], case["strides"], case["pb"], case["pe"], case.get("dilations"),
+                        ceil, exclude_pad=case.get("exclude_pad", False), fmt=fmt)
+        if kind == "max":
+            assert y.shape == want.shape
+            np.testing.assert_array_equal(y, want.astype(np.float32))
+        else:
+            check_avg(y, want, x, int(np.prod(case["kernel"])))
+
+
+def test_pool3d_rejects_a_negative_end_padding_that_empties_the_output():
+    with pytest.raises(dg.ShapeError, match="output size"):
+        compile_op(K.AvgPool, [[1, 2, 4, 4, 4]],
+                   attrs=pool_attrs([2, 2, 2], [1, 1, 1], [0, 0, 0], [-3, 0, 0], data_format="NCX", exclude_pad=True))
+
+
+def test_adaptive_avg_pool_refuses_3_spatial_axes():
+    with pytest.raises(dg.ShapeError, match="rank 3 .* or 4"):
+        compile_op(K.AdaptiveAvgPool, [[1, 2, 4, 4, 4]], attrs=dict(sizes=[2, 2, 2], data_format="NCX"))

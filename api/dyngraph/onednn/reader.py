@@ -33,6 +33,8 @@ from .rewrite import apply as apply_overrides
 
 _SPATIAL_KINDS = {OpKind.Convolution, OpKind.ConvTranspose, OpKind.MaxPool, OpKind.AvgPool, OpKind.AdaptiveAvgPool,
                   OpKind.Interpolate}
+# those of them that take 3 spatial axes (rank 5)
+_SPATIAL_3D_KINDS = {OpKind.Convolution, OpKind.MaxPool, OpKind.AvgPool, OpKind.Interpolate}
 
 # kinds oneDNN lets take or give several float types (bf16/f16 with f32: its operations
 # pages' data type tables): computed in f32 between exact casts, as oneDNN accumulates
@@ -328,12 +330,11 @@ class _Mapper:
         """oneDNN configurations of op kinds dyngraph has, which its rules do
         not take: refused by name (or respelled) rather than failing as errors."""
         rank = len(ins[0].shape) if ins and ins[0].shape is not None else None
-        if kind in _SPATIAL_KINDS and rank is not None and rank > 4:
+        if kind in _SPATIAL_KINDS and rank is not None and rank > (5 if kind in _SPATIAL_3D_KINDS else 4):
             self.block(f"{rec.kind} with {rank - 2} spatial axes")
         if kind is OpKind.Interpolate:
             if attrs.get("mode") == "trilinear":
-                self.block("Interpolate mode trilinear (3 spatial axes)")
-                attrs["mode"] = "linear"  # (refused above; keeps the attribute check from failing first)
+                attrs["mode"] = "linear"  # oneDNN's linear is n-linear; dyngraph's linear takes 1 or 3 axes
             if attrs.get("mode") == "linear" and rank == 4:
                 attrs["mode"] = "bilinear"  # oneDNN's linear is n-linear
             fmt = attrs.get("data_format", "NXC")

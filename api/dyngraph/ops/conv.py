@@ -1,5 +1,5 @@
 """Shape rules of Convolution and ConvTranspose (oneDNN Graph's attributes
-and semantics), 1-D and 2-D.
+and semantics), 1-D and 2-D; Convolution 3-D as well.
 
 Convolution: src ``[N, C, X...]`` (NCX) or ``[N, X..., C]`` (NXC); weights
 ``[O, C/groups, K...]`` (OIX) or ``[K..., C/groups, O]`` (XIO); optional
@@ -69,9 +69,9 @@ def _divisible(c: Expr, groups: int, ctx, what: str) -> None:
         raise ctx.error(f"{what} ({c.value}) is not divisible by groups ({groups})")
 
 
-def _conv_shape(attrs, x: TensorType, w: TensorType, bias, ctx):
+def _conv_shape(attrs, x: TensorType, w: TensorType, bias, ctx, max_spatial=3):
     """(dst shape, output channels) of a convolution; records the resolved pads."""
-    n_sp = check_spatial_rank(x, ctx, "src")
+    n_sp = check_spatial_rank(x, ctx, "src", max_spatial)
     fmt = attrs["data_format"]
     groups = attrs["groups"]
     o, i_per_group, kernel = _weights(w, n_sp, attrs["weights_format"], ctx)
@@ -96,7 +96,7 @@ def _conv_shape(attrs, x: TensorType, w: TensorType, bias, ctx):
 
 
 @register(K.Convolution, inputs=(2, 3), attrs=CONV_ATTRS, resolved=RESOLVED_PADS, dtypes=("float",),
-          input_names=("src", "weights", "bias"), same_dtypes=ALL_INPUTS, out_dtype_of=0)
+          input_names=("src", "weights", "bias"), same_dtypes=ALL_INPUTS, out_dtype_of=0, high_rank="lowering")
 def convolution(attrs, ins, ctx):
     """dst[n, g*OG + o, y] = bias[g*OG + o] + sum over i < C/groups and the
     kernel of src[n, g*C/groups + i, y*stride + k*dilation - pads_begin] *
@@ -129,7 +129,7 @@ def quantized_convolution(attrs, ins, ctx):
     bias = ins[2] if len(ins) == 3 else None
     if bias is not None and bias.dtype is not DataType.f32:
         raise ctx.dtype_error(f"bias must be f32, got {bias.dtype}")
-    shape, o = _conv_shape(attrs, x, w, bias, ctx)
+    shape, o = _conv_shape(attrs, x, w, bias, ctx, max_spatial=2)
     return [TensorType(int8_output(attrs, x, w, o, ctx, "output channels"), shape)]
 
 
@@ -139,7 +139,7 @@ def conv_transpose(attrs, ins, ctx):
     """The transpose of Convolution: each src element adds its weights,
     scaled, to a window of dst (src position times stride, minus pads_begin)."""
     x, w = ins[0], ins[1]
-    n_sp = check_spatial_rank(x, ctx, "src")
+    n_sp = check_spatial_rank(x, ctx, "src", max_spatial=2)
     fmt = attrs["data_format"]
     groups = attrs["groups"]
     c, o_per_group, kernel = _weights(w, n_sp, attrs["weights_format"], ctx)
@@ -150,6 +150,8 @@ def conv_transpose(attrs, ins, ctx):
     pb = per_axis(attrs, "pads_begin", n_sp, ctx, 0)
     pe = per_axis(attrs, "pads_end", n_sp, ctx, 0)
     op = per_axis(attrs, "output_padding", n_sp, ctx, 0)
+    if min(pe, default=0) < 0:
+        raise ctx.error(f"pads_end {list(pe)} must not be negative for a transposed convolution")
     out, rb, re = [], [], []
     for a, (ax, k) in enumerate(zip(spatial_axes(x.rank, fmt), kernel)):
         s, d = strides[a], dilations[a]

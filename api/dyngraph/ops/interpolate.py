@@ -1,5 +1,6 @@
-"""Shape rule of Interpolate (oneDNN Graph's attributes and semantics), 1-D
-and 2-D spatial.
+"""Shape rule of Interpolate (oneDNN Graph's attributes and semantics), 1-D,
+2-D and 3-D spatial (``linear`` is 1-D linear or 3-D trilinear, ``bilinear``
+2-D).
 
 The output's spatial sizes are ``sizes`` (ints or dimension expressions) or
 ``floor(size * scale)`` for ``scales``. A scale that is a ratio of small
@@ -72,14 +73,15 @@ def scaled_size(size, scale: float, ctx) -> Expr:
     },
     dtypes=("float",),
     out_dtype_of=0,
+    high_rank="lowering",
 )
 def interpolate(attrs, ins, ctx):
     """Resize the spatial axes: nearest neighbour or (bi)linear."""
     x = ins[0]
     n_sp = check_spatial_rank(x, ctx)
     mode, coord = attrs["mode"], attrs["coordinate_transformation_mode"]
-    if mode != "nearest" and mode != ("linear" if n_sp == 1 else "bilinear"):
-        raise ctx.error(f"mode {mode!r} is for {'1-D' if mode == 'linear' else '2-D'} data, "
+    if mode != "nearest" and mode != ("bilinear" if n_sp == 2 else "linear"):
+        raise ctx.error(f"mode {mode!r} is for {'1-D or 3-D' if mode == 'linear' else '2-D'} data, "
                         f"the input has {n_sp} spatial axes")
     if mode == "nearest" and coord == "align_corners":
         raise ctx.error("coordinate_transformation_mode 'align_corners' is for linear modes")

@@ -1,5 +1,5 @@
 """Shape rules of MaxPool, AvgPool (oneDNN Graph's attributes and
-semantics) and AdaptiveAvgPool (PyTorch's), 1-D and 2-D.
+semantics), 1-D, 2-D and 3-D, and AdaptiveAvgPool (PyTorch's), 1-D and 2-D.
 
 Windows never lie wholly in the padding: pads must be smaller than the
 (dilated) kernel, and with ``rounding_type="ceil"`` a last window that
@@ -46,14 +46,14 @@ def _pool(attrs, ins, ctx, dilations):
 
 
 @register(K.MaxPool, attrs={**_POOL_ATTRS, "dilations": AttrSpec("ints", (), min=1, max=MAX_WINDOW)}, resolved=RESOLVED_PADS,
-          dtypes=("float",), out_dtype_of=0)
+          dtypes=("float",), out_dtype_of=0, high_rank="lowering")
 def max_pool(attrs, ins, ctx):
     """The largest value of each window (padding never wins; NaN propagates)."""
     return _pool(attrs, ins, ctx, dilations=True)
 
 
 @register(K.AvgPool, attrs={**_POOL_ATTRS, "exclude_pad": AttrSpec("bool")}, resolved=RESOLVED_PADS,
-          dtypes=("float",), out_dtype_of=0)
+          dtypes=("float",), out_dtype_of=0, high_rank="lowering")
 def avg_pool(attrs, ins, ctx):
     """The mean of each window: over its input elements (exclude_pad), or over
     its positions inside the padded input (padding counts as zeros)."""
@@ -66,7 +66,7 @@ def adaptive_avg_pool(attrs, ins, ctx):
     """PyTorch's adaptive average pooling to `sizes` (one per spatial axis):
     output i of an axis of size L averages input [floor(i*L/n), ceil((i+1)*L/n))."""
     x = ins[0]
-    n_sp = check_spatial_rank(x, ctx)
+    n_sp = check_spatial_rank(x, ctx, max_spatial=2)
     fmt = attrs["data_format"]
     sizes = per_axis(attrs, "sizes", n_sp, ctx)
     return [TensorType(x.dtype, with_spatial(x, fmt, x.shape[channel_axis(x.rank, fmt)], sizes))]

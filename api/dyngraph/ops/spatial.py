@@ -4,7 +4,7 @@ channels, spatial axes; ``NXC``: batch, spatial axes, channels), the
 attributes every sliding-window op has, and output sizes as dimension
 expressions.
 
-Spatial ops take 1-D or 2-D spatial data: inputs of rank 3 or 4.
+Spatial ops take 1-D, 2-D or 3-D spatial data: inputs of rank 3, 4 or 5.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .registry import AttrSpec, TensorType
 
 DATA_FORMATS = ("NXC", "NCX")
 AUTO_PADS = ("none", "same_upper", "same_lower", "valid")
-MIN_RANK, MAX_RANK = 3, 4  # one or two spatial axes
+MIN_RANK, MAX_RANK = 3, 5  # one, two or three spatial axes
 
 DATA_FORMAT = AttrSpec("str", "NXC", DATA_FORMATS)
 
@@ -28,7 +28,8 @@ MAX_WINDOW = (1 << 31) - 1
 WINDOW_ATTRS = {
     "strides": AttrSpec("ints", min=1, max=MAX_WINDOW),
     "pads_begin": AttrSpec("ints", min=0, max=MAX_WINDOW),
-    "pads_end": AttrSpec("ints", min=0, max=MAX_WINDOW),
+    # oneDNN allows a negative end padding: it crops the input's end (fewer outputs)
+    "pads_end": AttrSpec("ints", min=-MAX_WINDOW, max=MAX_WINDOW),
     "auto_pad": AttrSpec("str", "none", AUTO_PADS),
     "data_format": DATA_FORMAT,
 }
@@ -49,10 +50,12 @@ def spatial_axes(rank: int, data_format: str) -> List[int]:
     return list(range(2, rank)) if data_format == "NCX" else list(range(1, rank - 1))
 
 
-def check_spatial_rank(x: TensorType, ctx, what: str = "input") -> int:
-    """The number of spatial axes (1 or 2)."""
-    if not MIN_RANK <= x.rank <= MAX_RANK:
-        raise ctx.error(f"{what} must have rank 3 (1-D spatial) or 4 (2-D spatial), got shape {format_shape(x.shape)}")
+def check_spatial_rank(x: TensorType, ctx, what: str = "input", max_spatial: int = 3) -> int:
+    """The number of spatial axes (1 to max_spatial: 3, or 2 for the ops without a 3-D lowering)."""
+    if not MIN_RANK <= x.rank <= min(MAX_RANK, max_spatial + 2):
+        if max_spatial == 2:
+            raise ctx.error(f"{what} must have rank 3 (1-D spatial) or 4 (2-D spatial), got shape {format_shape(x.shape)}")
+        raise ctx.error(f"{what} must have rank 3, 4 or 5 (1-D, 2-D or 3-D spatial), got shape {format_shape(x.shape)}")
     return x.rank - 2
 
 

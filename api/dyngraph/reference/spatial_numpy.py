@@ -42,7 +42,7 @@ def conv(x, w, b=None, strides=None, dilations=None, pads_begin=None, pads_end=N
     ks = w.shape[2:]
     assert C == Ig * groups
     Og = O // groups
-    xp = np.pad(x, [(0, 0), (0, 0)] + [(pb, pe) for pb, pe in zip(pads_begin, pads_end)])
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pb, max(pe, 0)) for pb, pe in zip(pads_begin, pads_end)])  # pe < 0: cropped
     outs = [out_size(x.shape[2 + a], ks[a], strides[a], dilations[a], pads_begin[a], pads_end[a]) for a in range(ns)]
     y = np.zeros((N, O) + tuple(outs))
     for tap in np.ndindex(*ks):
