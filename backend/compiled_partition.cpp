@@ -233,6 +233,15 @@ std::vector<CompiledPartition::SlotSummary> CompiledPartition::placement_summary
     return r;
 }
 
+std::vector<std::string> CompiledPartition::op_devices() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> r;
+    if (!placement_) return r;
+    for (int o : last_op_slot_.empty() ? placement_->op_slot : last_op_slot_)
+        r.push_back(o >= 0 && size_t(o) < placement_->slots.size() ? placement_->slots[size_t(o)].name : std::string());
+    return r;
+}
+
 std::pair<uint64_t, uint64_t> CompiledPartition::remote_traffic() const {
     uint64_t sent = 0, received = 0;
     if (placement_)

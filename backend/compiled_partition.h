@@ -81,6 +81,9 @@ public:
         size_t resident_bytes = 0;
     };
     std::vector<SlotSummary> placement_summary() const;
+    // The device of each op of the program (by op position), as placement_summary counts them; [] on the
+    // host CPU path.
+    std::vector<std::string> op_devices() const;
     // Bytes sent to / received from the partition's RPC servers so far (all users of those connections).
     std::pair<uint64_t, uint64_t> remote_traffic() const;
 

@@ -460,6 +460,7 @@ PYBIND11_MODULE(_backend, m) {
                  for (const auto& s : cp.placement_summary()) l.append(py::make_tuple(s.device, s.ops, s.resident_bytes));
                  return l;
              })
+        .def("op_devices", &CompiledPartition::op_devices)
         .def("remote_traffic", [](const CompiledPartition& cp) {
             auto [s, r] = cp.remote_traffic();
             return py::make_tuple(s, r);

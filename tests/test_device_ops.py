@@ -122,7 +122,21 @@ CASES = {
                   {"out_dtypes": [dg.f32, dg.i64], "n_outputs": 2}, lambda r, n: [one_nan_per_row(r, n, 8)]),
     "argsort-axis-0": (K.ArgSort, [[D, 5]], {"axis": 0, "descending": True}, {"out_dtypes": dg.i64},
                        lambda r, n: [f32(r, n, 5)]),
+    "logical-and": (K.LogicalAnd, [[D, 6], [6]], {}, {"in_dtypes": dg.boolean, "out_dtypes": dg.boolean},
+                    lambda r, n: [r.random((n, 6)) < 0.5, r.random(6) < 0.5]),
+    "logical-or": (K.LogicalOr, [[D, 1], [1, 6]], {}, {"in_dtypes": dg.boolean, "out_dtypes": dg.boolean},
+                   lambda r, n: [r.random((n, 1)) < 0.5, r.random((1, 6)) < 0.5]),
+    "logical-not": (K.LogicalNot, [[D, 6]], {}, {"in_dtypes": dg.boolean, "out_dtypes": dg.boolean},
+                    lambda r, n: [r.random((n, 6)) < 0.5]),
+    "select": (K.Select, [[D, 1], [D, 6], [6]], {}, {"in_dtypes": [dg.boolean, dg.f32, dg.f32]},
+               lambda r, n: [r.random((n, 1)) < 0.5, specials(r, n, 6), specials(r, 6)]),
+    "select-f16": (K.Select, [[D, 6], [D, 6], [D, 6]], {}, {"in_dtypes": [dg.boolean, dg.f16, dg.f16]},
+                   lambda r, n: [r.random((n, 6)) < 0.5, specials(r, n, 6).astype(np.float16),
+                                 f32(r, n, 6).astype(np.float16)]),
     # cases the portable lowerings leave to the host CPU (HOST_ONLY)
+    "select-i32": (K.Select, [[D, 6], [D, 6], [D, 6]], {}, {"in_dtypes": [dg.boolean, dg.i32, dg.i32]},
+                   lambda r, n: [r.random((n, 6)) < 0.5, r.integers(-2**30, 2**30, (n, 6)).astype(np.int32),
+                                 r.integers(-2**30, 2**30, (n, 6)).astype(np.int32)]),
     "conv-groups": (K.Convolution, [[D, 4, D, D], [4, 2, 3, 3]], conv_attrs(groups=2), {"constants": {1: CONV_W_G2}},
                     lambda r, n: [f32(r, n, 4, 4 + n, 5)]),
     "max-pool-dilated": (K.MaxPool, [[D, 3, D, D]], pool_attrs(dilations=[2, 2]), {},
@@ -138,10 +152,11 @@ HOST_ONLY = {
     "conv-groups": "im2col + one product covers one group",
     "max-pool-dilated": "ggml_pool_2d has no dilation",
     "top-k-i32": "ggml's argsort sorts f32 only (and f32 holds integers exactly only up to 2^24)",
+    "select-i32": "the portable selection moves values through f32, which holds integers exactly only up to 2^24",
 }
 # results that select input values (no arithmetic): equal to the host CPU's, NaN for NaN, on every device
 EXACT = {"maximum", "maximum-specials", "minimum-f16", "max-pool", "max-pool-specials", "max-pool-padded-nxc",
-         "top-k", "top-k-nan", "argsort-axis-0"}
+         "top-k", "top-k-nan", "argsort-axis-0", "select", "select-f16"}
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +196,7 @@ def test_an_op_family_on_a_device_matches_the_host_cpu(family, device):
     placed = dict((name, ops) for name, ops, _ in dev.placement())
     assert sum(placed.values()) == len(dev.program.ops)
     assert placed.get("CPU (host)", 0) == dev.cache_info().host_fallback_ops
+    assert sum(d == "CPU (host)" for _, _, d in dev.op_placement()) == dev.cache_info().host_fallback_ops
     if eng.kind != dg.Engine.RPC:
         return  # (a GPU's ggml backend may refuse an op at some sizes: ggml-cuda's argsort above 1024 without CUB)
     if family in HOST_ONLY:

@@ -165,6 +165,13 @@ class CompiledPartition:
         first build, the plan of the compile."""
         return [tuple(p) for p in self._impl.placement()]
 
+    def op_placement(self) -> List[tuple]:
+        """(op id, op kind, device) for each op of the partition, in program order, as ``placement()``
+        counts them: which ops went to the host CPU (``"CPU (host)"``) because their device cannot run
+        them. [] on the host CPU path."""
+        devices = self._impl.op_devices()
+        return [(op.id, op.kind, dev) for op, dev in zip(self._program.ops, devices)]
+
     def remote_traffic(self) -> tuple:
         """(bytes sent, bytes received) so far over the connections to the RPC servers the partition
         runs on (shared with everything else using the same connections)."""

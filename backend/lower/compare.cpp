@@ -6,6 +6,7 @@
 #include "../kernels/kernels.h"
 #include "../gg.h"
 #include "families.h"
+#include "portable.h"
 
 namespace dg {
 
@@ -26,31 +27,41 @@ bool kernel_type(ggml_type t) { return t == GGML_TYPE_F32 || t == GGML_TYPE_I32;
 
 ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return kernel_type(t->type) ? t : gg::cast(c.ctx, t, GGML_TYPE_F32); }
 
+// t as dense F32 of shape ne (broadcast by repetition), for the portable forms below.
+ggml_tensor* full_f32(LowerCtx& c, ggml_tensor* t, const std::array<int64_t, 4>& ne) {
+    t = c.cast(c.cont(t), GGML_TYPE_F32);
+    if (t->ne[0] != ne[0] || t->ne[1] != ne[1] || t->ne[2] != ne[2] || t->ne[3] != ne[3])
+        t = gg::repeat_4d(c.ctx, t, ne[0], ne[1], ne[2], ne[3]);
+    return t;
+}
+
+ggml_tensor* f32_one(LowerCtx& c) { return gg::fill(c.ctx, gg::arange(c.ctx, 0.0f, 1.0f, 1.0f), 1.0f); }
+
+// 1 - x, for x of 0 / 1
+ggml_tensor* one_minus(LowerCtx& c, ggml_tensor* x) { return gg::unary(c.ctx, gg::Unary::Neg, gg::sub(c.ctx, x, f32_one(c))); }
+
 // Off the host CPU, with ggml's ops: in f32, step(a - b) is a > b. Integers compare exactly up to
 // 2^24 in magnitude; a NaN operand counts as equal to anything (numpy: unordered).
 ggml_tensor* portable_compare(LowerCtx& c, kernels::Compare op, ggml_tensor* a, ggml_tensor* b,
                               const std::array<int64_t, 4>& ne) {
-    auto full = [&](ggml_tensor* t) {
-        t = c.cast(c.cont(t), GGML_TYPE_F32);
-        if (t->ne[0] != ne[0] || t->ne[1] != ne[1] || t->ne[2] != ne[2] || t->ne[3] != ne[3])
-            t = gg::repeat_4d(c.ctx, t, ne[0], ne[1], ne[2], ne[3]);
-        return t;
-    };
-    a = full(a);
-    b = full(b);
-    ggml_tensor* one = gg::fill(c.ctx, gg::arange(c.ctx, 0.0f, 1.0f, 1.0f), 1.0f);
+    a = full_f32(c, a, ne);
+    b = full_f32(c, b, ne);
     auto greater = [&](ggml_tensor* x, ggml_tensor* y) { return gg::unary(c.ctx, gg::Unary::Step, gg::sub(c.ctx, x, y)); };
-    auto negate = [&](ggml_tensor* x) { return gg::unary(c.ctx, gg::Unary::Neg, gg::sub(c.ctx, x, one)); };  // 1 - x
     ggml_tensor* r = nullptr;
     switch (op) {
         case kernels::Compare::Gt: r = greater(a, b); break;
         case kernels::Compare::Lt: r = greater(b, a); break;
-        case kernels::Compare::Ge: r = negate(greater(b, a)); break;
-        case kernels::Compare::Le: r = negate(greater(a, b)); break;
-        case kernels::Compare::Eq: r = gg::mul(c.ctx, negate(greater(a, b)), negate(greater(b, a))); break;
+        case kernels::Compare::Ge: r = one_minus(c, greater(b, a)); break;
+        case kernels::Compare::Le: r = one_minus(c, greater(a, b)); break;
+        case kernels::Compare::Eq: r = gg::mul(c.ctx, one_minus(c, greater(a, b)), one_minus(c, greater(b, a))); break;
         case kernels::Compare::Ne: r = gg::add(c.ctx, greater(a, b), greater(b, a)); break;
     }
     return gg::cast(c.ctx, r, GGML_TYPE_I32);
+}
+
+// Off the host CPU: a bool (I32) as 1 where it is not 0, else 0, in F32 of shape ne: step(|x|).
+ggml_tensor* truth_f32(LowerCtx& c, ggml_tensor* t, const std::array<int64_t, 4>& ne) {
+    return gg::unary(c.ctx, gg::Unary::Step, gg::unary(c.ctx, gg::Unary::Abs, full_f32(c, t, ne)));
 }
 
 template <kernels::Compare OP>
@@ -77,6 +88,12 @@ void lower_select(LowerCtx& c) {
     if (a->type != b->type) c.unsupported("then and else have different types");
     for (ggml_tensor* t : {cond, a, b}) check_broadcast(c, t, ne);
     const ggml_type type = a->type;
+    if (!c.host()) {  // a row gather of single values from [a, b]: exact for every value, as on the host
+        if (type == GGML_TYPE_I32) c.not_portable("a selection of integers (f32 holds them exactly only up to 2^24)");
+        ggml_tensor* r = portable::select(c, truth_f32(c, cond, ne), full_f32(c, a, ne), full_f32(c, b, ne));
+        c.out = {c.cast(r, type)};
+        return;
+    }
     ggml_tensor* r = kernels::select(c.ctx, cond, to_f32(c, a), to_f32(c, b), ne.data());
     c.out = {c.cast(r, type)};
 }
@@ -88,11 +105,27 @@ void lower_logical(LowerCtx& c) {
         if (t->type != GGML_TYPE_I32) c.unsupported("operands must be bool");
         check_broadcast(c, t, ne);
     }
+    if (!c.host()) {  // with ggml's ops: and = a * b, or = step(a + b) (a, b of 0 / 1)
+        ggml_tensor* a = truth_f32(c, c.in[0], ne);
+        ggml_tensor* b = truth_f32(c, c.in[1], ne);
+        ggml_tensor* r = nullptr;
+        switch (OP) {
+            case index_kernels::Logical::And: r = gg::mul(c.ctx, a, b); break;
+            case index_kernels::Logical::Or: r = gg::unary(c.ctx, gg::Unary::Step, gg::add(c.ctx, a, b)); break;
+        }
+        c.out = {gg::cast(c.ctx, r, GGML_TYPE_I32)};
+        return;
+    }
     c.out = {index_kernels::logical(c.ctx, OP, c.in[0], c.in[1], ne.data())};
 }
 
 void lower_logical_not(LowerCtx& c) {
     if (c.in[0]->type != GGML_TYPE_I32) c.unsupported("the operand must be bool");
+    if (!c.host()) {
+        const auto ne = c.out_shape(0).ne();
+        c.out = {gg::cast(c.ctx, one_minus(c, truth_f32(c, c.in[0], ne)), GGML_TYPE_I32)};
+        return;
+    }
     c.out = {index_kernels::logical_not(c.ctx, c.in[0])};
 }
 

@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", minversion="2.5")
 transformers = pytest.importorskip("transformers")
 
+import dyngraph as dg  # noqa: E402
 import dyngraph.torch as dgt  # noqa: E402
 from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm, greedy  # noqa: E402
 from deviceutil import DEVICES, device_engine  # noqa: E402
@@ -78,6 +79,11 @@ def test_static_cache_decoding_gives_the_host_cpus_tokens(device, weight_type):
     prompt = torch.randint(0, 128, (9,)).tolist()
     want = greedy(cpu, prompt, 12)
     assert greedy(dev, prompt, 12) == want
+    # every op on the device: a host op splits the graph and copies each token (its LogicalAnd did)
+    (cp,) = dev.compiled_partitions
+    if eng.kind == dg.Engine.RPC:
+        host = [(i, k) for i, k, d in cp.op_placement() if d == "CPU (host)"]
+        assert host == [] and cp.cache_info().graph_splits == 1, host
     dev.reset()
     assert not dev.buffer("k_cache_0").any()
     assert greedy(dev, prompt[:4], 6) == greedy(cpu.reset() or cpu, prompt[:4], 6)
