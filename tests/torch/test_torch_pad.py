@@ -74,3 +74,23 @@ def test_integer_and_half_inputs_pad_in_their_dtype():
     n = n_dim()
     converts(module, [torch.randn(5, 3).half(), torch.arange(15).reshape(5, 3)], ({0: n}, {0: n}),
              SIZES, lambda n: [torch.randn(n, 3).half(), torch.arange(3 * n).reshape(n, 3)])
+
+
+@pytest.mark.parametrize("length", [13, 16], ids=["padded", "whole-chunks"])
+def test_mamba2_converts_whole_and_matches_eager(length):
+    """transformers' Mamba2 (its reference PyTorch path: chunked scan, causal conv) at a fixed length, one
+    that its chunking pads and one that it does not: no fallback. (With a dynamic length torch.export itself
+    refuses the model: its reshapes guard on the padded length's divisibility.)"""
+    transformers = pytest.importorskip("transformers")
+    import dyngraph.torch as dgt
+
+    torch.manual_seed(0)
+    cfg = transformers.Mamba2Config(vocab_size=128, hidden_size=64, state_size=16, num_heads=8, head_dim=16,
+                                    n_groups=1, expand=2, num_hidden_layers=2, chunk_size=8, conv_kernel=4)
+    model = transformers.Mamba2ForCausalLM(cfg).eval()
+    ids = torch.randint(0, 128, (1, length))
+    run = dgt.compile(model, kwargs={"input_ids": ids, "use_cache": False})
+    assert run.fallbacks == [], run.report()
+    with torch.no_grad():
+        want = model(input_ids=ids, use_cache=False).logits
+    torch.testing.assert_close(run(input_ids=ids, use_cache=False).logits, want, atol=1e-4, rtol=0)
