@@ -413,12 +413,13 @@ enum class OpKind : uint16_t {
   ScatterND = 89,
   MatMulId = 90,
   QuantizedConvolution = 91,
-  End = 92,
+  Dropout = 92,
+  End = 93,
   MIN = Wildcard,
   MAX = End
 };
 
-inline const OpKind (&EnumValuesOpKind())[93] {
+inline const OpKind (&EnumValuesOpKind())[94] {
   static const OpKind values[] = {
     OpKind::Wildcard,
     OpKind::MatMul,
@@ -512,13 +513,14 @@ inline const OpKind (&EnumValuesOpKind())[93] {
     OpKind::ScatterND,
     OpKind::MatMulId,
     OpKind::QuantizedConvolution,
+    OpKind::Dropout,
     OpKind::End
   };
   return values;
 }
 
 inline const char * const *EnumNamesOpKind() {
-  static const char * const names[94] = {
+  static const char * const names[95] = {
     "Wildcard",
     "MatMul",
     "Add",
@@ -611,6 +613,7 @@ inline const char * const *EnumNamesOpKind() {
     "ScatterND",
     "MatMulId",
     "QuantizedConvolution",
+    "Dropout",
     "End",
     nullptr
   };

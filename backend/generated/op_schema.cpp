@@ -256,6 +256,9 @@ const char* const kMatMulIdNames[] = {"src", "weights", "ids"};
 const DTypeClass kQuantizedConvolutionIn[] = {DTypeClass::Int8, DTypeClass::Int8, DTypeClass::Float};
 const DTypeClass kQuantizedConvolutionOut[] = {DTypeClass::FloatOrInt8};
 const char* const kQuantizedConvolutionNames[] = {"src", "weights", "bias"};
+const DTypeClass kDropoutIn[] = {DTypeClass::Float, DTypeClass::Int, DTypeClass::Int, DTypeClass::Float};
+const DTypeClass kDropoutOut[] = {DTypeClass::Float, DTypeClass::Int8};
+const char* const kDropoutNames[] = {"src", "seed", "offset", "probability"};
 
 }  // namespace
 
@@ -352,6 +355,7 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"ScatterND", true, 3, 3, 1, 1, kScatterNDIn, 3, kScatterNDOut, 1, -1, 0u, 0u, kScatterNDNames, 3, 0x5u, 0, HighRank::No},
     {"MatMulId", true, 3, 3, 1, 1, kMatMulIdIn, 3, kMatMulIdOut, 1, -1, 2u, 0u, kMatMulIdNames, 3, 0x3u, 0, HighRank::No},
     {"QuantizedConvolution", true, 2, 3, 1, 1, kQuantizedConvolutionIn, 3, kQuantizedConvolutionOut, 1, -1, 0u, 0u, kQuantizedConvolutionNames, 3, 0x0u, -1, HighRank::No},
+    {"Dropout", true, 4, 4, 1, 2, kDropoutIn, 4, kDropoutOut, 2, -1, 0u, 0u, kDropoutNames, 4, 0x0u, -1, HighRank::Lowering},
 };
 
 namespace {
@@ -1020,6 +1024,7 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::Ceil):
         case uint16_t(dyngraph::fb::OpKind::Floor):
         case uint16_t(dyngraph::fb::OpKind::Reorder):
+        case uint16_t(dyngraph::fb::OpKind::Dropout):
             r.finish();
             return NoAttrs{};
         case uint16_t(dyngraph::fb::OpKind::GELU):

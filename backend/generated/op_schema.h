@@ -14,7 +14,7 @@ struct AttrDef;
 
 namespace ops {
 
-constexpr int kNumOpKinds = 92;
+constexpr int kNumOpKinds = 93;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
 enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32, Quant, QuantZp, Int8, AnyOrF8, FloatOrInt8 };

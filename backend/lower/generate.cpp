@@ -1,4 +1,5 @@
-// Ops that create tensors from their attributes: Arange, GenIndex, Full.
+// Ops that create tensors from their attributes: Arange, GenIndex, Full; and
+// Dropout, which creates its mask from a seed (kernels/dropout.h).
 // Sizes come from the IR's output shape (evaluated for this binding), never
 // from a trace-time number.
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "../errors.h"
 #include "../generated/dyngraph_ir_generated.h"
 #include "../gg.h"
+#include "../kernels/dropout.h"
 #include "../kernels/index_kernels.h"
 #include "families.h"
 
@@ -108,12 +110,30 @@ void lower_full(LowerCtx& c) {
     c.unsupported(cat("output dtype ", dtype_name(dt)));
 }
 
+// Host CPU only (our kernel; elsewhere the op falls back to the host). Over the
+// contiguous src seen with the output's (folded) ggml shape: the draws depend
+// only on each element's linear index.
+void lower_dropout(LowerCtx& c) {
+    if (!c.host()) c.not_portable("Dropout (oneDNN's Philox generator is a kernel of ours)");
+    const auto ne = c.out_shape(0).ne();
+    ggml_tensor* src = c.in[0];
+    if (!ggml_is_contiguous(src)) src = gg::cont(c.ctx, src);
+    if (src->ne[0] != ne[0] || src->ne[1] != ne[1] || src->ne[2] != ne[2] || src->ne[3] != ne[3])
+        src = gg::reshape_4d(c.ctx, src, ne[0], ne[1], ne[2], ne[3]);
+    for (size_t k = 1; k < 4; ++k)
+        if (ggml_nelements(c.in[k]) != 1 || !ggml_is_contiguous(c.in[k]))
+            c.internal_error(cat("Dropout input ", k, " is not one contiguous value"));
+    c.out = {kernels::dropout_dst(c.ctx, src, c.in[1], c.in[2], c.in[3])};
+    if (c.op.outputs.size() > 1) c.out.push_back(kernels::dropout_mask(c.ctx, src, c.in[1], c.in[2], c.in[3]));
+}
+
 }  // namespace
 
 void register_generate(LoweringTable& t) {
     t.add(uint16_t(K::Arange), lower_arange);
     t.add(uint16_t(K::GenIndex), lower_gen_index);
     t.add(uint16_t(K::Full), lower_full);
+    t.add(uint16_t(K::Dropout), lower_dropout);
 }
 
 }  // namespace dg

@@ -19,7 +19,7 @@ MLP = os.path.join(OWN_CASES, "mlp-f32.json")
 ATTN = os.path.join(OWN_CASES, "attention-f32.json")
 CONV = os.path.join(OWN_CASES, "conv-f32.json")
 CONV3D = os.path.join(OWN_CASES, "conv3d-f32.json")  # 3 spatial axes
-DROPOUT = os.path.join(OWN_CASES, "dropout-f32.json")  # no Dropout op (docs/guide/onednn-json.md says why)
+UNSUPPORTED = os.path.join(OWN_CASES, "relu-backward-f32.json")  # a training op: dyngraph has none
 ROOT = os.path.normpath(os.path.join(OWN_CASES, "..", "..", ".."))
 
 
@@ -37,9 +37,9 @@ def test_run_passes_and_prints_the_worst_error(capsys):
 
 
 def test_run_an_unsupported_case_says_why_with_its_own_exit_code(capsys):
-    code, out, _ = run(capsys, "run", DROPOUT)
+    code, out, _ = run(capsys, "run", UNSUPPORTED)
     assert code == 3
-    assert out.startswith("UNSUPPORTED: ") and "no op kind Dropout" in out
+    assert out.startswith("UNSUPPORTED: ") and "no op kind ReLUBackward" in out
 
 
 def test_run_a_mismatch_fails_with_exit_code_1(capsys, monkeypatch):
@@ -141,10 +141,10 @@ def test_run_dynamic_dims_through_one_compiled_partition(capsys):
 
 def test_run_a_batch_file_as_benchdnn_does(capsys):
     code, out, _ = run(capsys, "run", f"--batch={os.path.join(OWN_CASES, 'batch.txt')}")
-    assert code == 3  # everything passed but the Dropout case, which is unsupported
+    assert code == 3  # everything passed but the ReLUBackward case, which is unsupported
     statuses = [line.split(":")[0] for line in out.strip().splitlines()[:-1]]
-    assert statuses == ["PASS"] * 7 + ["UNSUPPORTED"]
-    assert out.strip().splitlines()[-1] == "tests: 8 passed: 7 failed: 0 unsupported: 1 errors: 0"
+    assert statuses == ["PASS"] * 8 + ["UNSUPPORTED"]
+    assert out.strip().splitlines()[-1] == "tests: 9 passed: 8 failed: 0 unsupported: 1 errors: 0"
 
 
 def test_run_onednns_ci_batch_file_line_by_line(capsys, cases_dir):
@@ -259,10 +259,10 @@ def test_dot_draws_partitions_as_clusters(capsys, cases_dir):
     assert code == 0
     _dot_ok(out)
     assert out.count("subgraph cluster_") == 1 and "partition 0 (backend)" in out
-    code, out, _ = run(capsys, "dot", os.path.join(cases_dir, "pattern/f32/matmul_dropout.json"))
+    code, out, _ = run(capsys, "dot", UNSUPPORTED)
     assert code == 0
     _dot_ok(out)
-    assert "not run by the backend" in out and '\\nDropout"' in out
+    assert "not run by the backend" in out and '\\nReLUBackward"' in out
 
 
 def test_dot_of_a_saved_partition(capsys, tmp_path):
@@ -280,5 +280,5 @@ def test_the_console_script_is_declared_and_runs():
     env = dict(os.environ)
     if os.environ.get("DYNGRAPH_DEV") == "1":
         env["PYTHONPATH"] = os.path.join(ROOT, "api") + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-m", "dyngraph.cli", "run", DROPOUT], capture_output=True, text=True, env=env)
+    r = subprocess.run([sys.executable, "-m", "dyngraph.cli", "run", UNSUPPORTED], capture_output=True, text=True, env=env)
     assert r.returncode == 3 and r.stdout.startswith("UNSUPPORTED: ")

@@ -249,8 +249,16 @@ def _refused(d):
 
 
 def test_an_op_kind_dyngraph_lacks_is_named():
-    d = doc(op(0, "Dropout", [lt(0, [2, 3]), lt(1, [1], "s64"), lt(2, [1])], [lt(3, [2, 3])]))
-    assert _refused(d) == ("op kind Dropout (dropout)",)
+    d = doc(op(0, "SoftPlusBackward", [lt(0, [2, 3]), lt(1, [2, 3])], [lt(3, [2, 3])]))
+    assert _refused(d) == ("op kind SoftPlusBackward (training)",)
+
+
+def test_dropout_maps_to_dyngraphs_with_its_optional_mask():
+    d = doc(op(0, "Dropout", [lt(0, [2, 3]), lt(1, [], "s64"), lt(2, [], "s64"), lt(3, [])],
+               [lt(4, [2, 3]), lt(5, [2, 3], "u8")]))
+    g = onednn.from_json(d)
+    (o,) = g.get_ops()
+    assert o.kind is dg.OpKind.Dropout and [lt.dtype for lt in o.outputs] == [dg.f32, dg.u8]
 
 
 def test_training_kinds_and_a_dtype_dyngraph_lacks_say_so():
@@ -263,10 +271,10 @@ def test_training_kinds_and_a_dtype_dyngraph_lacks_say_so():
 def test_every_gap_of_a_file_is_named_at_once():
     d = doc(
         op(0, "TypeCast", [lt(0, [2, 3], "f64")], [lt(1, [2, 3])]),
-        op(1, "Dropout", [lt(1, [2, 3]), lt(8, [1], "s64"), lt(9, [1])], [lt(2, [2, 3])]),
+        op(1, "AbsBackward", [lt(1, [2, 3]), lt(8, [2, 3])], [lt(2, [2, 3])]),
         op(2, "MatMul", [lt(2, [2, 3]), lt(7, [3, 2])], [lt(3, [2, 2])], accumulation_mode="f16"),
     )
-    assert set(_refused(d)) == {"dtype f64", "op kind Dropout (dropout)", "MatMul attribute accumulation_mode=f16"}
+    assert set(_refused(d)) == {"dtype f64", "op kind AbsBackward (training)", "MatMul attribute accumulation_mode=f16"}
 
 
 def test_layernorm_keep_stats_without_the_stats_outputs_is_named():
@@ -303,13 +311,13 @@ def test_the_axes_input_of_a_reduction_is_named():
 def test_with_wildcards_unsupported_ops_stay_in_the_graph_as_partitions_of_their_own():
     d = doc(
         op(0, "ReLU", [lt(0, [2, 3])], [lt(1, [2, 3])]),
-        op(1, "Dropout", [lt(1, [2, 3]), lt(8, [1], "s64"), lt(9, [1])], [lt(2, [2, 3])]),
+        op(1, "AbsBackward", [lt(1, [2, 3]), lt(8, [2, 3])], [lt(2, [2, 3])]),
         op(2, "Exp", [lt(2, [2, 3])], [lt(3, [2, 3])]),
     )
     imp = import_graph(d, wildcards=True)
     parts = imp.graph.get_partitions()
     assert [p.is_supported() for p in parts] == [True, False, True]
-    assert imp.onednn_kinds[1] == "Dropout"
+    assert imp.onednn_kinds[1] == "AbsBackward"
 
 
 def test_an_f32_attribute_keeps_its_value():

@@ -303,6 +303,20 @@ def test_dynamic_reshape_and_transpose_at_rank_5_and_6(rng):
             np.testing.assert_array_equal(got, np.transpose(y, order))
 
 
+@pytest.mark.parametrize("decl", [[2, N, 3, 2, M], [N, 2, 3, 1, M, 3]], ids=str)
+def test_dropout_at_rank_5_and_6_draws_by_linear_index(decl, rng):
+    from dyngraph.reference.philox import dropout_mask, dropout_scale
+
+    cp = compile_op(K.Dropout, [decl, [], [], []], in_dtypes=[dg.f32, dg.i64, dg.i64, dg.f32], n_outputs=2)
+    for n, m in SIZES:
+        x = randn(rng, shape_of(decl, n, m)).astype(np.float32)
+        for offset in (0, 9):
+            y, mask = run(cp, x, np.int64(5), np.int64(offset), np.float32(0.5))
+            want = dropout_mask(x.size, 5, offset, 0.5).reshape(x.shape)
+            np.testing.assert_array_equal(mask, want)
+            np.testing.assert_array_equal(y, np.where(want == 1, x * dropout_scale(0.5), np.float32(0)))
+
+
 @pytest.mark.parametrize("decl,axis", [([2, N, 3, 2, M], 1), ([2, N, 3, 2, M], -1), ([N, 2, 3, 1, M, 3], 4),
                                        ([N, 2, 3, 1, M, 3], 0)], ids=str)
 def test_gen_index_at_rank_5_and_6(decl, axis, rng):
@@ -381,7 +395,8 @@ def test_every_kind_that_takes_rank_6_has_a_test_here():
     tested = {K.Add, K.Multiply, K.Maximum, K.SquaredDifference, K.Subtract, K.Select, K.Tanh, K.Clamp, K.Round,
               K.TypeCast, K.Less, K.StaticReshape, K.StaticTranspose, K.Slice, K.Concat, K.SoftMax, K.ReduceSum,
               K.ReduceMax, K.ReduceProd, K.ArgMax, K.Expand, K.ReLU, K.MatMul, K.LayerNorm, K.RMSNorm, K.BiasAdd,
-              K.DynamicReshape, K.DynamicTranspose, K.GenIndex, K.Convolution, K.MaxPool, K.AvgPool, K.Interpolate}
+              K.DynamicReshape, K.DynamicTranspose, K.GenIndex, K.Convolution, K.MaxPool, K.AvgPool, K.Interpolate,
+              K.Dropout}
     # the others share these kinds' lowerings (elementwise ones: the merge is the same for every kind)
     shared = {k for k in high if schema_of(k).high_rank == "elementwise"} | {K.ReduceMean, K.ReduceMin, K.Full}
     assert high - tested - shared == set()

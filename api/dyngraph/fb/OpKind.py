@@ -95,4 +95,5 @@ class OpKind(object):
     ScatterND = 89
     MatMulId = 90
     QuantizedConvolution = 91
-    End = 92
+    Dropout = 92
+    End = 93

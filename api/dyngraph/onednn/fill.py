@@ -25,7 +25,15 @@ i32 / i64 (anything else)              in [-8, 8]
 f8_e4m3 / f8_e5m2 (any consumer)       the float values above, rounded to the type
 s4 / u4                                any value of the type: [-8, 7] / [0, 15]
 zero points of DynamicDequantize       in the range of its src's type (u4 src: [0, 15])
+Dropout (probability, input 3)         0.5 (its scale 1 / (1 - p) = 2 keeps dst exact)
+Dropout (seed, input 1)                in [1, 2^31)
+Dropout (offset, input 2)              0 or in [1, 2^31), each half the time (oneDNN
+                                       draws otherwise at 0: both paths get run)
 =====================================  ==========================================
+
+Dropout's seed, offset and probability are host scalars the case files do
+not give values for (benchdnn's graph driver sets them itself); the values
+above keep the seeds within the backend's 32-bit integers.
 
 When one tensor feeds several ops, the first rule that applies in this table
 order wins (a MatMul operand that is also divided by stays in [-1, 1]).
@@ -107,6 +115,8 @@ def fill_tensor(graph, tid: int, shape: Tuple[int, ...], uses, seed: int,
     dt = lt.dtype
     rng = np.random.default_rng([seed, tid])
     shape = tuple(int(d) for d in shape)
+    if any(op.kind is K.Dropout and i == 3 for op, i in uses):
+        return to_storage(np.full(shape, 0.5, np.float32), dt)
     if dt.is_float or dt.is_f8:  # (f8: the same values, rounded to the type: every one representable)
         return to_storage(_floats(rng, shape, _rule(uses)), dt)
     zp_of = next((op.inputs[0].dtype for op, i in uses if op.kind is K.DynamicDequantize and i == 2), None)
@@ -120,6 +130,10 @@ def fill_tensor(graph, tid: int, shape: Tuple[int, ...], uses, seed: int,
             raise UnsupportedError(f"{op.label}: its shape input {lt.label} cannot be filled at random",
                                    ["filling a shape input"])
     for op, i in uses:
+        if op.kind is K.Dropout and i == 1:
+            return np.full(shape, rng.integers(1, 2**31), dt.numpy)
+        if op.kind is K.Dropout and i == 2:
+            return np.full(shape, rng.integers(1, 2**31) if rng.integers(0, 2) else 0, dt.numpy)
         if op.kind is K.Gather and i == 1:
             table = (shapes or {}).get(op.inputs[0].id)
             axis = op.attrs.get("axis", 0)

@@ -94,3 +94,36 @@ def full(attrs, ins, ctx):
         if not math.isfinite(v) or not INT32_MIN <= math.trunc(v) <= INT32_MAX:
             raise ctx.dtype_error(f"value {v} cannot be stored as {dt} (the backend's integers are 32-bit)")
     return [TensorType(dt, shape)]
+
+
+def _single_value(t: TensorType, name: str, ctx) -> None:
+    """A Dropout parameter is one value: a scalar, or a 1-D tensor of one element."""
+    if t.rank == 0 or (t.rank == 1 and t.shape[0].is_const and t.shape[0].value == 1):
+        return
+    raise ctx.error(f"{name} must be a single value (shape [] or [1]), got shape {format_shape(t.shape)}")
+
+
+@register(K.Dropout, inputs=(4, 4), outputs=(1, 2), dtypes=("float", "int", "int", "float"),
+          out_dtypes=("float", "int8"), input_names=("src", "seed", "offset", "probability"), high_rank="lowering")
+def dropout(attrs, ins, ctx):
+    """oneDNN's Dropout: mask = draw(seed, offset, i) > probability * (2^32 - 1),
+    dst = mask ? src * (1 / (1 - probability)) : 0 (0 where probability is 1),
+    for the element of linear index i. The draw is Philox4x32-10 (Salmon et al.
+    2011) keyed by the seed and counted from the offset, as oneDNN draws it:
+    bit for bit the mask oneDNN's CPU engine writes. seed and offset are
+    i32 or i64 single values, probability an f32 single value in [0, 1]
+    (checked when the graph runs); outputs dst (src's shape and dtype) and,
+    when a second output is declared, the mask (u8, 0 or 1)."""
+    src, seed, offset, prob = ins
+    for t, name in ((seed, "seed"), (offset, "offset"), (prob, "probability")):
+        _single_value(t, name, ctx)
+    if prob.dtype is not DataType.f32:
+        raise ctx.dtype_error(f"probability must be f32, got {prob.dtype}")
+    outs = [TensorType(src.dtype, src.shape)]
+    if len(ctx.declared_outputs) > 1:
+        declared = ctx.declared_outputs[1]
+        dt = getattr(declared, "dtype", None)
+        if dt is not None and dt is not DataType.u8:
+            raise ctx.dtype_error(f"the mask (output 1) is u8, declared {dt}")
+        outs.append(TensorType(DataType.u8, src.shape))
+    return outs
