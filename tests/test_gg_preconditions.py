@@ -24,11 +24,38 @@ QUERIES = {
 OURS = {"ggml_type_of", "ggml_dim"}
 
 
+def in_tree_ggml_include(build_dir):
+    """The ggml include dir of an in-tree build (the extension's own build tree, as
+    tools/dev-build.sh makes it), from that tree's CMakeCache.txt: the ggml source tree
+    it built (ggml_SOURCE_DIR: the sdist it fetched, or DYNGRAPH_GGML_SOURCE) or the
+    prebuilt wheel's package (ggml_DIR). None where the extension has no build tree
+    beside it (an installed package)."""
+    cache = os.path.join(build_dir, "CMakeCache.txt")
+    if not os.path.isfile(cache):
+        return None
+    entries = {}
+    with open(cache) as f:
+        for line in f:
+            m = re.match(r"(ggml_SOURCE_DIR|ggml_DIR):\w+=(.*)$", line.strip())
+            if m:
+                entries[m.group(1)] = m.group(2)
+    candidates = []
+    if "ggml_SOURCE_DIR" in entries:
+        candidates.append(os.path.join(entries["ggml_SOURCE_DIR"], "include"))
+    if "ggml_DIR" in entries:  # <wheel>/libggml/lib64/cmake/ggml
+        candidates.append(os.path.join(entries["ggml_DIR"], "..", "..", "..", "include"))
+    found = [os.path.normpath(c) for c in candidates if os.path.isfile(os.path.join(c, "ggml.h"))]
+    assert found, f"{cache} names no ggml tree with include/ggml.h ({entries})"
+    return found[0]
+
+
 def ggml_dirs():
-    """(include dir, lib dir) of the ggml the package runs on: its headers come
-    from the ggml tree of the package's build (build/*/ggml-sdist-* or
-    ggml-wheel-*), its libraries sit next to the extension (or, for an in-tree
-    build, in the build tree its rpath names)."""
+    """(include dir, lib dir) of the ggml the package runs on. Its libraries sit
+    next to the extension (or, for an in-tree build, in the build tree its rpath
+    names). Its headers: for an in-tree build, those of the ggml that build tree
+    compiled (its CMakeCache.txt says where, a shared source tree included); for
+    an installed package, those of the ggml tree of the package's build in this
+    checkout (build/*/ggml-sdist-* or ggml-wheel-*)."""
     import glob
 
     from dyngraph import _backend
@@ -36,10 +63,13 @@ def ggml_dirs():
     ext_dir = os.path.dirname(os.path.realpath(_backend.__file__))
     libs = [d for d in (ext_dir, os.path.dirname(os.path.abspath(_backend.__file__)))
             if glob.glob(os.path.join(d, "libggml-base.so*"))]
+    assert libs, f"no ggml libraries next to the extension ({ext_dir})"
+    inc = in_tree_ggml_include(ext_dir)
+    if inc is not None:
+        return inc, libs[0]
     headers = sorted(glob.glob(os.path.join(ROOT, "build", "*", "ggml-sdist-*", "*", "ggml", "include", "ggml.h")) +
                      glob.glob(os.path.join(ROOT, "build", "*", "ggml-wheel-*", "libggml", "include", "ggml.h")),
                      key=os.path.getmtime)
-    assert libs, f"no ggml libraries next to the extension ({ext_dir})"
     assert headers, "no ggml headers in a build tree under build/ (install or build the project from this checkout)"
     return os.path.dirname(headers[-1]), libs[0]
 

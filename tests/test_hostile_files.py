@@ -278,3 +278,32 @@ print(counts["ok"], counts["refused"])
     statuses = [s for s, _ in got.values()]
     assert all(s.startswith("DG_") and s != "DG_ERR_INTERNAL" for s in statuses), set(statuses)
     assert statuses.count("DG_OK") > 50 and len(statuses) - statuses.count("DG_OK") > 100, set(statuses)
+
+
+def test_a_conv3d_kernel_depth_of_2_to_the_31_is_refused(tmp_path):
+    """A 3-D convolution whose weights (an input) say a kernel depth of 2^31 - 1, with paddings that
+    let it fit: the Python reader refuses it by the shape rule; the C++ reader alone loads it and its
+    build refuses it (once: 15 s and 3 GB, one view of src per kernel depth, before failing)."""
+    half = (1 << 30) - 1
+    x = dg.LogicalTensor(0, dg.f32, [1, 1, 1, 1, 1], name="x")
+    w = dg.LogicalTensor(1, dg.f32, [1, 1, 1, 1, 1], name="w")
+    y = dg.LogicalTensor(2, dg.f32, name="y")
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.Convolution, [x, w], [y], attrs=dict(
+        strides=[1, 1, 1], dilations=[1, 1, 1], pads_begin=[half, 0, 0], pads_end=[half, 0, 0], data_format="NCX",
+        weights_format="OIX")))
+    g.finalize()
+    (p,) = g.get_partitions()
+    path = tmp_path / "conv3d.dg"
+    p.compile([x, w], [y], dg.Engine(num_threads=1)).save(path)
+    t = unpack(body_of(path.read_bytes()))
+    set_dim(t, "w", 2, 2 * half + 1)
+    set_dim(t, "y", 2, 1)  # 1 + 2 * half - (2 * half + 1) + 1 outputs in depth
+    path.write_bytes(seal(pack(t)))
+    with pytest.raises(dg.IRError, match="kernel depth 2147483647 .* above the limit of 4096"):
+        dg.load(path)
+    cp = _backend.CompiledPartition(pack(t), {}, dg.Engine(num_threads=1).impl, 4)
+    with pytest.raises(dg.CompileError, match="kernel depth of 2147483647 .* above the limit of 4096"):
+        cp.infer([(0, 0, [1, 1, 1, 1, 1]), (1, 0, [1, 1, 2 * half + 1, 1, 1])], True, True)
+    status, msg = through_c(path, "--run", 1)
+    assert status == "DG_ERR_COMPILE" and "kernel depth" in msg, (status, msg)

@@ -10,6 +10,7 @@
 #include "portable.h"
 #include "spatial.h"
 
+#include <algorithm>
 #include <array>
 
 namespace dg {
@@ -147,10 +148,13 @@ void lower_convolution_portable(LowerCtx& c, const ops::ConvolutionAttrs& a, con
 }
 
 // 3 spatial axes (rank 5) as one 2-D convolution by our kernel: the KD depth-shifted views of src
-// (zero-padded in depth) joined along the channels of a batch of N*OD slices, each group's KD*C/g
-// channels in (kd, channel) order, and the weights' depth axis moved beside their input channels.
+// joined along the channels of a batch of N*OD slices, each group's KD*C/g channels in (kd, channel)
+// order, and the weights' depth axis moved beside their input channels.
 // NCX [N, C, D, H, W] -> [N*OD, (g, kd, c), H, W]; NXC [N, D, H, W, C] -> [N*OD, H, W, (g, kd, c)];
 // dst comes out as [N*OD, O, OH, OW] (permuted to NCX) or directly as NXC [N, OD, OH, OW, O].
+// The views are made only of the depth rows some window reads: the output positions whose row lies
+// in the depth padding get zeros of their own, so no padded copy of src is made (a stride and a
+// padding of 2^31 would have made one of 2^31 rows for a single output).
 void lower_convolution_3d(LowerCtx& c, const ops::ConvolutionAttrs& a, bool nxc, bool oix) {
     if (!c.host()) c.not_portable("a convolution over 3 spatial axes");
     const Dims xs = c.in_shape(0), ws = c.in_shape(1), ys = c.out_shape(0);
@@ -163,6 +167,10 @@ void lower_convolution_3d(LowerCtx& c, const ops::ConvolutionAttrs& a, bool nxc,
     const Dims want = oix ? Dims{5, {O, Cg, KD, KH, KW}} : Dims{5, {KD, KH, KW, Cg, O}};
     for (int i = 0; i < 5; ++i)
         if (ws[i] != want[i]) c.unsupported(cat("weights ", ws.str(), " do not fit src ", xs.str(), " and dst ", ys.str()));
+    // one view per kernel depth: a bound on the graph this lowering makes (ops/spatial.py MAX_KERNEL_DEPTH)
+    if (KD > spatial::kMaxKernelDepth)
+        c.unsupported(cat("a kernel depth of ", KD, " (weights ", ws.str(), ") is above the limit of ",
+                          spatial::kMaxKernelDepth, " of a convolution over 3 spatial axes"));
     const auto st = spatial::per_axis3(c, a.strides, "strides"), dl = spatial::per_axis3(c, a.dilations, "dilations");
     const auto pb = spatial::per_axis3(c, spatial::eval_exprs(c, a.resolved_pads_begin, "resolved_pads_begin"), "pads_begin");
     const auto pe = spatial::per_axis3(
@@ -181,25 +189,32 @@ void lower_convolution_3d(LowerCtx& c, const ops::ConvolutionAttrs& a, bool nxc,
     ggml_tensor* t = spatial::dense_f32(c, c.in[0]);
     const int64_t inner = nxc ? HW * x.C : HW, outer2 = nxc ? x.N : x.C, outer3 = nxc ? 1 : x.N;
     t = gg::reshape_4d(c.ctx, t, inner, D, outer2, outer3);
-    // zero padding in depth, as far as the windows reach: rows [-pb, (OD-1)*sd + (KD-1)*dd - pb]
-    const int64_t reach = (OD - 1) * st[0] + (KD - 1) * dl[0] + 1 - pb[0];  // rows past the last one needed
-    auto zeros = [&](int64_t rows) {
-        const int64_t ne[4] = {inner, rows, outer2, outer3};
+    // a view's output positions as ggml ne: NXC [HW*C, OD, N, 1], NCX [HW, C, OD, N]
+    const int od_axis = nxc ? 1 : 2;
+    auto zeros = [&](int64_t n_od) {
+        int64_t ne[4] = {inner, nxc ? n_od : x.C, nxc ? x.N : n_od, nxc ? 1 : x.N};
         return gg::fill(c.ctx, gg::new_tensor(c.ctx, GGML_TYPE_F32, ne), 0.0f);
     };
-    if (pb[0] > 0) t = gg::concat(c.ctx, zeros(pb[0]), t, 1);
-    if (reach > D) t = gg::concat(c.ctx, t, zeros(reach - D), 1);
     ggml_tensor* cols = nullptr;
     for (int64_t kd = 0; kd < KD; ++kd) {
-        const size_t off = size_t(kd * dl[0]) * t->nb[1];  // row 0 of t: the first window's first row
-        ggml_tensor* v;
-        if (nxc) {  // [HW*C, OD, N] -> [Cg, G, HW*OD*N]
-            v = c.cont(gg::view_4d(c.ctx, t, inner, OD, x.N, 1, t->nb[1] * size_t(st[0]), t->nb[2], t->nb[3], off));
-            v = gg::reshape_4d(c.ctx, v, Cg, G, HW * OD * x.N, 1);
-        } else {  // [HW, C, OD, N] -> [HW, Cg, G, OD*N]
-            v = c.cont(gg::view_4d(c.ctx, t, HW, x.C, OD, x.N, t->nb[2], t->nb[1] * size_t(st[0]), t->nb[3], off));
-            v = gg::reshape_4d(c.ctx, v, HW, Cg, G, OD * x.N);
+        // output o reads depth row base + o*sd (all below 2^44: kd < 2^12, dilation and padding < 2^31);
+        // rows in [0, D) for o in [lo, hi), the padding (zeros) elsewhere
+        const int64_t base = kd * dl[0] - pb[0];
+        const int64_t lo = std::min(OD, base >= 0 ? 0 : (-base + st[0] - 1) / st[0]);
+        const int64_t hi = std::max(lo, std::min(OD, base >= D ? 0 : (D - 1 - base) / st[0] + 1));
+        ggml_tensor* v = nullptr;
+        if (hi > lo) {
+            const size_t off = size_t(base + lo * st[0]) * t->nb[1];
+            v = nxc ? gg::view_4d(c.ctx, t, inner, hi - lo, x.N, 1, t->nb[1] * size_t(st[0]), t->nb[2], t->nb[3], off)
+                    : gg::view_4d(c.ctx, t, HW, x.C, hi - lo, x.N, t->nb[2], t->nb[1] * size_t(st[0]), t->nb[3], off);
+            v = c.cont(v);
+            if (lo > 0) v = gg::concat(c.ctx, zeros(lo), v, od_axis);
+            if (hi < OD) v = gg::concat(c.ctx, v, zeros(OD - hi), od_axis);
+        } else {
+            v = zeros(OD);
         }
+        // NXC [HW*C, OD, N] -> [Cg, G, HW*OD*N]; NCX [HW, C, OD, N] -> [HW, Cg, G, OD*N]
+        v = nxc ? gg::reshape_4d(c.ctx, v, Cg, G, HW * OD * x.N, 1) : gg::reshape_4d(c.ctx, v, HW, Cg, G, OD * x.N);
         cols = cols ? gg::concat(c.ctx, cols, v, nxc ? 0 : 1) : v;
     }
     // weights: OIX [O, Cg, KD, KH, KW] -> [O, KD*Cg, KH, KW]; XIO [KD, KH, KW, Cg, O] -> [KH, KW, KD*Cg, O]

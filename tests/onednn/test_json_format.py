@@ -204,3 +204,40 @@ def test_non_finite_attribute_values_are_read():
     d["graph"][0]["attrs"]["max"] = attr(math.inf, "f32")
     (op,) = onednn.from_json(json.dumps(d)).get_ops()
     assert (op.attrs["min"], op.attrs["max"]) == (-math.inf, math.inf)
+
+
+def conv3d(kd, pads, strides=(1, 1, 1), dilations=(1, 1, 1)):
+    return doc(op(0, "Convolution", [lt(0, [1, 1, 1, 1, 1]), lt(1, [1, 1, kd, 1, 1])], [lt(2, [1, 1, 2, 1, 1])],
+                  strides=list(strides), pads_begin=list(pads), pads_end=list(pads), dilations=list(dilations),
+                  data_format="NCX", weights_format="OIX"))
+
+
+def max_pool3d(kernel, strides, pads):
+    return doc(op(0, "MaxPool", [lt(0, [1, 1, 1, 1, 1])], [lt(1, [1, 1, 1, 1, 1])], kernel=list(kernel),
+                  strides=list(strides), pads_begin=list(pads), pads_end=list(pads), data_format="NCX"))
+
+
+M31 = (1 << 31) - 1
+
+
+@pytest.mark.parametrize("d,error,match", [
+    # a kernel depth of 2^31 that the paddings let fit: the 3-D lowering would make 2^31 views
+    (conv3d(M31, [M31 // 2, 0, 0]), dg.ShapeError, "kernel depth 2147483647 .* above the limit of 4096"),
+    (conv3d(1, [1 << 62, 0, 0]), dg.GraphError, "'pads_begin' must be <= 2147483647"),
+    (conv3d(2, [0, 0, 0], dilations=[(1 << 63) - 1, 1, 1]), dg.GraphError, "'dilations' must be <= 2147483647"),
+    (conv3d(1, [1 << 63, 0, 0]), dg.GraphError, "out of range"),  # not an int64
+    (max_pool3d([1 << 31, 1, 1], [1, 1, 1], [0, 0, 0]), dg.GraphError, "'kernel' must be <= 2147483647"),
+    (max_pool3d([1, 1, 1], [-(1 << 63), 1, 1], [0, 0, 0]), dg.GraphError, "'strides' must be >= 1"),
+])
+def test_hostile_sizes_of_3d_spatial_ops_are_typed_errors_when_read(d, error, match):
+    with pytest.raises(error, match=match):
+        onednn.from_json(d)
+
+
+def test_a_3d_pooling_window_of_2_to_the_31_reads_and_runs():
+    """Within the bounds, a 2^31 window, stride and padding in depth is one window over the input."""
+    g = onednn.from_json(max_pool3d([M31, 1, 1], [M31, 1, 1], [M31 - 1, 0, 0]))
+    (part,) = g.get_partitions()
+    cp = part.compile(part.get_input_ports(), part.get_output_ports(), dg.Engine(num_threads=1))
+    (y,) = cp(np.full((1, 1, 1, 1, 1), 4.0, np.float32))
+    np.testing.assert_array_equal(y.ravel(), [4.0])

@@ -8,12 +8,17 @@ of the result add U * |result|. Every check uses that bound (measured
 errors are far below it), which still flags a wrong index (an O(1) error).
 """
 
+import copy
+
 import numpy as np
 import pytest
 
 import dyngraph as dg
 from oputil import compile_op, run
+from dyngraph.compiled_partition import CompiledPartition
+from dyngraph.ops.spatial import MAX_KERNEL_DEPTH
 from dyngraph.reference import spatial_numpy as ref
+from dyngraph.symbolic import Expr
 
 K = dg.OpKind
 D = dg.DYNAMIC_DIM
@@ -331,6 +336,9 @@ def test_output_padding_not_below_the_stride_is_a_shape_error():
     dict(ks=(1, 1, 1)),
     dict(ks=(3, 3, 3), groups=2, pb=[1, 1, 1], pe=[1, 1, 1]),
     dict(ks=(3, 1, 3), groups=6, O=12, strides=[1, 1, 2]),                             # depthwise (multiplier 2)
+    # depth paddings beyond the kernel: some kernel depths read nothing but padding (D 5 and 4), others part
+    dict(ks=(2, 3, 1), dilations=[6, 1, 1], pb=[5, 1, 0], pe=[0, 1, 0]),
+    dict(ks=(3, 1, 2), strides=[2, 1, 1], pb=[0, 0, 1], pe=[4, 0, 0]),                 # windows past the end
 ])
 def test_conv3d_matches_numpy_at_three_shapes(fmt, wfmt, case, rng):
     case = dict(case)
@@ -362,3 +370,80 @@ def test_conv3d_errors_are_typed():
     with pytest.raises(dg.ShapeError, match="rank 3 .* or 4"):  # ConvTranspose stays 1-D / 2-D
         compile_op(K.ConvTranspose, [[1, 4, 3, 4, 4], w], attrs={**conv_attrs(3), "data_format": "NCX",
                                                                "weights_format": "IOX"})
+
+
+# -- 3 spatial axes, hostile sizes: refused when compiled (or, from an IR, when built), never a hang ----------
+
+
+def conv3d_attrs(**kw):
+    return {**conv_attrs(3, **kw), "data_format": "NCX", "weights_format": "OIX"}
+
+
+@pytest.mark.parametrize("kd", [MAX_KERNEL_DEPTH + 1, (1 << 31) - 1])
+def test_conv3d_kernel_depth_above_the_limit_is_a_shape_error(kd):
+    """The 3-D lowering joins one view of src per kernel depth: a depth of 2^31 (with paddings that let
+    the window fit) took 15 s and 3 GB to fail when the graph was built; the shape rule refuses it."""
+    half = min(kd // 2, (1 << 31) - 1)
+    with pytest.raises(dg.ShapeError, match=f"kernel depth {kd} .* above the limit of {MAX_KERNEL_DEPTH}"):
+        compile_op(K.Convolution, [[1, 1, 1, 1, 1], [1, 1, kd, 1, 1]], attrs=conv3d_attrs(pb=[half, 0, 0], pe=[half, 0, 0]))
+
+
+@pytest.mark.parametrize("weights", [[1, 1, 1, 1 << 31], [1, 1, 1, 1 << 31, 1], [1, 1, 1 << 40, 1, 1]])
+def test_kernel_sizes_beyond_2_to_the_31_are_shape_errors(weights):
+    """The weights' kernel sizes are bounded as the kernel attribute of a pooling is."""
+    ns = len(weights) - 2
+    with pytest.raises(dg.ShapeError, match="kernel size .* above 2147483647"):
+        compile_op(K.Convolution, [[1, 1] + [1] * ns, weights], attrs={**conv_attrs(ns), "data_format": "NCX",
+                                                                         "weights_format": "OIX"})
+
+
+def test_conv3d_with_a_depth_stride_and_padding_of_2_to_the_31_computes_its_two_outputs():
+    """Output 0 reads only padding, output 1 the one input row: the lowering makes no padded copy of src
+    (it asked for 24 GiB of working memory for this one-element input)."""
+    m = (1 << 31) - 1
+    w, b = np.full((1, 1, 1, 1, 1), 3.0, np.float32), np.full(1, 0.5, np.float32)
+    cp = compile_op(K.Convolution, [[1, 1, 1, 1, 1], [1, 1, 1, 1, 1], [1]], constants={1: w, 2: b},
+                    attrs=conv3d_attrs(strides=[m, 1, 1], pb=[m, 0, 0]))
+    (y,) = run(cp, np.full((1, 1, 1, 1, 1), 2.0, np.float32))
+    np.testing.assert_array_equal(y.ravel(), [0.5, 6.5])
+    assert cp.cache_info().arena_bytes < 1 << 20
+
+
+def test_conv3d_with_a_depth_dilation_of_2_to_the_31_computes_its_output():
+    m = (1 << 31) - 1
+    w = np.array([2.0, 3.0], np.float32).reshape(1, 1, 2, 1, 1)
+    cp = compile_op(K.Convolution, [[1, 1, 1, 1, 1], [1, 1, 2, 1, 1]], constants={1: w},
+                    attrs=conv3d_attrs(dilations=[m, 1, 1], pb=[m, 0, 0]))
+    (y,) = run(cp, np.full((1, 1, 1, 1, 1), 5.0, np.float32))
+    np.testing.assert_array_equal(y.ravel(), [15.0])  # kernel depth 0 in the padding, 1 on the input
+    assert cp.cache_info().arena_bytes < 1 << 20
+
+
+def with_weights_depth(cp, kd, out_depth):
+    """cp's program with weights of kernel depth `kd` and dst of depth `out_depth`: an IR that bypassed
+    the shape rule."""
+    prog = copy.deepcopy(cp.program)
+    for tid, axis, size in ((prog.ops[0].inputs[1], 2, kd), (prog.outputs[0], 2, out_depth)):
+        t = prog.tensors[tid]
+        t.shape = tuple(Expr.const(size) if i == axis else d for i, d in enumerate(t.shape))
+    return CompiledPartition.create(prog, {}, cp.engine, 4)
+
+
+def test_an_ir_with_a_conv3d_kernel_depth_above_the_limit_is_a_compile_error():
+    """The lowering checks the depth too (an IR file meets no shape rule): a typed error when the graph is
+    built, before it makes one view per kernel depth."""
+    half = (1 << 30) - 1
+    cp = compile_op(K.Convolution, [[1, 1, 1, 1, 1], [1, 1, 1, 1, 1]], attrs=conv3d_attrs(pb=[half, 0, 0], pe=[half, 0, 0]))
+    # 1 + 2 * half - kd + 1 outputs in depth: one for kd = 2 * half + 1 (= 2^31 - 1)
+    bad = with_weights_depth(cp, 2 * half + 1, 1)
+    with pytest.raises(dg.CompileError, match=f"kernel depth of {2 * half + 1} .* above the limit of {MAX_KERNEL_DEPTH}"):
+        bad.infer_outputs(bad.get_inputs())
+
+
+def test_conv3d_at_the_kernel_depth_limit_computes(rng):
+    kd, half = MAX_KERNEL_DEPTH, MAX_KERNEL_DEPTH // 2
+    cp = compile_op(K.Convolution, [[1, 1, 1, 1, 1], [1, 1, kd, 1, 1]], attrs=conv3d_attrs(pb=[half, 0, 0], pe=[half, 0, 0]))
+    x, w = np.full((1, 1, 1, 1, 1), 2.0, np.float32), rng.standard_normal((1, 1, kd, 1, 1)).astype(np.float32)
+    (y,) = run(cp, x, w)
+    # output o reads the input row with kernel depth half - o
+    np.testing.assert_array_equal(y.ravel(), [2 * w.ravel()[half], 2 * w.ravel()[half - 1]])

@@ -215,3 +215,30 @@ def test_pool3d_rejects_a_negative_end_padding_that_empties_the_output():
 def test_adaptive_avg_pool_refuses_3_spatial_axes():
     with pytest.raises(dg.ShapeError, match="rank 3 .* or 4"):
         compile_op(K.AdaptiveAvgPool, [[1, 2, 4, 4, 4]], attrs=dict(sizes=[2, 2, 2], data_format="NCX"))
+
+
+# 3 spatial axes, hostile sizes: attributes beyond 2^31 are refused by the shape rule; within it the
+# depth pass clips each window to the input (no loop over the kernel, no padded copy)
+@pytest.mark.parametrize("kind,attrs", [
+    (K.MaxPool, dict(kernel=[1 << 31, 1, 1], strides=[1, 1, 1])),
+    (K.MaxPool, dict(kernel=[2, 1, 1], strides=[1, 1, 1], dilations=[(1 << 63) - 1, 1, 1])),
+    (K.AvgPool, dict(kernel=[2, 1, 1], strides=[1 << 62, 1, 1], exclude_pad=False)),
+    (K.AvgPool, dict(kernel=[2, 1, 1], strides=[1, 1, 1], pads_begin=[1 << 40, 0, 0], exclude_pad=True)),
+])
+def test_pool3d_attributes_beyond_2_to_the_31_are_graph_errors(kind, attrs):
+    a = {"pads_begin": [0, 0, 0], "pads_end": [0, 0, 0], "data_format": "NCX", **attrs}
+    with pytest.raises(dg.GraphError, match="must be <= 2147483647"):
+        compile_op(kind, [[1, 1, 4, 4, 4]], attrs=a)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool3d_with_a_depth_kernel_stride_and_padding_of_2_to_the_31_pools_the_input(kind):
+    m = (1 << 31) - 1
+    x = np.arange(1, 4, dtype=np.float32).reshape(1, 1, 3, 1, 1)
+    extra = {"exclude_pad": True} if kind == "avg" else {}
+    cp = compile_op(K.MaxPool if kind == "max" else K.AvgPool, [[1, 1, 3, 1, 1]],
+                    attrs=pool_attrs([m, 1, 1], [m, 1, 1], [m - 1, 0, 0], [m - 1, 0, 0], data_format="NCX", **extra))
+    (y,) = run(cp, x)
+    # window 0 covers depth rows [1 - m, 0], window 1 rows [1, m): the input's rows 0 and 1, 2
+    np.testing.assert_array_equal(y.ravel(), [1.0, 3.0] if kind == "max" else [1.0, 2.5])
+    assert cp.cache_info().arena_bytes < 1 << 20

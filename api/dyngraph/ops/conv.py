@@ -22,7 +22,7 @@ from ..op import OpKind as K
 from ..symbolic import Expr, format_shape
 from .quantize import INT8_ATTRS, int8_output
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
-from .spatial import (MAX_WINDOW, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank,
+from .spatial import (MAX_KERNEL_DEPTH, MAX_WINDOW, RESOLVED_PADS, WINDOW_ATTRS, channel_axis, check_channel_vector, check_spatial_rank,
                       per_axis, require_positive, spatial_axes, static_dim, window_out, with_spatial)
 
 CONV_ATTRS = {
@@ -61,6 +61,14 @@ def _weights(w: TensorType, n_spatial: int, wfmt: str, ctx):
     else:
         ks, b, a = w.shape[:-2], w.shape[-2], w.shape[-1]
     kernel = tuple(static_dim(k, ctx, f"kernel size {i}") for i, k in enumerate(ks))
+    # the weights' sizes are bounded as the window attributes are (a kernel of 2^40 would make the
+    # window arithmetic of the kernels overflow int64 with a dilation of 2^31)
+    for i, k in enumerate(kernel):
+        if k > MAX_WINDOW:
+            raise ctx.error(f"kernel size {i} of weights {format_shape(w.shape)} is {k}, above {MAX_WINDOW}")
+    if n_spatial == 3 and kernel[0] > MAX_KERNEL_DEPTH:
+        raise ctx.error(f"kernel depth {kernel[0]} of weights {format_shape(w.shape)} is above the limit of "
+                        f"{MAX_KERNEL_DEPTH} of a convolution over 3 spatial axes")
     return a, b, kernel
 
 

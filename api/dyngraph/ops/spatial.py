@@ -24,6 +24,10 @@ DATA_FORMAT = AttrSpec("str", "NXC", DATA_FORMATS)
 # add them with positions (which are below 2^31 too) in int64, where no such sum can overflow
 MAX_WINDOW = (1 << 31) - 1
 
+# the deepest kernel of a convolution over 3 spatial axes: its lowering joins one view of the input
+# per kernel depth (backend/lower/spatial.h kMaxKernelDepth), so the depth bounds the graph it builds
+MAX_KERNEL_DEPTH = 4096
+
 # the attributes of a sliding window (oneDNN's names; one entry per spatial axis)
 WINDOW_ATTRS = {
     "strides": AttrSpec("ints", min=1, max=MAX_WINDOW),
