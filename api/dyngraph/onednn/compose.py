@@ -1,6 +1,6 @@
 """oneDNN features dyngraph has no one op for, expressed exactly with several
 of its ops by the importer (``decompose=True``): PReLU, MatMul of 1-D
-inputs and LayerNorm's mean and variance outputs. Each function returns the
+inputs, LayerNorm's mean and variance outputs and BatchNormForwardTraining. Each function returns the
 ops that replace the file's op; ``r`` is the importer (new tensors and ops,
 the list of what was decomposed)."""
 
@@ -85,3 +85,44 @@ def layer_norm_stats(r, rec, ins, outs, attrs) -> List[Op]:
         r.new_op(OpKind.Square, [dev], [sq], {}, f"{base}.squared"),
         r.new_op(OpKind.ReduceMean, [sq], [var], {"axes": axes, "keep_dims": False}, f"{base}.variance"),
     ]
+
+
+def batch_norm_training(r, rec, ins, outs, epsilon: float, momentum: float, data_format: str) -> List[Op]:
+    """BatchNormForwardTraining (oneDNN's page): the batch's mean and biased
+    variance over every axis but the channel one (1 for NCX, the last for
+    NXC), dst normalized with them as BatchNormInference does, and the
+    running statistics as oneDNN's graph backend updates them:
+    ``running = momentum * given + (1 - momentum) * batch`` (momentum 0.5
+    where the file gives none)."""
+    r.decomposed.append("BatchNormForwardTraining from several ops")
+    x, mean, var, gamma, beta = ins
+    y, running_mean, running_var, batch_mean, batch_var = outs
+    base = rec.name
+    rank = len(x.shape)
+    channel = 1 if data_format == "NCX" else rank - 1
+    axes = [a for a in range(rank) if a != channel]
+    dt, st = x.dtype, mean.dtype
+    # batch_mean and batch_variance are graph outputs, which no op of the graph may read: the ops
+    # below read copies of them (the same reductions again)
+    kept, dev, sq, m, v = (r.new_lt(dt) for _ in range(5))
+    red = {"axes": axes, "keep_dims": False}
+    ops = [
+        Op(rec.id, OpKind.ReduceMean, [x], [batch_mean], red, f"{base}.batch_mean"),
+        r.new_op(OpKind.ReduceMean, [x], [m], red, f"{base}.mean"),
+        r.new_op(OpKind.ReduceMean, [x], [kept], {"axes": axes, "keep_dims": True}, f"{base}.mean_kept"),
+        r.new_op(OpKind.Subtract, [x, kept], [dev], {}, f"{base}.deviation"),
+        r.new_op(OpKind.Square, [dev], [sq], {}, f"{base}.squared"),
+        r.new_op(OpKind.ReduceMean, [sq], [batch_var], red, f"{base}.batch_variance"),
+        r.new_op(OpKind.ReduceMean, [sq], [v], red, f"{base}.variance"),
+        r.new_op(OpKind.BatchNormInference, [x, gamma, beta, m, v], [y],
+                 {"epsilon": epsilon, "data_format": data_format}, base),
+    ]
+    keep, take = r.new_lt(st, []), r.new_lt(st, [])
+    ops += [r.new_op(OpKind.Full, [], [keep], {"shape": [], "value": float(momentum)}, f"{base}.momentum"),
+            r.new_op(OpKind.Full, [], [take], {"shape": [], "value": 1.0 - float(momentum)}, f"{base}.one_minus_momentum")]
+    for given, batch, out, name in ((mean, m, running_mean, "running_mean"), (var, v, running_var, "running_variance")):
+        a, b = r.new_lt(st), r.new_lt(st)
+        ops += [r.new_op(OpKind.Multiply, [given, keep], [a], {}, f"{base}.{name}_kept"),
+                r.new_op(OpKind.Multiply, [batch, take], [b], {}, f"{base}.{name}_taken"),
+                r.new_op(OpKind.Add, [a, b], [out], {}, f"{base}.{name}")]
+    return ops

@@ -143,8 +143,10 @@ ONEDNN_KINDS: Dict[str, KindInfo] = {
                                                                         src_shape=_a("s64[]", [])), what=_TRAINING),
     "BatchNormForwardTraining": KindInfo(("src", "mean", "variance", "gamma", "beta"),
                                          ("dst", "running_mean", "running_variance", "batch_mean", "batch_variance"),
-                                         attrs={"epsilon": _a("f32"), "momentum": _a("f32", 0.0),
-                                                "data_format": _a("string", "NXC")}, what=_TRAINING),
+                                         # momentum 0.5 where not given, as oneDNN's graph backend takes it
+                                         attrs={"epsilon": _a("f32"), "momentum": _a("f32", 0.5),
+                                                "data_format": _a("string", "NXC")},
+                                         what="made of several ops by the importer: decompose=True"),
     "BatchNormTrainingBackward": KindInfo(("src", "diff_dst", "mean", "variance", "gamma"),
                                           ("diff_src", "diff_gamma", "diff_beta"),
                                           attrs={"epsilon": _a("f32"), "data_format": _a("string", "NXC")},

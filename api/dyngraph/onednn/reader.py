@@ -209,6 +209,8 @@ class _Mapper:
             return self._composed(rec, info, ins, outs)
         if kind is None and self.decompose and rec.kind == "PReLU":
             return self._prelu(rec, info, ins, outs)
+        if kind is None and self.decompose and rec.kind == "BatchNormForwardTraining":
+            return self._bn_training(rec, info, ins, outs)
         schema = schema_of(kind) if kind is not None else None
         if schema is None:
             what = f" ({info.what})" if info and info.what else ""
@@ -252,6 +254,37 @@ class _Mapper:
         self.kinds[rec.id] = rec.kind
         return compose.prelu(self, rec, ins, outs, fmt, bool(values.get("per_channel_broadcast",
                                                                          known["per_channel_broadcast"].default)))
+
+    def _bn_training(self, rec: OpRec, info: KindInfo, ins, outs) -> List[Op]:
+        if len(ins) not in (3, 5) or len(outs) != 5:
+            raise GraphError(f"{rec.where}: BatchNormForwardTraining takes src, mean, variance (and gamma, beta) and "
+                             f"gives dst, running_mean, running_variance, batch_mean, batch_variance; got "
+                             f"{len(ins)} inputs and {len(outs)} outputs")
+        known = info.attrs
+        values = {name: self._value(a, rec.where) for name, a in rec.attrs.items()}
+        for name, value in values.items():
+            if name not in known:
+                self.block(f"BatchNormForwardTraining attribute {name}={_attr_text(value)}")
+        if "epsilon" not in values:
+            raise GraphError(f"{rec.where}: BatchNormForwardTraining needs the attribute 'epsilon'")
+        fmt = values.get("data_format", known["data_format"].default)
+        if fmt not in ("NCX", "NXC"):
+            raise GraphError(f"{rec.where}: attribute 'data_format' must be NCX or NXC, got {fmt!r}")
+        if len(ins) == 3:
+            self.block("BatchNormForwardTraining without gamma and beta")
+        if ins[0].shape is None or len(ins[0].shape) < 2:
+            self.block("BatchNormForwardTraining of a src of unknown rank or rank below 2")
+        if self.op_blockers:
+            return []
+        self.kinds[rec.id] = rec.kind
+        eps, momentum = float(values["epsilon"]), float(values.get("momentum", known["momentum"].default))
+
+        def core(i, o):
+            return compose.batch_norm_training(self, rec, i, o, eps, momentum, fmt)
+
+        if len({lt.dtype for lt in ins + outs if lt.dtype.is_float}) > 1:
+            return self._in_f32(rec, ins, outs, core)
+        return core(ins, outs)
 
     def _core(self, rec: OpRec, kind: OpKind, ins, outs, attrs, inf_as_zero: bool, stats: bool) -> List[Op]:
         ops = (self._softmax_inf_as_zero(rec, ins, outs[:1], attrs) if inf_as_zero
