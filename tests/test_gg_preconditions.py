@@ -55,7 +55,8 @@ def ggml_dirs():
     names). Its headers: for an in-tree build, those of the ggml that build tree
     compiled (its CMakeCache.txt says where, a shared source tree included); for
     an installed package, those of the ggml tree of the package's build in this
-    checkout (build/*/ggml-sdist-* or ggml-wheel-*)."""
+    checkout (build/*/ggml-sdist-* or ggml-wheel-*, else the tree a build's
+    CMakeCache.txt names)."""
     import glob
 
     from dyngraph import _backend
@@ -70,8 +71,17 @@ def ggml_dirs():
     headers = sorted(glob.glob(os.path.join(ROOT, "build", "*", "ggml-sdist-*", "*", "ggml", "include", "ggml.h")) +
                      glob.glob(os.path.join(ROOT, "build", "*", "ggml-wheel-*", "libggml", "include", "ggml.h")),
                      key=os.path.getmtime)
-    assert headers, "no ggml headers in a build tree under build/ (install or build the project from this checkout)"
-    return os.path.dirname(headers[-1]), libs[0]
+    if headers:
+        return os.path.dirname(headers[-1]), libs[0]
+    # a package built from a ggml tree given by DYNGRAPH_GGML_SOURCE (as tools/gpu_check.sh builds): the
+    # headers of the tree the last build under build/ names
+    caches = sorted(glob.glob(os.path.join(ROOT, "build", "*", "CMakeCache.txt")), key=os.path.getmtime)
+    for cache in reversed(caches):
+        try:
+            return in_tree_ggml_include(os.path.dirname(cache)), libs[0]
+        except AssertionError:
+            continue
+    raise AssertionError("no ggml headers in a build tree under build/ (install or build the project from this checkout)")
 
 
 def test_every_precondition_is_a_violation_not_an_abort(tmp_path):
