@@ -307,3 +307,31 @@ def test_a_conv3d_kernel_depth_of_2_to_the_31_is_refused(tmp_path):
         cp.infer([(0, 0, [1, 1, 1, 1, 1]), (1, 0, [1, 1, 2 * half + 1, 1, 1])], True, True)
     status, msg = through_c(path, "--run", 1)
     assert status == "DG_ERR_COMPILE" and "kernel depth" in msg, (status, msg)
+
+
+@pytest.mark.parametrize("name,dtype,code", [("p", "F16", 1), ("seed", "S8", 7)])
+def test_a_dropout_parameter_of_another_type_is_refused_by_the_cpp_reader(tmp_path, name, dtype, code):
+    """The Dropout kernel reads 4 bytes of its seed, offset and probability: a file that gives one of
+    them a narrower type (the Python reader refuses it by the shape rule) is refused by the C++ reader
+    (an integer of another width: by the op's schema) or when the graph is built (a probability of
+    another float type), never read past its end."""
+    from dyngraph.fb.DataType import DataType as FbType
+
+    x = dg.LogicalTensor(0, dg.f32, [2, 8], name="x")
+    seed = dg.LogicalTensor(1, dg.i32, [], name="seed")
+    offset = dg.LogicalTensor(2, dg.i32, [], name="offset")
+    p = dg.LogicalTensor(3, dg.f32, [], name="p")
+    y = dg.LogicalTensor(4, dg.f32, name="y")
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.Dropout, [x, seed, offset, p], [y]))
+    g.finalize()
+    (part,) = g.get_partitions()
+    path = tmp_path / "dropout.dg"
+    part.compile([x, seed, offset, p], [y], dg.Engine(num_threads=1)).save(path)
+    t = unpack(body_of(path.read_bytes()))
+    t.tensors[tensor_index(t, name)].dtype = getattr(FbType, dtype)
+    with pytest.raises((dg.IRError, dg.CompileError), match="seed|probability that is not f32"):
+        cp = _backend.CompiledPartition(pack(t), {}, dg.Engine(num_threads=1).impl, 4)
+        dtypes = {0: 0, 1: 3, 2: 3, 3: 0}
+        dtypes[tensor_index(t, name)] = code
+        cp.infer([(i, dtypes[i], [2, 8] if i == 0 else []) for i in range(4)], True, True)

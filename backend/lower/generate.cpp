@@ -123,6 +123,9 @@ void lower_dropout(LowerCtx& c) {
     for (size_t k = 1; k < 4; ++k)
         if (ggml_nelements(c.in[k]) != 1 || !ggml_is_contiguous(c.in[k]))
             c.internal_error(cat("Dropout input ", k, " is not one contiguous value"));
+    // the kernel reads 4 bytes of each: seed and offset are i32 / i64 by the op's schema (ggml I32), the
+    // probability any float type there (an IR that skipped the shape rule may give f16)
+    if (c.in[3]->type != GGML_TYPE_F32) c.unsupported("a probability that is not f32");
     c.out = {kernels::dropout_dst(c.ctx, src, c.in[1], c.in[2], c.in[3])};
     if (c.op.outputs.size() > 1) c.out.push_back(kernels::dropout_mask(c.ctx, src, c.in[1], c.in[2], c.in[3]));
 }
