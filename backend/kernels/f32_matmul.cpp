@@ -101,10 +101,13 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
            x->ne[0] < (int64_t(1) << 31) && x->ne[1] < (int64_t(1) << 31) && y->ne[1] < (int64_t(1) << 31);
 }
 
-ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
-    // every call runs in one of ggml's threads: OpenBLAS must not start its own
+void sgemm_in_ggml_threads() {
     static std::once_flag once;
     std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
+}
+
+ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
+    sgemm_in_ggml_threads();
     ggml_tensor* args[2] = {x, y};
     return gg::custom_4d(ctx, GGML_TYPE_F32, x->ne[1], y->ne[1], y->ne[2], y->ne[3], args, 2, f32_matmul_kernel,
                           GGML_N_TASKS_MAX, nullptr);

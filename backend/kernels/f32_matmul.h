@@ -64,6 +64,10 @@ bool prefer_ggml_repack(ggml_type type);
 // Whether f16 / bf16 weights go to ggml's product at every row count (ggml has llamafile's sgemm).
 bool half_weights_to_ggml(ggml_type type);
 
+// Every kernel that calls OpenBLAS runs in one of ggml's threads: OpenBLAS must
+// not start its own. Call this before building a node whose kernel calls it.
+void sgemm_in_ggml_threads();
+
 // ggml_mul_mat(x, y) as dyngraph computes it (the choice above): f32_mul_mat
 // where it applies (from kF32KernelMinRows rows on for f32 weights, from one
 // row for the types quant_rows.h has, kDequantMinRows for others), else

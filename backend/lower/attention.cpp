@@ -1,23 +1,28 @@
-// ScaledDotProductAttention: ggml_flash_attn_ext, or mul_mat + soft_max_ext
-// when the mask is f32 or the device's flash attention does not take the shape.
+// ScaledDotProductAttention. On the host CPU: our kernel (kernels/attention.h:
+// blocked flash attention on sgemm, exact for any f32 mask, the causal cut
+// skipping the blocks it masks). On another device: ggml_flash_attn_ext, or
+// mul_mat + soft_max_ext when the mask is f32 or the device's flash attention
+// does not take the shape.
 //
 // The logical layouts are ggml's own: q [B, Hq, Sq, D] is ne [D, Sq, Hq, B],
 // k ne [D, Skv, Hkv, B], v ne [Dv, Skv, Hkv, B] (flash attention takes v
 // untransposed), a mask ne [Skv, Sq, Hm, Bm]. ggml broadcasts kv head
 // h / (Hq / Hkv) to query head h, which is grouped-query attention.
 //
-// Which path (measured on this machine's AVX2 CPU, one thread, against a
+// The device paths (measured on an AVX2 CPU's ggml, one thread, against a
 // float64 reference, shapes from Sq=1/Skv=2048/D=128 to Sq=Skv=512):
 // flash attention with K/V in f32 is 2.5-5x faster than mul_mat + softmax
 // and as accurate (max error 2e-7 .. 1.5e-6); with K/V in f16 it is slower
 // (the casts, f16 V accumulation) and off by ~1e-3, so K/V are always f32.
 // Its mask must be f16, which holds 0, -inf and f16 masks exactly but
 // rounds an arbitrary f32 mask (4e-4 error for N(0,1) mask values): an f32
-// mask takes the exact mul_mat + soft_max_ext path instead.
+// mask takes the exact mul_mat + soft_max_ext path instead. On the host,
+// our kernel is 1.2-3.6x faster than either (docs/design/kernels.md).
 #include <cmath>
 
 #include "../generated/dyngraph_ir_generated.h"
 #include "../gg.h"
+#include "../kernels/attention.h"
 #include "families.h"
 
 namespace dg {
@@ -26,22 +31,26 @@ namespace {
 
 ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return c.cast(c.cont(t), GGML_TYPE_F32); }  // <= 2 tensors
 
+// The input mask as an additive f32 tensor of ne [Skv, Sq or 1, Hm, Bm] (its
+// rows repeated to Sq when `all_rows`), or nullptr. At most 5 tensors.
+ggml_tensor* input_mask(LowerCtx& c, int64_t skv, int64_t sq, bool all_rows) {
+    if (c.n_in() != 4) return nullptr;
+    ggml_tensor* m = c.cont(c.in[3]);
+    if (c.in_dtype(3) == DType::Bool)  // held as i32 0/1: log gives -inf / 0
+        m = gg::unary(c.ctx, gg::Unary::Log, gg::cast(c.ctx, m, GGML_TYPE_F32));
+    else
+        m = c.cast(m, GGML_TYPE_F32);
+    if ((m->ne[0] != 1 && m->ne[0] != skv) || (m->ne[1] != 1 && m->ne[1] != sq))
+        c.unsupported("the mask does not broadcast to the attention scores");
+    const int64_t rows = all_rows ? sq : m->ne[1];
+    if (m->ne[0] != skv || m->ne[1] != rows) m = gg::repeat_4d(c.ctx, m, skv, rows, m->ne[2], m->ne[3]);
+    return m;
+}
+
 // The additive mask as a contiguous f32 tensor of ne [Skv, Sq, Hm, Bm]
 // (causal part included), or nullptr. At most 9 tensors.
 ggml_tensor* additive_mask(LowerCtx& c, int64_t skv, int64_t sq, bool causal) {
-    ggml_tensor* m = nullptr;
-    if (c.n_in() == 4) {
-        m = c.cont(c.in[3]);
-        if (c.in_dtype(3) == DType::Bool)  // held as i32 0/1: log gives -inf / 0
-            m = gg::unary(c.ctx, gg::Unary::Log, gg::cast(c.ctx, m, GGML_TYPE_F32));
-        else
-            m = c.cast(m, GGML_TYPE_F32);
-        if (m->ne[0] != skv || m->ne[1] != sq) {
-            if ((m->ne[0] != 1 && m->ne[0] != skv) || (m->ne[1] != 1 && m->ne[1] != sq))
-                c.unsupported("the mask does not broadcast to the attention scores");
-            m = gg::repeat_4d(c.ctx, m, skv, sq, m->ne[2], m->ne[3]);
-        }
-    }
+    ggml_tensor* m = input_mask(c, skv, sq, true);
     if (causal) {
         // zeros [Skv, Sq], then -inf above the diagonal: key j > query i
         ggml_tensor* z = gg::fill(c.ctx, gg::arange(c.ctx, 0.0f, float(skv), 1.0f), 0.0f);
@@ -62,10 +71,15 @@ ggml_tensor* matmul_attention(LowerCtx& c, ggml_tensor* q, ggml_tensor* k, ggml_
     return gg::mul_mat(c.ctx, vt, kq);                             // [Dv, Sq, Hq, B]
 }
 
+// On the host CPU, f32 tensors are read where they lie (kernels::f32_attention takes strided rows).
+ggml_tensor* f32_input(LowerCtx& c, ggml_tensor* t) {
+    return c.host() && kernels::attention_rows_ok(t) ? t : to_f32(c, t);
+}
+
 void lower_sdpa(LowerCtx& c) {
-    ggml_tensor* q = to_f32(c, c.in[0]);
-    ggml_tensor* k = to_f32(c, c.in[1]);
-    ggml_tensor* v = to_f32(c, c.in[2]);
+    ggml_tensor* q = f32_input(c, c.in[0]);
+    ggml_tensor* k = f32_input(c, c.in[1]);
+    ggml_tensor* v = f32_input(c, c.in[2]);
     const int64_t d = q->ne[0], sq = q->ne[1], hq = q->ne[2], skv = k->ne[1], hkv = k->ne[2];
     // the shape rule guarantees these; ggml aborts the process if they fail
     if (k->ne[0] != d || v->ne[1] != skv || v->ne[2] != hkv || hkv < 1 || hq % hkv != 0 || k->ne[3] != q->ne[3] ||
@@ -75,10 +89,20 @@ void lower_sdpa(LowerCtx& c) {
     const double scale = a.scale == 0.0 ? 1.0 / std::sqrt(double(d)) : a.scale;
     const bool causal = a.is_causal;
     const bool exact_mask = c.n_in() == 4 && c.in_dtype(3) == DType::F32;
+    auto check_heads = [&](const ggml_tensor* mask) {
+        if (mask && (hq % mask->ne[2] != 0 || q->ne[3] % mask->ne[3] != 0))
+            c.unsupported("the mask does not broadcast to the attention scores");
+    };
+    if (c.host()) {  // our kernel: the causal cut made in it, the mask's rows broadcast by it
+        ggml_tensor* mask = input_mask(c, skv, sq, false);
+        check_heads(mask);
+        ggml_tensor* r = kernels::f32_attention(c.ctx, q, k, v, mask, c.keep(kernels::AttentionParams{float(scale), causal}));
+        c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
+        return;
+    }
 
     ggml_tensor* mask = additive_mask(c, skv, sq, causal);
-    if (mask && (hq % mask->ne[2] != 0 || q->ne[3] % mask->ne[3] != 0))
-        c.unsupported("the mask does not broadcast to the attention scores");
+    check_heads(mask);
 
     ggml_tensor* r = nullptr;
     if (!exact_mask) {

@@ -17,8 +17,9 @@ every round calls each once, in a random order. Sections:
 - static vs dynamic: a 4-layer MLP stack (hidden 512) compiled for [n, 512]
   against the same stack compiled with a dynamic first dimension, run at n
   (7 and 127) rows: a user who knows the shape must not get slower code;
-- PyTorch eager (torch extra): MLP, a transformer encoder layer, ResNet
-  basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
+- PyTorch eager (torch extra): MLP, the attention op (an encoder's with
+  an f32 mask, a causal GQA prefill, a decode step), a transformer encoder
+  layer, ResNet basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
 - llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0
   and the package's Q4_1 file against llama-bench (pp32, tg32; like
   llama-bench, logits of the last position only), run here when LLAMA_BENCH
@@ -220,7 +221,8 @@ def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
     import torch_cases as tc
 
     torch.set_num_threads(1)
-    pairs = tc.mlp_pairs() + tc.encoder_layer_pairs() + tc.resnet_block_pairs(batches=(1,) if quick else (1, 8))
+    pairs = (tc.mlp_pairs() + tc.attention_pairs() + tc.encoder_layer_pairs() +
+             tc.resnet_block_pairs(batches=(1,) if quick else (1, 8)))
     if not quick:
         pairs += tc.minilm_pairs()
         if sm is not None:

@@ -111,3 +111,22 @@ def test_compile_smollm2(benchmark):
     from dyngraph.torch.hf import greedy
 
     assert tok.decode(greedy(run, tok("The capital of France is")["input_ids"], 2)).startswith(" Paris")
+
+
+@pytest.fixture(scope="module")
+def attention():
+    import torch_cases
+
+    return {p.name: p for p in torch_cases.attention_pairs()}  # each checked against eager first
+
+
+ATTENTION = ["attention 12x32 seq 512 f32 mask", "attention causal 9/3x64 seq 512", "attention decode 9/3x64 kv 2048"]
+
+
+@pytest.mark.parametrize("side", ["dyngraph", "eager"])
+@pytest.mark.parametrize("case", ATTENTION)
+def test_attention(benchmark, attention, case, side):
+    """The attention op through dyngraph.torch (the host kernel, backend/kernels/attention.h)
+    against torch's scaled_dot_product_attention."""
+    benchmark.group = case
+    benchmark(getattr(attention[case], side))

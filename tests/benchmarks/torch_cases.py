@@ -69,6 +69,48 @@ def mlp_pairs(batches=(1, 8, 64, 256)) -> List[Pair]:
     return out
 
 
+class Attention(torch.nn.Module):
+    """torch.nn.functional.scaled_dot_product_attention alone (the front end maps it to one op)."""
+
+    def __init__(self, causal: bool = False, gqa: bool = False):
+        super().__init__()
+        self.causal, self.gqa = causal, gqa
+
+    def forward(self, q, k, v, mask=None):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal,
+                                                                enable_gqa=self.gqa)
+
+
+def attention_pairs() -> List[Pair]:
+    """The attention op: an encoder's (12 heads of 32, an f32 mask [b, 1, 1, s] as transformers
+    passes it) at seq 128 and 512, a decoder's causal prefill (9 query heads of 64 over 3 kv heads)
+    at 512, and its decode step against 2048 cached keys."""
+    torch.manual_seed(0)
+    s, t = torch.export.Dim("s", min=1, max=4096), torch.export.Dim("t", min=1, max=4096)
+    enc = Attention()
+    x = lambda *shape: torch.randn(*shape)  # noqa: E731
+    run_enc = dgt.compile(enc, (x(1, 12, 16, 32), x(1, 12, 16, 32), x(1, 12, 16, 32), torch.zeros(1, 1, 1, 16)),
+                          dynamic_shapes=({2: s}, {2: s}, {2: s}, {3: s}), engine=1)
+    dec = Attention(causal=True, gqa=True)
+    run_pre = dgt.compile(dec, (x(1, 9, 16, 64), x(1, 3, 16, 64), x(1, 3, 16, 64)),
+                          dynamic_shapes=({2: s}, {2: s}, {2: s}), engine=1)
+    step = Attention(gqa=True)
+    run_step = dgt.compile(step, (x(1, 9, 1, 64), x(1, 3, 16, 64), x(1, 3, 16, 64)),
+                           dynamic_shapes=(None, {2: t}, {2: t}), engine=1)
+    out = []
+    for n in (128, 512):
+        mask = torch.where(torch.rand(1, 1, 1, n) < 0.1, torch.finfo(torch.float32).min, 0.0)
+        a = (x(1, 12, n, 32), x(1, 12, n, 32), x(1, 12, n, 32), mask)
+        out.append(_checked(f"attention 12x32 seq {n} f32 mask", lambda a=a: run_enc(*a), _no_grad(lambda a=a: enc(*a)),
+                            1e-5, 1e-4))
+    a = (x(1, 9, 512, 64), x(1, 3, 512, 64), x(1, 3, 512, 64))
+    out.append(_checked("attention causal 9/3x64 seq 512", lambda: run_pre(*a), _no_grad(lambda: dec(*a)), 1e-5, 1e-4))
+    d = (x(1, 9, 1, 64), x(1, 3, 2048, 64), x(1, 3, 2048, 64))
+    out.append(_checked("attention decode 9/3x64 kv 2048", lambda: run_step(*d), _no_grad(lambda: step(*d)), 1e-5,
+                        1e-4))
+    return out
+
+
 def encoder_layer_pairs(seqs=(7, 32, 128)) -> List[Pair]:
     """torch.nn.TransformerEncoderLayer (d 384, 6 heads, ffn 1536: MiniLM's sizes), batch 1."""
     torch.manual_seed(0)

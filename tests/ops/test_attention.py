@@ -4,14 +4,16 @@ Every numerics test compiles the op once, with named dynamic dimensions
 (b: batch, s: query length, t: key/value length), and runs several shapes
 through that one compiled partition.
 
-The backend has two paths (backend/lower/attention.cpp): ggml flash
-attention (K/V in f32, the mask in f16) for no mask, a causal mask, a bool
-mask or an f16 mask; mul_mat + soft_max_ext for an f32 mask, which f16 would
-round. Both compute in f32, so the error scales with the size of the scores
-(each is rounded to f32 before the softmax): the max abs error measured over
-these tests, with 30 random seeds, was at most 0.5 * eps32 * (1 + max|scores|)
-* max|v| on both paths (1e-7 .. 2e-6 absolute); tolerance() is
-eps32 * (1 + max|scores|) * max|v|.
+On the host CPU the backend runs its own kernel (backend/kernels/attention.h,
+blocked flash attention on sgemm; test_attention_blocks.py tests it at the
+sizes where its blocks change); on other devices (test_device_ops.py) ggml
+flash attention (K/V in f32, the mask in f16) for no mask, a causal mask, a
+bool mask or an f16 mask, and mul_mat + soft_max_ext for an f32 mask, which
+f16 would round. All compute in f32, so the error scales with the size of
+the scores (each is rounded to f32 before the softmax): the max abs error
+measured over these tests, with 30 random seeds, was at most 0.5 * eps32 *
+(1 + max|scores|) * max|v| on ggml's paths (1e-7 .. 2e-6 absolute);
+tolerance() is eps32 * (1 + max|scores|) * max|v|.
 """
 
 import numpy as np

@@ -56,6 +56,11 @@ CASES = {
         mode="nearest", sizes=[5, 7], data_format="NCX"))),
     "nearest resize NXC": ([f32(1, 3, 4, 2)], lambda b, x: b.op(K.Interpolate, [x], dict(
         mode="nearest", sizes=[5, 7], data_format="NXC"))),
+    "attention prefill": ([f32(1, 4, 40, 16), f32(1, 2, 40, 16), f32(1, 2, 40, 16)],
+                          lambda b, q, k, v: b.op(K.ScaledDotProductAttention, [q, k, v], dict(is_causal=True))),
+    # 4 (batch, kv head) pairs: each a task of its group's 5 query heads, or one task per head from 5 threads
+    "attention decode": ([f32(2, 10, 1, 16), f32(2, 2, 9, 16), f32(2, 2, 9, 16)],
+                         lambda b, q, k, v: b.op(K.ScaledDotProductAttention, [q, k, v])),
     "convolution NXC": _conv("NXC"),  # (NCX goes through sgemm, whose sums depend on its blocking)
 }
 

@@ -1,0 +1,224 @@
+#include "attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "../gg.h"
+#include "f32_matmul.h"
+#include "fast_exp.h"
+#include "small_gemm.h"
+
+namespace dg::kernels {
+
+namespace {
+
+constexpr int64_t kKeyBlock = 512;  // a block of scores (rows x keys) stays in L2
+
+// Query rows per task: enough rows for sgemm to be efficient, few enough that
+// (batch, head, block) tasks keep every thread busy.
+int64_t query_block(int64_t sq) { return sq >= 768 ? 256 : sq >= 192 ? 64 : 32; }
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define DG_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DG_VECTOR_CLONES
+#endif
+
+// s[j] = s[j] * scale + mask[j] for j < n (mask may be null); returns max(s[0..n)) (-inf for n = 0).
+DG_VECTOR_CLONES float scale_mask_max(float* s, float scale, const float* mask, int64_t n) {
+    if (mask)
+        for (int64_t j = 0; j < n; ++j) s[j] = s[j] * scale + mask[j];
+    else
+        for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+    return m;
+}
+
+// s[j] = e^(s[j] - m) for j < n, then 0 up to `end`; returns the sum of the first n.
+DG_VECTOR_CLONES float exp_sum(float* s, int64_t n, int64_t end, float m) {
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+        const float e = exp_nonpositive(s[j] - m);
+        s[j] = e;
+        sum += e;
+    }
+    for (int64_t j = n; j < end; ++j) s[j] = 0.0f;
+    return sum;
+}
+
+DG_VECTOR_CLONES void scale_row(float* o, int64_t n, float a) {
+    for (int64_t j = 0; j < n; ++j) o[j] *= a;
+}
+
+// 8 floats as one value (GCC / Clang vector extension): one AVX register in the x86-64-v3 and v4
+// clones, two SSE registers in the baseline.
+typedef float Vec8 __attribute__((vector_size(32)));
+
+// (by reference: a vector returned by value warns that the baseline clone's ABI differs)
+inline void load8(Vec8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+
+// o[c] += sum_j p[j] V[j, c] for columns c < 16: the sums stay in registers while V's column block
+// streams past (no store per key).
+inline void pv_tile(int64_t nk, const float* p, const float* V, int64_t ldv, float* o) {
+    Vec8 acc0 = {}, acc1 = {};
+    for (int64_t j = 0; j < nk; ++j) {
+        Vec8 v0, v1;
+        load8(v0, V + j * ldv);
+        load8(v1, V + j * ldv + 8);
+        acc0 += p[j] * v0;
+        acc1 += p[j] * v1;
+    }
+    Vec8 o0, o1;
+    load8(o0, o);
+    load8(o1, o + 8);
+    o0 += acc0;
+    o1 += acc1;
+    std::memcpy(o, &o0, sizeof o0);
+    std::memcpy(o + 8, &o1, sizeof o1);
+}
+
+// O[r, :] += sum_j P[r, j] V[j, :] for a few rows r < nq (the small products' counterpart), row by
+// row in tiles of 16 columns, the columns after the last whole 16 one key at a time. Row by row:
+// tiles of several rows were no faster and a row's sums then depended on its neighbours (the
+// compiler fused multiply and add in one tile shape and not in another), so a decoding head's
+// result changed with the thread count.
+DG_VECTOR_CLONES void few_rows_pv(int64_t nq, int64_t nk, int64_t dv, const float* P, int64_t ldp, const float* V,
+                                  int64_t ldv, float* O, int64_t ldo) {
+    const int64_t whole = dv / 16 * 16;
+    for (int64_t r = 0; r < nq; ++r) {
+        const float* p = P + r * ldp;
+        float* o = O + r * ldo;
+        for (int64_t d = 0; d < whole; d += 16) pv_tile(nk, p, V + d, ldv, o + d);
+        for (int64_t j = 0; j < nk && whole < dv; ++j)
+            for (int64_t d = whole; d < dv; ++d) o[d] += p[j] * V[j * ldv + d];
+    }
+}
+
+template <class T>
+T* row(const ggml_tensor* t, int64_t i1, int64_t i2, int64_t i3) {
+    return reinterpret_cast<T*>(static_cast<char*>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+}
+
+int64_t floats(size_t bytes) { return int64_t(bytes / sizeof(float)); }
+
+// One task's rows of queries: row r is query i0 + r * di of head h0 + r * dh, in batch b.
+struct Rows {
+    int64_t b, nq, i0, di, h0, dh;
+    int64_t ldq, ldo;  // row strides of the queries and outputs, in floats
+};
+
+void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
+    const auto& p = *static_cast<const AttentionParams*>(userdata);
+    const ggml_tensor* q = dst->src[0];
+    const ggml_tensor* k = dst->src[1];
+    const ggml_tensor* v = dst->src[2];
+    const ggml_tensor* mask = dst->src[3];
+    const int64_t D = q->ne[0], Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3];
+    const int64_t Skv = k->ne[1], Hkv = k->ne[2], group = Hq / Hkv, Dv = v->ne[0];
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    // decoding (one query row): the query heads that share a kv head are one task's rows (in chunks
+    // of at most kSgemmRows - 1: the small products, whose sums do not depend on the rows beside
+    // them), so each kv head is read once, unless that leaves threads idle; either way a row's result
+    // is the same, whatever the thread count
+    const int64_t chunks = (group + kSgemmRows - 2) / (kSgemmRows - 1), chunk = (group + chunks - 1) / chunks;
+    const bool by_group = Sq == 1 && group > 1 && B * Hkv * chunks >= nth;
+    const int64_t bq = by_group ? chunk : query_block(Sq), nqb = by_group ? chunks : (Sq + bq - 1) / bq;
+    const int64_t tasks = by_group ? B * Hkv * chunks : B * Hq * nqb;
+
+    thread_local std::vector<float> scores, run_max, run_sum;
+    const size_t need = size_t(std::min(bq, by_group ? bq : Sq) * std::min(kKeyBlock, Skv));
+    if (scores.size() < need) scores.resize(need);
+    if (run_max.size() < size_t(bq)) run_max.resize(size_t(bq)), run_sum.resize(size_t(bq));
+
+    for (int64_t t = ith; t < tasks; t += nth) {
+        Rows rw{};
+        if (by_group) {
+            const int64_t c = t % chunks, g = (t / chunks) % Hkv;
+            rw = Rows{t / (chunks * Hkv), std::min(chunk, group - c * chunk), 0, 0, g * group + c * chunk, 1,
+                      floats(q->nb[2]), floats(dst->nb[2])};
+        } else {
+            const int64_t qb = t % nqb, h = (t / nqb) % Hq;
+            rw = Rows{t / (nqb * Hq), std::min(bq, Sq - qb * bq), qb * bq, 1, h, 0, floats(q->nb[1]), floats(dst->nb[1])};
+        }
+        const int64_t nq = rw.nq;
+        const float* Q = row<const float>(q, rw.i0, rw.h0, rw.b);
+        const float* K = row<const float>(k, 0, rw.h0 / group, rw.b);
+        const float* V = row<const float>(v, 0, rw.h0 / group, rw.b);
+        float* O = row<float>(dst, rw.i0, rw.h0, rw.b);
+        const int64_t ldk = floats(k->nb[1]), ldv = floats(v->nb[1]);
+        for (int64_t r = 0; r < nq; ++r) {
+            run_max[size_t(r)] = neg_inf;
+            run_sum[size_t(r)] = 0.0f;
+            std::fill(O + r * rw.ldo, O + r * rw.ldo + Dv, 0.0f);
+        }
+        const int64_t last_row = rw.i0 + (nq - 1) * rw.di;
+        const int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
+        for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
+            const int64_t nk = std::min(kKeyBlock, kend - j0);
+            float* S = scores.data();
+            if (nq < kSgemmRows)
+                small_gemm_nt(int(nq), nk, D, Q, rw.ldq, K + j0 * ldk, ldk, S, nk);
+            else
+                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nq), int(nk), int(D), 1.0f, Q,
+                                  int(rw.ldq), K + j0 * ldk, int(ldk), 0.0f, S, int(nk));
+            for (int64_t r = 0; r < nq; ++r) {
+                float* s = S + r * nk;
+                const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
+                const int64_t keep = p.causal ? std::clamp<int64_t>(i - j0 + 1, 0, nk) : nk;
+                const float* m = mask ? row<const float>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2],
+                                                          rw.b % mask->ne[3]) + j0
+                                      : nullptr;
+                const float block_max = scale_mask_max(s, p.scale, m, keep);
+                const float old = run_max[size_t(r)], top = std::max(old, block_max);
+                if (top == neg_inf) {  // every key so far masked out: nothing to add
+                    std::fill(s, s + nk, 0.0f);
+                    continue;
+                }
+                if (old != top && old != neg_inf) {
+                    const float a = exp_nonpositive(old - top);
+                    scale_row(O + r * rw.ldo, Dv, a);
+                    run_sum[size_t(r)] *= a;
+                }
+                run_sum[size_t(r)] += exp_sum(s, keep, nk, top);
+                run_max[size_t(r)] = top;
+            }
+            if (nq < kSgemmRows)
+                few_rows_pv(nq, nk, Dv, S, nk, V + j0 * ldv, ldv, O, rw.ldo);
+            else
+                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nq), int(Dv), int(nk), 1.0f, S,
+                                  int(nk), V + j0 * ldv, int(ldv), 1.0f, O, int(rw.ldo));
+        }
+        for (int64_t r = 0; r < nq; ++r) {
+            const float sum = run_sum[size_t(r)];
+            scale_row(O + r * rw.ldo, Dv, sum > 0.0f ? 1.0f / sum : 0.0f);
+        }
+    }
+}
+
+}  // namespace
+
+bool attention_rows_ok(const ggml_tensor* t) {
+    constexpr int64_t kMax = int64_t(1) << 31;
+    if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float)) return false;
+    for (int d = 1; d < 4; ++d)
+        if (t->nb[d] % sizeof(float) != 0 || t->ne[d] >= kMax || int64_t(t->nb[d] / sizeof(float)) >= kMax) return false;
+    return t->ne[0] < kMax;
+}
+
+ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
+                           const AttentionParams* params) {
+    sgemm_in_ggml_threads();
+    ggml_tensor* args[4] = {q, k, v, mask};
+    return gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[1], q->ne[2], q->ne[3], args, mask ? 4 : 3,
+                         attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
+}
+
+}  // namespace dg::kernels

@@ -1,0 +1,94 @@
+"""The host CPU's attention kernel (backend/kernels/attention.h) at the sizes where its blocks
+and tasks change: query blocks of 32, 64 and 256 rows with a partial last block, several key
+blocks of 512, the causal cut across blocks, decoding with the heads of a kv group as one
+task's rows (fewer than 8 rows: small products; 8 or more: sgemm), every thread count from 1
+to 4 (tasks spread over threads, groups split when there are fewer of them than threads),
+masks broadcast over rows and heads, rows every key of which is masked, and inputs read where
+they lie (a transposed view from a permute). Reference: float64 numpy (test_attention)."""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from ops.test_attention import check, qkv, randn, reference, tolerance
+
+SDPA = dg.OpKind.ScaledDotProductAttention
+
+
+def compile_sdpa(shapes, threads, mask_dtype=None, **attrs):
+    b = dg.GraphBuilder()
+    dts = [dg.f32] * 3 + ([mask_dtype] if mask_dtype else [])
+    ins = [b.input(f"in{i}", dt, s) for i, (s, dt) in enumerate(zip(shapes, dts))]
+    b.output(b.op(SDPA, ins, attrs))
+    return b.compile(dg.Engine(dg.Engine.CPU, num_threads=threads))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_query_and_key_blocks(rng, threads, is_causal):
+    """Sq from 1 to 800 rows (every query block size, partial last blocks), Skv up to 1100 keys."""
+    b, s, t = dg.Dim("b"), dg.Dim("s"), dg.Dim("t")
+    cp = compile_sdpa([[b, 4, s, 32], [b, 2, t, 32], [b, 2, t, 32]], threads, is_causal=is_causal)
+    for B, S, T in ((1, 33, 40), (2, 200, 513), (1, 800, 1100), (1, 1100, 1100), (1, 5, 1025)):
+        q, k, v = qkv(rng, B, 4, 2, S, T, 32)
+        out = cp(q, k, v)[0]
+        check(out, q, k, v, is_causal=is_causal)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("hq,hkv", [(9, 3), (16, 2), (4, 4), (8, 1)])
+def test_decode_groups(rng, threads, hq, hkv):
+    """One query row: the group's heads are one task (group 3: small products, group 8: sgemm)
+    unless there are fewer (batch, kv head) pairs than threads."""
+    b, t = dg.Dim("b"), dg.Dim("t")
+    cp = compile_sdpa([[b, hq, 1, 64], [b, hkv, t, 64], [b, hkv, t, 64], [b, 1, 1, t]], threads, dg.f32)
+    for B, T in ((1, 1), (1, 700), (3, 2048)):
+        q, k, v = qkv(rng, B, hq, hkv, 1, T, 64)
+        m = randn(rng, (B, 1, 1, T))
+        out = cp(q, k, v, m)[0]
+        check(out, q, k, v, m)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("spec", ["rows", "full", "heads"])
+def test_mask_broadcast_across_blocks(rng, threads, spec):
+    """An f32 mask with one row for every query ([b,1,1,t]), one per (head, query), or per head,
+    over several key and query blocks, with causal on."""
+    b, s, t = dg.Dim("b"), dg.Dim("s"), dg.Dim("t")
+    mshape = {"rows": [b, 1, 1, t], "full": [b, 6, s, t], "heads": [1, 6, 1, t]}[spec]
+    cp = compile_sdpa([[b, 6, s, 16], [b, 3, t, 16], [b, 3, t, 16], mshape], threads, dg.f32, is_causal=True)
+    for B, S, T in ((2, 70, 70), (1, 300, 600)):
+        q, k, v = qkv(rng, B, 6, 3, S, T, 16)
+        m = randn(rng, [B if d is b else S if d is s else T if d is t else d for d in mshape])
+        out = cp(q, k, v, m)[0]
+        check(out, q, k, v, m, is_causal=True)
+
+
+def test_rows_masked_in_a_whole_key_block_then_not(rng):
+    """A row whose first key block is all -inf and whose later block is not: the running max
+    starts at -inf and the first finite block must not be scaled by e^(-inf - max)."""
+    cp = compile_sdpa([[1, 2, 40, 16], [1, 2, 1024, 16], [1, 2, 1024, 16], [1, 1, 40, 1024]], 1, dg.boolean)
+    q, k, v = qkv(rng, 1, 2, 2, 40, 1024, 16)
+    m = np.ones((1, 1, 40, 1024), bool)
+    m[:, :, :20, :512] = False  # rows 0-19 see only the second key block
+    m[:, :, 30] = False  # row 30 sees nothing: zeros
+    out = cp(q, k, v, m)[0]
+    check(out, q, k, v, m)
+    assert not out[:, :, 30].any()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_strided_inputs_from_a_permute(rng, threads):
+    """q, k, v as [b, s, h, d] in memory, permuted to [b, h, s, d]: the kernel reads the views."""
+    b, s = dg.Dim("b"), dg.Dim("s")
+    g = dg.GraphBuilder()
+    xs = [g.input(n, dg.f32, [b, s, h, 16]) for n, h in (("q", 4), ("k", 2), ("v", 2))]
+    ps = [g.op(dg.OpKind.StaticTranspose, [x], {"order": [0, 2, 1, 3]}) for x in xs]
+    g.output(g.op(SDPA, ps, {"is_causal": True}))
+    cp = g.compile(dg.Engine(dg.Engine.CPU, num_threads=threads))
+    for B, S in ((1, 1), (2, 45), (1, 300)):
+        q, k, v = randn(rng, (B, S, 4, 16)), randn(rng, (B, S, 2, 16)), randn(rng, (B, S, 2, 16))
+        out = cp(q, k, v)[0]
+        qt, kt, vt = (np.swapaxes(x, 1, 2) for x in (q, k, v))
+        np.testing.assert_allclose(out, reference(qt, kt, vt, is_causal=True), rtol=0,
+                                   atol=tolerance(qt, kt, vt, is_causal=True))
