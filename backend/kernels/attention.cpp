@@ -41,6 +41,16 @@ DG_VECTOR_CLONES float scale_mask_max(float* s, float scale, const float* mask, 
     return m;
 }
 
+// s[j] = s[j] * scale where keep[j] != 0, else -inf, for j < n (a bool mask); returns max(s[0..n)).
+DG_VECTOR_CLONES float scale_keep_max(float* s, float scale, const int32_t* keep, int64_t n) {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) s[j] = keep[j] != 0 ? s[j] * scale : neg_inf;
+    float m = neg_inf;
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+    return m;
+}
+
 // s[j] = e^(s[j] - m) for j < n, then 0 up to `end`; returns the sum of the first n.
 DG_VECTOR_CLONES float exp_sum(float* s, int64_t n, int64_t end, float m) {
     float sum = 0.0f;
@@ -173,10 +183,12 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
                 float* s = S + r * nk;
                 const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
                 const int64_t keep = p.causal ? std::clamp<int64_t>(i - j0 + 1, 0, nk) : nk;
-                const float* m = mask ? row<const float>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2],
-                                                          rw.b % mask->ne[3]) + j0
-                                      : nullptr;
-                const float block_max = scale_mask_max(s, p.scale, m, keep);
+                const char* m = mask ? row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2],
+                                                         rw.b % mask->ne[3]) + j0 * 4
+                                     : nullptr;
+                const float block_max = mask && mask->type == GGML_TYPE_I32
+                                            ? scale_keep_max(s, p.scale, reinterpret_cast<const int32_t*>(m), keep)
+                                            : scale_mask_max(s, p.scale, reinterpret_cast<const float*>(m), keep);
                 const float old = run_max[size_t(r)], top = std::max(old, block_max);
                 if (top == neg_inf) {  // every key so far masked out: nothing to add
                     std::fill(s, s + nk, 0.0f);
@@ -205,13 +217,15 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
 
 }  // namespace
 
-bool attention_rows_ok(const ggml_tensor* t) {
+bool attention_mask_ok(const ggml_tensor* t) {
     constexpr int64_t kMax = int64_t(1) << 31;
-    if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float)) return false;
+    if ((t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_I32) || t->nb[0] != 4) return false;
     for (int d = 1; d < 4; ++d)
         if (t->nb[d] % sizeof(float) != 0 || t->ne[d] >= kMax || int64_t(t->nb[d] / sizeof(float)) >= kMax) return false;
     return t->ne[0] < kMax;
 }
+
+bool attention_rows_ok(const ggml_tensor* t) { return t->type == GGML_TYPE_F32 && attention_mask_ok(t); }
 
 ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
                            const AttentionParams* params) {

@@ -24,12 +24,15 @@ struct AttentionParams {
 
 // Whether f32_attention reads `t` where it lies: f32, elements contiguous in each row, strides whole floats.
 bool attention_rows_ok(const ggml_tensor* t);
+// The same for a mask, which may also be a bool mask held as I32 (0: masked out).
+bool attention_mask_ok(const ggml_tensor* t);
 
 // softmax(q k^T * scale + mask [+ the causal cut]) v, with
 // q [D, Sq, Hq, B], k [D, Skv, Hkv, B], v [Dv, Skv, Hkv, B] (Hq a multiple of
-// Hkv: query head h reads kv head h / (Hq / Hkv)), mask nullptr or an additive
-// f32 mask [Skv, Sq or 1, Hm, Bm] (head h reads h % Hm, batch b reads b % Bm),
-// every input passing attention_rows_ok. Returns [Dv, Sq, Hq, B], contiguous.
+// Hkv: query head h reads kv head h / (Hq / Hkv)), mask nullptr, an additive
+// f32 mask or a bool one as I32 (0: the key is masked out), of [Skv, Sq or 1,
+// Hm, Bm] (head h reads h % Hm, batch b reads b % Bm), q, k and v passing
+// attention_rows_ok, the mask attention_mask_ok. Returns [Dv, Sq, Hq, B], contiguous.
 // A query row whose keys are all masked out (-inf) is 0, as in ggml's flash
 // attention and PyTorch. The caller checks the shapes fit together.
 ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,

@@ -32,14 +32,15 @@ namespace {
 ggml_tensor* to_f32(LowerCtx& c, ggml_tensor* t) { return c.cast(c.cont(t), GGML_TYPE_F32); }  // <= 2 tensors
 
 // The input mask as an additive f32 tensor of ne [Skv, Sq or 1, Hm, Bm] (its
-// rows repeated to Sq when `all_rows`), or nullptr. At most 5 tensors.
-ggml_tensor* input_mask(LowerCtx& c, int64_t skv, int64_t sq, bool all_rows) {
+// rows repeated to Sq when `all_rows`; a bool mask left as it is held, I32,
+// when `keep_bool`), or nullptr. At most 5 tensors.
+ggml_tensor* input_mask(LowerCtx& c, int64_t skv, int64_t sq, bool all_rows, bool keep_bool = false) {
     if (c.n_in() != 4) return nullptr;
     ggml_tensor* m = c.cont(c.in[3]);
-    if (c.in_dtype(3) == DType::Bool)  // held as i32 0/1: log gives -inf / 0
-        m = gg::unary(c.ctx, gg::Unary::Log, gg::cast(c.ctx, m, GGML_TYPE_F32));
-    else
+    if (c.in_dtype(3) != DType::Bool)
         m = c.cast(m, GGML_TYPE_F32);
+    else if (!keep_bool)  // held as i32 0/1: log gives -inf / 0
+        m = gg::unary(c.ctx, gg::Unary::Log, gg::cast(c.ctx, m, GGML_TYPE_F32));
     if ((m->ne[0] != 1 && m->ne[0] != skv) || (m->ne[1] != 1 && m->ne[1] != sq))
         c.unsupported("the mask does not broadcast to the attention scores");
     const int64_t rows = all_rows ? sq : m->ne[1];
@@ -93,8 +94,11 @@ void lower_sdpa(LowerCtx& c) {
         if (mask && (hq % mask->ne[2] != 0 || q->ne[3] % mask->ne[3] != 0))
             c.unsupported("the mask does not broadcast to the attention scores");
     };
-    if (c.host()) {  // our kernel: the causal cut made in it, the mask's rows broadcast by it
-        ggml_tensor* mask = input_mask(c, skv, sq, false);
+    // our kernel: the causal cut made in it, the mask's rows broadcast by it (sizes past 2^31: ggml's paths)
+    ggml_tensor* kernel_mask = c.host() ? input_mask(c, skv, sq, false, true) : nullptr;
+    if (c.host() && kernels::attention_rows_ok(q) && kernels::attention_rows_ok(k) && kernels::attention_rows_ok(v) &&
+        (!kernel_mask || kernels::attention_mask_ok(kernel_mask))) {
+        ggml_tensor* mask = kernel_mask;
         check_heads(mask);
         ggml_tensor* r = kernels::f32_attention(c.ctx, q, k, v, mask, c.keep(kernels::AttentionParams{float(scale), causal}));
         c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
