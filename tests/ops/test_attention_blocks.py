@@ -1,5 +1,5 @@
 """The host CPU's attention kernel (backend/kernels/attention.h) at the sizes where its blocks
-and tasks change: query blocks of 32, 64 and 256 rows with a partial last block, several key
+and tasks change: query blocks of 32, 128 and 256 rows with a partial last block, several key
 blocks of 512, the causal cut across blocks, decoding with the heads of a kv group as one
 task's rows (fewer than 8 rows: small products; 8 or more: sgemm), every thread count from 1
 to 4 (tasks spread over threads, groups split when there are fewer of them than threads),
@@ -26,7 +26,7 @@ def compile_sdpa(shapes, threads, mask_dtype=None, **attrs):
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_query_and_key_blocks(rng, threads, is_causal):
-    """Sq from 1 to 800 rows (every query block size, partial last blocks), Skv up to 1100 keys."""
+    """Sq from 5 to 1100 rows (every query block size, partial last blocks), Skv up to 1100 keys."""
     b, s, t = dg.Dim("b"), dg.Dim("s"), dg.Dim("t")
     cp = compile_sdpa([[b, 4, s, 32], [b, 2, t, 32], [b, 2, t, 32]], threads, is_causal=is_causal)
     for B, S, T in ((1, 33, 40), (2, 200, 513), (1, 800, 1100), (1, 1100, 1100), (1, 5, 1025)):
