@@ -1,7 +1,7 @@
 """The host CPU's attention kernel (backend/kernels/attention.h) at the sizes where its blocks
 and tasks change: query blocks of 32, 128 and 256 rows with a partial last block, several key
 blocks of 512, the causal cut across blocks, decoding with the heads of a kv group as one
-task's rows (fewer than 8 rows: small products; 8 or more: sgemm), every thread count from 1
+task's rows (a group of 8 or more split into chunks of at most 7), every thread count from 1
 to 4 (tasks spread over threads, groups split when there are fewer of them than threads),
 masks broadcast over rows and heads, rows every key of which is masked, and inputs read where
 they lie (a transposed view from a permute). Reference: float64 numpy (test_attention)."""
@@ -38,8 +38,8 @@ def test_query_and_key_blocks(rng, threads, is_causal):
 @pytest.mark.parametrize("threads", [1, 2, 4])
 @pytest.mark.parametrize("hq,hkv", [(9, 3), (16, 2), (4, 4), (8, 1)])
 def test_decode_groups(rng, threads, hq, hkv):
-    """One query row: the group's heads are one task (group 3: small products, group 8: sgemm)
-    unless there are fewer (batch, kv head) pairs than threads."""
+    """One query row: the group's heads are one task's rows (group 8: two chunks of 4) unless
+    there are fewer such tasks than threads."""
     b, t = dg.Dim("b"), dg.Dim("t")
     cp = compile_sdpa([[b, hq, 1, 64], [b, hkv, t, 64], [b, hkv, t, 64], [b, 1, 1, t]], threads, dg.f32)
     for B, T in ((1, 1), (1, 700), (3, 2048)):
