@@ -139,10 +139,10 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const int64_t Skv = k->ne[1], Hkv = k->ne[2], group = Hq / Hkv, Dv = v->ne[0];
     const float neg_inf = -std::numeric_limits<float>::infinity();
     // decoding (one query row): the query heads that share a kv head are one task's rows (in chunks
-    // of at most kSgemmRows - 1: the small products, whose sums do not depend on the rows beside
+    // of at most kSmallGemmMaxRows: the small products, whose sums do not depend on the rows beside
     // them), so each kv head is read once, unless that leaves threads idle; either way a row's result
     // is the same, whatever the thread count
-    const int64_t chunks = (group + kSgemmRows - 2) / (kSgemmRows - 1), chunk = (group + chunks - 1) / chunks;
+    const int64_t chunks = (group + kSmallGemmMaxRows - 1) / kSmallGemmMaxRows, chunk = (group + chunks - 1) / chunks;
     const bool by_group = Sq == 1 && group > 1 && B * Hkv * chunks >= nth;
     const int64_t bq = by_group ? chunk : query_block(Sq), nqb = by_group ? chunks : (Sq + bq - 1) / bq;
     const int64_t tasks = by_group ? B * Hkv * chunks : B * Hq * nqb;
@@ -178,7 +178,7 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
             const int64_t nk = std::min(kKeyBlock, kend - j0);
             float* S = scores.data();
-            if (nq < kSgemmRows)
+            if (nq <= kSmallGemmMaxRows)
                 small_gemm_nt(int(nq), nk, D, Q, rw.ldq, K + j0 * ldk, ldk, S, nk);
             else
                 scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nq), int(nk), int(D), 1.0f, Q,
@@ -206,7 +206,7 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
                 run_sum[size_t(r)] += exp_sum(s, keep, nk, top);
                 run_max[size_t(r)] = top;
             }
-            if (nq < kSgemmRows)
+            if (nq <= kSmallGemmMaxRows)
                 few_rows_pv(nq, nk, Dv, S, nk, V + j0 * ldv, ldv, O, rw.ldo);
             else
                 scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nq), int(Dv), int(nk), 1.0f, S,

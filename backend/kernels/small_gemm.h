@@ -12,8 +12,10 @@
 
 namespace dg::kernels {
 
-// C[m, n] = sum_k A[m, k] * B[n, k] for m < rows (1..7) and n < N; row strides
-// lda, ldb, ldc in floats.
+constexpr int kSmallGemmMaxRows = 7;
+
+// C[m, n] = sum_k A[m, k] * B[n, k] for m < rows (1..kSmallGemmMaxRows) and
+// n < N; row strides lda, ldb, ldc in floats.
 void small_gemm_nt(int rows, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                    int64_t ldc);
 

@@ -1,6 +1,7 @@
 """Our hand-vectorized kernels are compiled for several instruction sets and
 picked at run time for the CPU: f32 products of 2-7 rows (AVX-512VL, AVX2 +
-FMA, baseline) and of 8-63 rows (AVX-512F; else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
+FMA, baseline), of 8-11 rows (AVX2: the same in blocks of 4 rows) and of 8-63
+rows (AVX-512F; else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
 integer kernels; else ggml's product for 1-7 rows and ggml's dequantization +
 sgemm from 8). Each variant is asked for with DYNGRAPH_KERNEL_ISA in a fresh
 process, which reports the variant it runs (the one asked for, or the best
@@ -29,7 +30,7 @@ CHECK = textwrap.dedent("""
         (p,) = g.get_partitions()
         W = rng.standard_normal((k, n)).astype(np.float32)
         cp = p.compile([x, w], [y], e, constants={1: W})
-        for m in range(1, 9):
+        for m in range(1, 14):  # 12 and 13: past the blocks of 4 (AVX2), to sgemm
             a = rng.standard_normal((m, k)).astype(np.float32)
             (out,) = cp(a)
             ref = a.astype(np.float64) @ W.astype(np.float64)
