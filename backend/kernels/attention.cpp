@@ -12,6 +12,7 @@
 #include "f32_matmul.h"
 #include "fast_exp.h"
 #include "small_gemm.h"
+#include "vector_clones.h"
 
 namespace dg::kernels {
 
@@ -26,12 +27,6 @@ constexpr int64_t kKeyBlock = 512;  // a block of scores (rows x keys) stays in 
 // It depends on the query length only, so a row's result does not depend on
 // the thread count.
 int64_t query_block(int64_t sq) { return sq >= 1024 ? 256 : sq >= 96 ? 128 : 32; }
-
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define DG_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DG_VECTOR_CLONES
-#endif
 
 // s[j] = s[j] * scale + mask[j] for j < n (mask may be null); returns max(s[0..n)) (-inf for n = 0).
 DG_VECTOR_CLONES float scale_mask_max(float* s, float scale, const float* mask, int64_t n) {

@@ -1,6 +1,7 @@
 #include "conv.h"
 #include "../gg.h"
 #include "conv_gather.h"
+#include "winograd.h"
 
 #include <cblas.h>
 
@@ -281,6 +282,7 @@ ggml_tensor* custom(ggml_context* ctx, ggml_custom_op_t fn, ggml_tensor* src, gg
 
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias, const ConvShape* shape,
                     const int64_t dst_ne[4]) {
+    if (winograd_fits(*shape)) return winograd_conv3x3(ctx, src, weights, bias, shape, dst_ne);
     return custom(ctx, conv_kernel, src, weights, bias, shape, dst_ne);
 }
 

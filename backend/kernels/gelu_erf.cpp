@@ -1,6 +1,7 @@
 #include "gelu_erf.h"
 
 #include "fast_exp.h"
+#include "vector_clones.h"
 
 namespace dg::kernels {
 
@@ -28,10 +29,7 @@ inline float gelu_erf(float x) {
 
 }  // namespace
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void gelu_erf_row(const float* in, float* out, int64_t n) {
+DG_VECTOR_CLONES void gelu_erf_row(const float* in, float* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = gelu_erf(in[i]);
 }
 

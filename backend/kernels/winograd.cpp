@@ -1,0 +1,347 @@
+#include "winograd.h"
+#include "../gg.h"
+#include "f32_matmul.h"
+#include "thread_share.h"
+#include "vector_clones.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace dg::kernels {
+
+namespace {
+
+constexpr int kXi = 16;  // transformed positions of a 4x4 window
+
+// Transformed windows a task works on: about this many bytes (their product's columns, in L2), and
+// at least kMinTiles windows (each product packs its U_xi once per task: this amortizes it).
+constexpr int64_t kTransformedBytes = 512 << 10;
+constexpr int64_t kMinTiles = 128;
+
+// -- The weights: U = G g G^T --------------------------------------------------------------------------
+//
+// G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. U follows the weights' order, so that both are read
+// and written along rows: OIX weights give U[g][xi][Og][Ig], XIO ones U[g][xi][Ig][Og]; the products
+// transpose it as they need.
+
+// u[xi * ustep + i] = (G k_i G^T)[xi] for i < n, from the 3x3 kernels k_i given tap by tap:
+// k[(kh * 3 + kw) * n + i]. In double, rounded once.
+DG_VECTOR_CLONES void transform_kernels(const float* __restrict k, int64_t n, float* __restrict u, int64_t ustep) {
+    const float* r[9];  // tap j of every kernel
+    for (int j = 0; j < 9; ++j) r[j] = k + j * n;
+    float* o[kXi];  // U_xi of every kernel
+    for (int xi = 0; xi < kXi; ++xi) o[xi] = u + xi * ustep;
+#pragma GCC ivdep
+    for (int64_t i = 0; i < n; ++i) {
+        double t[4][3];
+        for (int kw = 0; kw < 3; ++kw) {  // t = G k
+            const double k0 = r[kw][i], k1 = r[3 + kw][i], k2 = r[6 + kw][i];
+            t[0][kw] = k0;
+            t[1][kw] = 0.5 * (k0 + k1 + k2);
+            t[2][kw] = 0.5 * (k0 - k1 + k2);
+            t[3][kw] = k2;
+        }
+        for (int a = 0; a < 4; ++a) {  // U = t G^T
+            o[a * 4 + 0][i] = float(t[a][0]);
+            o[a * 4 + 1][i] = float(0.5 * (t[a][0] + t[a][1] + t[a][2]));
+            o[a * 4 + 2][i] = float(0.5 * (t[a][0] - t[a][1] + t[a][2]));
+            o[a * 4 + 3][i] = float(t[a][2]);
+        }
+    }
+}
+
+// Threads split the rows of U (OIX: output channels, each along Ig; XIO: (g, c), each along Og); each
+// row's kernels are copied tap by tap (in chunks), then transformed along the row.
+void transform_weights(ggml_tensor* dst, int ith, int nth, void* ud) {
+    const ConvShape& s = *static_cast<const ConvShape*>(ud);
+    const auto* w = static_cast<const float*>(dst->src[0]->data);
+    auto* u = static_cast<float*>(dst->data);
+    const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
+    const bool oix = s.channels_first_weights;
+    constexpr int64_t kChunk = 256;
+    float taps[9 * kChunk];
+    const int64_t rows = oix ? s.O : G * Ig, len = oix ? Ig : Og;
+    const auto [r0, r1] = thread_share(rows, ith, nth);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t g = oix ? r / Og : r / Ig;
+        float* row = oix ? u + (g * kXi * Og + r % Og) * Ig : u + (g * kXi * Ig + r % Ig) * Og;
+        for (int64_t i0 = 0; i0 < len; i0 += kChunk) {
+            const int64_t n = std::min(kChunk, len - i0);
+            if (oix) {  // [O, Ig, 3, 3]: output channel r, input channels i0..
+                const float* k = w + (r * Ig + i0) * 9;
+                for (int64_t i = 0; i < n; ++i)
+                    for (int j = 0; j < 9; ++j) taps[j * n + i] = k[i * 9 + j];
+            } else {  // [3, 3, Ig, O]: input channel r % Ig of group g, its output channels i0..
+                for (int j = 0; j < 9; ++j)
+                    std::memcpy(taps + j * n, w + (j * Ig + r % Ig) * s.O + g * Og + i0, size_t(n) * sizeof(float));
+            }
+            transform_kernels(taps, n, row + i0, Og * Ig);
+        }
+    }
+}
+
+// -- The data: V = B^T d B, Y = A^T M A -----------------------------------------------------------------
+//
+// B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], A^T = [1 1 1 0; 0 1 -1 -1]. Tile (th, tw) reads the
+// window of rows 2 th - ph .. +3 and columns 2 tw - pw .. +3 (zeros outside the input) and writes outputs
+// 2 th .. +1, 2 tw .. +1 (those inside dst). A task is a block of tile rows counted over the whole batch
+// (row r: image r / TH, tile row r % TH), so small images still give long products.
+
+struct Tiles {
+    int64_t TH, TW;  // tile rows and columns of an image
+    int64_t rows;    // tile rows per task
+};
+
+Tiles plan(const ConvShape& s, int nth) {
+    Tiles t;
+    t.TH = (s.OH + 1) / 2, t.TW = (s.OW + 1) / 2;
+    const int64_t R = s.N * t.TH, G = s.groups, Ig = s.C / G;
+    const int64_t tiles = std::max(kMinTiles, kTransformedBytes / (kXi * int64_t(sizeof(float)) * Ig));
+    t.rows = std::clamp<int64_t>(tiles / t.TW, 1, R);
+    if (G * ((R + t.rows - 1) / t.rows) < nth) {  // every thread a task, where there are rows enough
+        const int64_t per_group = (nth + G - 1) / G;
+        t.rows = std::max<int64_t>(1, (R + per_group - 1) / per_group);
+    }
+    return t;
+}
+
+// The transforms of 4 rows of n values, elementwise: B^T (4 rows from 4) and A^T (2 rows from 4, plus
+// `bias` (n values) when given).
+DG_VECTOR_CLONES void bt_rows(const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
+                    const float* __restrict x3, float* __restrict y0, float* __restrict y1, float* __restrict y2,
+                    float* __restrict y3, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+        y0[k] = x0[k] - x2[k];
+        y1[k] = x1[k] + x2[k];
+        y2[k] = x2[k] - x1[k];
+        y3[k] = x1[k] - x3[k];
+    }
+}
+
+DG_VECTOR_CLONES void at_rows(const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
+                    const float* __restrict x3, const float* __restrict bias, float* __restrict y0,
+                    float* __restrict y1, int64_t n) {
+    if (!bias) {
+        for (int64_t k = 0; k < n; ++k) {
+            y0[k] = x0[k] + x1[k] + x2[k];
+            y1[k] = x1[k] - x2[k] - x3[k];
+        }
+        return;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+        y0[k] = x0[k] + x1[k] + x2[k] + bias[k];
+        y1[k] = x1[k] - x2[k] - x3[k] + bias[k];
+    }
+}
+
+// The same along a row, for n tiles of 2 columns: B^T of the windows e[2 j .. 2 j + 3] (e: 2 n + 2
+// values) into v0..v3[j]; A^T of q0..q3[j] (plus b) into y[2 j] and y[2 j + 1].
+DG_VECTOR_CLONES void bt_columns(const float* __restrict e, float* __restrict v0, float* __restrict v1,
+                                 float* __restrict v2, float* __restrict v3, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+        const float e0 = e[2 * j], e1 = e[2 * j + 1], e2 = e[2 * j + 2], e3 = e[2 * j + 3];
+        v0[j] = e0 - e2;
+        v1[j] = e1 + e2;
+        v2[j] = e2 - e1;
+        v3[j] = e1 - e3;
+    }
+}
+
+DG_VECTOR_CLONES void at_columns(const float* __restrict q0, const float* __restrict q1, const float* __restrict q2,
+                                 const float* __restrict q3, float b, float* __restrict y, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+        y[2 * j] = q0[j] + q1[j] + q2[j] + b;
+        y[2 * j + 1] = q1[j] - q2[j] - q3[j] + b;
+    }
+}
+
+// The input rows a tile row reads, each as a row of 2 TW + 2 values (column j: input column j - pw), zeros
+// outside the input. `plane` is one NCX channel plane (H x W).
+void window_rows_ncx(const float* plane, const ConvShape& s, int64_t th, int64_t TW, float* rows) {
+    const int64_t width = 2 * TW + 2;
+    const int64_t lo = std::clamp<int64_t>(s.pw, 0, width), hi = std::clamp<int64_t>(s.pw + s.W, lo, width);
+    for (int r = 0; r < 4; ++r) {
+        float* out = rows + r * width;
+        const int64_t ih = 2 * th - s.ph + r;
+        if (ih < 0 || ih >= s.H) {
+            std::fill(out, out + width, 0.0f);
+            continue;
+        }
+        std::fill(out, out + lo, 0.0f);
+        std::memcpy(out + lo, plane + ih * s.W + (lo - s.pw), size_t(hi - lo) * sizeof(float));
+        std::fill(out + hi, out + width, 0.0f);
+    }
+}
+
+// V[xi][c][tile] of the tiles of rows [r0, r1) (tiles in row-major order, TW a row), channels
+// [c0, c0 + Ig) of NCX x.
+void input_ncx(const float* x, const ConvShape& s, const Tiles& t, int64_t r0, int64_t r1, int64_t c0, int64_t Ig,
+               float* V) {
+    const int64_t tb = (r1 - r0) * t.TW, width = 2 * t.TW + 2;
+    thread_local std::vector<float> buf;
+    if (buf.size() < size_t(8 * width)) buf.resize(size_t(8 * width));
+    float* rows = buf.data();
+    float* col = rows + 4 * width;  // B^T d: 4 rows of `width`
+    for (int64_t c = 0; c < Ig; ++c)
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t n = r / t.TH, th = r % t.TH;
+            window_rows_ncx(x + ((n * s.C + c0 + c) * s.H) * s.W, s, th, t.TW, rows);
+            bt_rows(rows, rows + width, rows + 2 * width, rows + 3 * width, col, col + width, col + 2 * width,
+                    col + 3 * width, width);
+            const int64_t off = c * tb + (r - r0) * t.TW, step = Ig * tb;
+            for (int a = 0; a < 4; ++a)
+                bt_columns(col + a * width, V + (a * 4) * step + off, V + (a * 4 + 1) * step + off,
+                           V + (a * 4 + 2) * step + off, V + (a * 4 + 3) * step + off, t.TW);
+        }
+}
+
+// dst (NCX) from M[xi][o][tile] of rows [r0, r1), output channels [o0, o0 + Og), plus the bias.
+void output_ncx(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, int64_t r1, int64_t o0, int64_t Og,
+                const float* bias, float* y) {
+    const int64_t tb = (r1 - r0) * t.TW, TW = t.TW, step = Og * tb, pairs = s.OW / 2;  // pairs: tiles wholly in dst
+    thread_local std::vector<float> buf;
+    if (buf.size() < size_t(8 * TW)) buf.resize(size_t(8 * TW));
+    float* q = buf.data();  // A^T M of a tile row: q[(i * 4 + k) * TW + tw], i the output row, k the column
+    for (int64_t o = 0; o < Og; ++o) {
+        const float b = bias ? bias[o0 + o] : 0.0f;
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t n = r / t.TH, th = r % t.TH;
+            const float* m = M + o * tb + (r - r0) * TW;  // M_xi of this tile row: m + xi * step
+            for (int k = 0; k < 4; ++k)
+                at_rows(m + k * step, m + (4 + k) * step, m + (8 + k) * step, m + (12 + k) * step, nullptr,
+                        q + k * TW, q + (4 + k) * TW, TW);
+            for (int i = 0; i < 2 && 2 * th + i < s.OH; ++i) {
+                const float* qi = q + i * 4 * TW;
+                float* yr = y + ((n * s.O + o0 + o) * s.OH + 2 * th + i) * s.OW;
+                at_columns(qi, qi + TW, qi + 2 * TW, qi + 3 * TW, b, yr, pairs);
+                if (s.OW % 2) yr[2 * pairs] = qi[pairs] + qi[TW + pairs] + qi[2 * TW + pairs] + b;
+            }
+        }
+    }
+}
+
+// V[xi][tile][c] of the tiles of rows [r0, r1), channels [c0, c0 + Ig) of NXC x: each window's 16 channel
+// vectors through B^T, then their 4 x 4 results through B^T again.
+void input_nxc(const float* x, const ConvShape& s, const Tiles& t, int64_t r0, int64_t r1, int64_t c0, int64_t Ig,
+               float* V) {
+    const int64_t tb = (r1 - r0) * t.TW;
+    thread_local std::vector<float> buf;
+    if (buf.size() < size_t(17 * Ig)) buf.resize(size_t(17 * Ig));
+    float* zeros = buf.data();
+    std::fill(zeros, zeros + Ig, 0.0f);
+    float* e = zeros + Ig;  // B^T d: e[(a * 4 + j) * Ig + c]
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / t.TH, th = r % t.TH;
+        for (int64_t tw = 0; tw < t.TW; ++tw) {
+            const float* d[4][4];
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j) {
+                    const int64_t ih = 2 * th - s.ph + i, iw = 2 * tw - s.pw + j;
+                    d[i][j] = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W ? x + ((n * s.H + ih) * s.W + iw) * s.C + c0
+                                                                          : zeros;
+                }
+            for (int j = 0; j < 4; ++j)
+                bt_rows(d[0][j], d[1][j], d[2][j], d[3][j], e + j * Ig, e + (4 + j) * Ig, e + (8 + j) * Ig,
+                        e + (12 + j) * Ig, Ig);
+            float* v = V + ((r - r0) * t.TW + tw) * Ig;  // V_xi of this tile: v + xi * tb * Ig
+            const int64_t step = tb * Ig;
+            for (int a = 0; a < 4; ++a)
+                bt_rows(e + a * 4 * Ig, e + (a * 4 + 1) * Ig, e + (a * 4 + 2) * Ig, e + (a * 4 + 3) * Ig,
+                        v + (a * 4) * step, v + (a * 4 + 1) * step, v + (a * 4 + 2) * step, v + (a * 4 + 3) * step, Ig);
+        }
+    }
+}
+
+// dst (NXC) from M[xi][tile][o] of rows [r0, r1), output channels [o0, o0 + Og), plus the bias: A^T over
+// the rows, then over the columns, each a pass over the channel vectors.
+void output_nxc(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, int64_t r1, int64_t o0, int64_t Og,
+                const float* bias, float* y) {
+    const int64_t tb = (r1 - r0) * t.TW, step = tb * Og;
+    thread_local std::vector<float> buf;
+    if (buf.size() < size_t(10 * Og)) buf.resize(size_t(10 * Og));
+    float* q = buf.data();      // A^T M: q[(i * 4 + k) * Og + o]
+    float* spill = q + 8 * Og;  // the outputs of a tile that lie outside dst (column j: spill + j * Og)
+    const float* b = bias ? bias + o0 : nullptr;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / t.TH, th = r % t.TH;
+        for (int64_t tw = 0; tw < t.TW; ++tw) {
+            const float* m = M + ((r - r0) * t.TW + tw) * Og;  // M_xi of this tile: m + xi * step
+            for (int k = 0; k < 4; ++k)
+                at_rows(m + k * step, m + (4 + k) * step, m + (8 + k) * step, m + (12 + k) * step, nullptr,
+                        q + k * Og, q + (4 + k) * Og, Og);
+            float* out[2][2];
+            for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 2; ++j)
+                    out[i][j] = 2 * th + i < s.OH && 2 * tw + j < s.OW
+                                    ? y + ((n * s.OH + 2 * th + i) * s.OW + 2 * tw + j) * s.O + o0
+                                    : spill + j * Og;
+            for (int i = 0; i < 2; ++i)
+                at_rows(q + i * 4 * Og, q + (i * 4 + 1) * Og, q + (i * 4 + 2) * Og, q + (i * 4 + 3) * Og, b, out[i][0],
+                        out[i][1], Og);
+        }
+    }
+}
+
+void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
+    const ConvShape& s = *static_cast<const ConvShape*>(ud);
+    const auto* x = static_cast<const float*>(dst->src[0]->data);
+    const auto* U = static_cast<const float*>(dst->src[1]->data);
+    const float* bias = dst->src[2] ? static_cast<const float*>(dst->src[2]->data) : nullptr;
+    auto* y = static_cast<float*>(dst->data);
+    const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
+    const bool oix = s.channels_first_weights;  // U[xi][Og][Ig], else U[xi][Ig][Og]
+    const Tiles t = plan(s, nth);
+    const int64_t R = s.N * t.TH, blocks = (R + t.rows - 1) / t.rows, tb_max = t.rows * t.TW;
+    thread_local std::vector<float> vbuf, mbuf;
+    if (vbuf.size() < size_t(kXi * Ig * tb_max)) vbuf.resize(size_t(kXi * Ig * tb_max));
+    if (mbuf.size() < size_t(kXi * Og * tb_max)) mbuf.resize(size_t(kXi * Og * tb_max));
+    float *V = vbuf.data(), *M = mbuf.data();
+    sgemm_in_ggml_threads();
+    const auto [t0, t1] = thread_share(G * blocks, ith, nth);
+    for (int64_t task = t0; task < t1; ++task) {
+        const int64_t g = task / blocks, r0 = (task % blocks) * t.rows, r1 = std::min(R, r0 + t.rows);
+        const int tb = int((r1 - r0) * t.TW);
+        const float* Ug = U + g * kXi * Og * Ig;
+        if (!s.nxc) {
+            input_ncx(x, s, t, r0, r1, g * Ig, Ig, V);
+            for (int xi = 0; xi < kXi; ++xi)  // M_xi[Og, tb] = U_xi[Og, Ig] . V_xi[Ig, tb]
+                scipy_cblas_sgemm(CblasRowMajor, oix ? CblasNoTrans : CblasTrans, CblasNoTrans, int(Og), tb, int(Ig),
+                                  1.0f, Ug + xi * Og * Ig, oix ? int(Ig) : int(Og), V + xi * Ig * tb, tb, 0.0f,
+                                  M + xi * Og * tb, tb);
+            output_ncx(M, s, t, r0, r1, g * Og, Og, bias, y);
+        } else {
+            input_nxc(x, s, t, r0, r1, g * Ig, Ig, V);
+            for (int xi = 0; xi < kXi; ++xi)  // M_xi[tb, Og] = V_xi[tb, Ig] . U_xi^T[Ig, Og]
+                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, oix ? CblasTrans : CblasNoTrans, tb, int(Og), int(Ig),
+                                  1.0f, V + xi * tb * Ig, int(Ig), Ug + xi * Ig * Og, oix ? int(Ig) : int(Og), 0.0f,
+                                  M + xi * tb * Og, int(Og));
+            output_nxc(M, s, t, r0, r1, g * Og, Og, bias, y);
+        }
+    }
+}
+
+}  // namespace
+
+bool winograd_fits(const ConvShape& s) {
+    const int64_t G = s.groups;
+    return s.KH == 3 && s.KW == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && G >= 1 && s.C % G == 0 &&
+           s.O % G == 0 && s.C / G >= kWinogradMinChannels && s.O / G >= kWinogradMinChannels &&
+           s.N * s.OH * s.OW >= kWinogradMinOutputs;
+}
+
+ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
+                              const ConvShape* shape, const int64_t dst_ne[4]) {
+    const ConvShape& s = *shape;
+    const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
+    ggml_tensor* wargs[1] = {weights};
+    ggml_tensor* u = gg::custom_4d(ctx, GGML_TYPE_F32, Ig * Og, kXi, G, 1, wargs, 1, transform_weights,
+                                   GGML_N_TASKS_MAX, const_cast<ConvShape*>(shape));
+    ggml_tensor* args[3] = {src, u, bias};
+    return gg::custom_4d(ctx, GGML_TYPE_F32, dst_ne[0], dst_ne[1], dst_ne[2], dst_ne[3], args, bias ? 3 : 2,
+                         winograd_kernel, GGML_N_TASKS_MAX, const_cast<ConvShape*>(shape));
+}
+
+}  // namespace dg::kernels

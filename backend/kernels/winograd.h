@@ -1,0 +1,43 @@
+// 3x3 convolutions of stride 1 by Winograd's minimal filtering F(2x2, 3x3)
+// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015).
+//
+// Every 2x2 block of outputs (a tile) is computed from the 4x4 input window
+// under it: V = B^T d B per input channel, U = G g G^T per (output, input)
+// channel pair, then for each of the 16 transformed positions xi a product
+// over the channels, M_xi = U_xi . V_xi, and the outputs Y = A^T M A. That is
+// 16 multiplications per tile and channel pair where im2col + sgemm does 36:
+// 2.25x fewer, the products still OpenBLAS's sgemm (16 of them per task, with
+// the transformed windows of a block of tile rows as their columns).
+//
+// The transforms add and subtract only (B, A: entries 0 and +-1; G: 1 and
+// +-1/2, applied in double to the weights), so the result differs from a
+// direct sum by rounding alone: each value of V is a sum of 4 inputs, each
+// output a sum of 9 values of M, besides the product's sum over C. The
+// bound tests/ops/test_winograd.py checks is derived from those sums.
+//
+// The weights are transformed by an op of their own before the convolution
+// (every call, split over the threads: 16 values per 9 weights). Where the
+// tiles are few, that and the short products cost more than the 2.25x saves:
+// winograd_fits() takes this path only where the outputs are many
+// (docs/design/kernels.md, "Convolutions", has the measurement).
+#pragma once
+
+#include <cstdint>
+
+#include "conv.h"
+#include "ggml.h"
+
+namespace dg::kernels {
+
+// Whether conv2d computes `s` by winograd_conv3x3: a 3x3 kernel, stride and dilation 1, at least
+// kWinogradMinChannels input and output channels per group, and at least kWinogradMinOutputs output
+// positions (over the batch) per group.
+constexpr int64_t kWinogradMinChannels = 16;
+constexpr int64_t kWinogradMinOutputs = 96;
+bool winograd_fits(const ConvShape& s);
+
+// dst = Convolution(src, weights) + bias for a shape winograd_fits() takes; the conventions of conv2d.
+ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
+                              const ConvShape* shape, const int64_t dst_ne[4]);
+
+}  // namespace dg::kernels

@@ -1,0 +1,149 @@
+"""3x3 convolutions of stride 1 by Winograd's F(2x2, 3x3) (backend/kernels/winograd.h) against float64
+numpy, with the error bound of that algorithm, and the rule that picks it.
+
+Error bound. The kernel computes V = B^T d B per 4x4 window and input channel (sums of 4 inputs, 2
+roundings), U = G g G^T per channel pair (double, rounded once), M = sum over the Ig input channels of
+U * V (sgemm: Ig roundings at most per term), Y = A^T M A + bias (sums of 9 values of M, then the bias:
+5 roundings). To first order in U = 2^-24 every error is at most (Ig + 10) * U times the same sums taken
+over magnitudes: |A^T| (sum_c |U_c| * |B^T| |d_c| |B|) |A| + |bias| (winograd_magnitude below, from the
+definition of the transforms, not from the kernel). A wrong index or a wrong transform entry gives O(1)
+errors, thousands of times that bound.
+"""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from oputil import compile_op, run
+from dyngraph.reference import spatial_numpy as ref
+
+K = dg.OpKind
+D = dg.DYNAMIC_DIM
+U = 2.0**-24
+
+BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
+G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
+AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+
+
+def winograd_magnitude(x, w, b, pads_begin, pads_end, groups, fmt, wfmt):
+    """|A^T| (sum_c |G g G^T| * |B^T| |d| |B|) |A| + |b| for every output (NCX or NXC, as dst)."""
+    x = ref.to_ncx(x.astype(np.float64), fmt)
+    w = ref.weights_to_oix(w.astype(np.float64), wfmt)
+    N, C, H, W = x.shape
+    O, Ig = w.shape[:2]
+    ph, pw = pads_begin
+    OH, OW = ref.out_size(H, 3, 1, 1, ph, pads_end[0]), ref.out_size(W, 3, 1, 1, pw, pads_end[1])
+    TH, TW = (OH + 1) // 2, (OW + 1) // 2
+    # the input under every tile's 4x4 window, zeros outside
+    xp = np.zeros((N, C, 2 * TH + 2, 2 * TW + 2))
+    h, wd = min(H, 2 * TH + 2 - ph), min(W, 2 * TW + 2 - pw)
+    xp[:, :, ph:ph + h, pw:pw + wd] = x[:, :, :h, :wd]
+    rows = np.arange(TH)[:, None] * 2 + np.arange(4)[None, :]  # [TH, 4]
+    cols = np.arange(TW)[:, None] * 2 + np.arange(4)[None, :]
+    d = xp[:, :, rows[:, None, :, None], cols[None, :, None, :]]  # [N, C, TH, TW, 4, 4]
+    v = np.einsum("ai,nctsij,bj->nctsab", np.abs(BT), np.abs(d), np.abs(BT))
+    u = np.abs(np.einsum("ai,ocij,bj->ocab", G, w, G))  # [O, Ig, 4, 4]
+    Og = O // groups
+    s = np.concatenate([np.einsum("ocab,nctsab->notsab", u[g * Og:(g + 1) * Og], v[:, g * Ig:(g + 1) * Ig])
+                        for g in range(groups)], axis=1)
+    y = np.einsum("ia,notsab,jb->notisj", np.abs(AT), s, np.abs(AT)).reshape(N, O, 2 * TH, 2 * TW)[:, :, :OH, :OW]
+    if b is not None:
+        y = y + np.abs(b.astype(np.float64))[None, :, None, None]
+    return y if fmt == "NCX" else np.moveaxis(y, 1, -1)
+
+
+def assert_winograd_close(y, x, w, b, pads_begin, pads_end, groups, fmt, wfmt):
+    want = ref.conv(x, w, b, strides=[1, 1], dilations=[1, 1], pads_begin=pads_begin, pads_end=pads_end,
+                    groups=groups, fmt=fmt, wfmt=wfmt)
+    assert y.shape == want.shape, (y.shape, want.shape)
+    Ig = x.shape[1 if fmt == "NCX" else -1] // groups
+    bound = (Ig + 10) * U * winograd_magnitude(x, w, b, pads_begin, pads_end, groups, fmt, wfmt) + 1e-30
+    err = np.abs(y.astype(np.float64) - want)
+    worst = np.unravel_index(np.argmax(err / bound), err.shape)
+    assert (err <= bound).all(), f"error {err[worst]} above the bound {bound[worst]} at {worst}"
+    return err.max() / np.abs(want).max()
+
+
+def shape_of(fmt, n, c, h, w):
+    return [n, c, h, w] if fmt == "NCX" else [n, h, w, c]
+
+
+def compile_conv(fmt, wfmt, C, O, groups, pb, pe, rng, bias=True, constant=True, engine=None):
+    """A 3x3 convolution of stride 1 with a dynamic batch and dynamic spatial sizes."""
+    w = rng.standard_normal([O, C // groups, 3, 3] if wfmt == "OIX" else [3, 3, C // groups, O]).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32) if bias else None
+    shapes = [shape_of(fmt, D, C, D, D), list(w.shape)] + ([[O]] if bias else [])
+    consts = ({1: w, **({2: b} if bias else {})}) if constant else {}
+    attrs = dict(strides=[1, 1], dilations=[1, 1], pads_begin=pb, pads_end=pe, groups=groups, data_format=fmt,
+                 weights_format=wfmt)
+    return compile_op(K.Convolution, shapes, attrs=attrs, constants=consts, engine=engine), w, b
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("wfmt", ["OIX", "XIO"])
+@pytest.mark.parametrize("case", [
+    dict(C=32, O=48, groups=1, pb=[1, 1], pe=[1, 1]),           # "same" padding, as in ResNet
+    dict(C=16, O=16, groups=1, pb=[0, 0], pe=[0, 0]),           # no padding: outputs 2 fewer
+    dict(C=64, O=32, groups=2, pb=[2, 1], pe=[0, 2]),           # groups, asymmetric and wide padding
+    dict(C=24, O=40, groups=1, pb=[1, 1], pe=[1, 1], bias=False),
+])
+def test_winograd_matches_numpy_at_three_shapes(fmt, wfmt, case, rng):
+    case = dict(case)
+    cp, w, b = compile_conv(fmt, wfmt, case["C"], case["O"], case["groups"], case["pb"], case["pe"], rng,
+                            bias=case.get("bias", True))
+    # odd and even sizes (a last tile half outside dst), one tile row per image, several images
+    for n, h, wd in [(1, 15, 17), (3, 4, 40), (2, 24, 9)]:
+        x = rng.standard_normal(shape_of(fmt, n, case["C"], h, wd)).astype(np.float32)
+        (y,) = run(cp, x)
+        assert_winograd_close(y, x, w, b, case["pb"], case["pe"], case["groups"], fmt, wfmt)
+
+
+def test_winograd_reads_runtime_weights_afresh_on_every_call(rng):
+    """The weights' transform is part of every execution: new weights in the same buffer shape give their own
+    result (nothing of the previous call's weights is kept)."""
+    cp, _, _ = compile_conv("NCX", "OIX", 32, 32, 1, [1, 1], [1, 1], rng, constant=False)
+    x = rng.standard_normal([2, 32, 14, 14]).astype(np.float32)
+    for _ in range(3):
+        w = rng.standard_normal([32, 32, 3, 3]).astype(np.float32)
+        b = rng.standard_normal(32).astype(np.float32)
+        (y,) = run(cp, x, w, b)
+        assert_winograd_close(y, x, w, b, [1, 1], [1, 1], 1, "NCX", "OIX")
+
+
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_winograd_on_several_threads(threads, rng):
+    """Tasks are blocks of tile rows over the whole batch: with few rows they are cut smaller so every thread
+    has one; each result is within the bound on any thread count."""
+    for fmt in ("NCX", "NXC"):
+        cp, w, b = compile_conv(fmt, "XIO", 16, 32, 1, [1, 1], [1, 1], rng, engine=dg.Engine(num_threads=threads))
+        for n, h in [(1, 10), (4, 31)]:
+            x = rng.standard_normal(shape_of(fmt, n, 16, h, h)).astype(np.float32)
+            (y,) = run(cp, x)
+            assert_winograd_close(y, x, w, b, [1, 1], [1, 1], 1, fmt, "XIO")
+
+
+def _nodes(cp, x):
+    run(cp, x)
+    return cp.cache_info().last_graph_nodes
+
+
+def test_the_rule_takes_winograd_for_3x3_stride_1_with_enough_channels_and_outputs(rng):
+    """Winograd adds one node to the graph (the weights' transform). It is taken at a 3x3 kernel of stride and
+    dilation 1 with at least 16 input and output channels per group and at least 96 outputs over the batch
+    (backend/kernels/winograd.h); elsewhere the im2col kernel runs, as one node."""
+    cp, _, _ = compile_conv("NCX", "OIX", 16, 16, 1, [1, 1], [1, 1], rng)
+    few = _nodes(cp, rng.standard_normal([1, 16, 9, 10]).astype(np.float32))    # 90 outputs
+    many = _nodes(cp, rng.standard_normal([1, 16, 8, 12]).astype(np.float32))   # 96 outputs
+    batch = _nodes(cp, rng.standard_normal([2, 16, 7, 7]).astype(np.float32))   # 98 over the batch
+    assert (many, batch) == (few + 1, few + 1)
+    x = rng.standard_normal([1, 16, 16, 16]).astype(np.float32)
+    narrow, _, _ = compile_conv("NCX", "OIX", 16, 30, 2, [1, 1], [1, 1], rng)  # 15 output channels per group
+    strided = compile_op(K.Convolution, [[D, 16, D, D], [16, 16, 3, 3]], attrs=dict(
+        strides=[2, 2], dilations=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], groups=1, data_format="NCX",
+        weights_format="OIX"), constants={1: rng.standard_normal([16, 16, 3, 3]).astype(np.float32)})
+    dilated = compile_op(K.Convolution, [[D, 16, D, D], [16, 16, 3, 3]], attrs=dict(
+        strides=[1, 1], dilations=[2, 2], pads_begin=[2, 2], pads_end=[2, 2], groups=1, data_format="NCX",
+        weights_format="OIX"), constants={1: rng.standard_normal([16, 16, 3, 3]).astype(np.float32)})
+    taken = compile_conv("NCX", "OIX", 16, 32, 1, [1, 1], [1, 1], rng, bias=False)[0]
+    assert _nodes(narrow, x) == _nodes(strided, x) == _nodes(dilated, x) == _nodes(taken, x) - 1
