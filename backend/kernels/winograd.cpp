@@ -171,7 +171,7 @@ void window_rows_ncx(const float* plane, const ConvShape& s, int64_t th, int64_t
             continue;
         }
         std::fill(out, out + lo, 0.0f);
-        std::memcpy(out + lo, plane + ih * s.W + (lo - s.pw), size_t(hi - lo) * sizeof(float));
+        if (hi > lo) std::memcpy(out + lo, plane + ih * s.W + (lo - s.pw), size_t(hi - lo) * sizeof(float));
         std::fill(out + hi, out + width, 0.0f);
     }
 }
@@ -327,9 +327,14 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
 
 bool winograd_fits(const ConvShape& s) {
     const int64_t G = s.groups;
-    return s.KH == 3 && s.KW == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && G >= 1 && s.C % G == 0 &&
-           s.O % G == 0 && s.C / G >= kWinogradMinChannels && s.O / G >= kWinogradMinChannels &&
-           s.N * s.OH * s.OW >= kWinogradMinOutputs;
+    if (!(s.KH == 3 && s.KW == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && G >= 1 && s.C % G == 0 &&
+          s.O % G == 0))
+        return false;
+    const int64_t Ig = s.C / G, Og = s.O / G;
+    // a task holds at least one tile row's transformed windows and products (kXi floats per tile and channel)
+    const int64_t row_bytes = kXi * int64_t(sizeof(float)) * ((s.OW + 1) / 2) * std::max(Ig, Og);
+    return Ig >= kWinogradMinChannels && Og >= kWinogradMinChannels && s.N * s.OH * s.OW >= kWinogradMinOutputs &&
+           row_bytes <= kWinogradMaxRowBytes;
 }
 
 ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,

@@ -30,10 +30,13 @@
 namespace dg::kernels {
 
 // Whether conv2d computes `s` by winograd_conv3x3: a 3x3 kernel, stride and dilation 1, at least
-// kWinogradMinChannels input and output channels per group, and at least kWinogradMinOutputs output
-// positions (over the batch) per group.
+// kWinogradMinChannels input and output channels per group, at least kWinogradMinOutputs output
+// positions over the batch, and a row of tiles whose transformed windows (and products) take at most
+// kWinogradMaxRowBytes each (a task's buffers hold one row at least; wider images go to im2col, whose
+// buffers are bounded by its tiles).
 constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinOutputs = 96;
+constexpr int64_t kWinogradMaxRowBytes = 16 << 20;
 bool winograd_fits(const ConvShape& s);
 
 // dst = Convolution(src, weights) + bias for a shape winograd_fits() takes; the conventions of conv2d.

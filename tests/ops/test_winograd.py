@@ -147,3 +147,15 @@ def test_the_rule_takes_winograd_for_3x3_stride_1_with_enough_channels_and_outpu
         weights_format="OIX"), constants={1: rng.standard_normal([16, 16, 3, 3]).astype(np.float32)})
     taken = compile_conv("NCX", "OIX", 16, 32, 1, [1, 1], [1, 1], rng, bias=False)[0]
     assert _nodes(narrow, x) == _nodes(strided, x) == _nodes(dilated, x) == _nodes(taken, x) - 1
+
+
+def test_the_rule_leaves_images_too_wide_for_one_task_to_im2col(rng):
+    """A task holds a whole row of tiles: 16 transformed values of 4 bytes per tile and channel, at most
+    16 MiB (kWinogradMaxRowBytes); 16 channels fill that at 16384 tiles, 32768 columns."""
+    cp, w, b = compile_conv("NCX", "OIX", 16, 16, 1, [1, 1], [1, 1], rng)
+    x = rng.standard_normal([1, 16, 2, 32768]).astype(np.float32)
+    at_limit = _nodes(cp, x)
+    (y,) = run(cp, x)
+    assert_winograd_close(y, x, w, b, [1, 1], [1, 1], 1, "NCX", "OIX")
+    beyond = _nodes(cp, rng.standard_normal([1, 16, 2, 32770]).astype(np.float32))
+    assert at_limit == beyond + 1
