@@ -9,7 +9,9 @@
 // with OpenBLAS's sgemm straight into the output in its own layout, the bias
 // pre-filled. Special cases skip the gather: 1x1 kernels with stride 1 and no
 // padding read the input in place; depthwise convolutions (one input and one
-// output channel per group) run a direct loop instead of a product.
+// output channel per group) run a direct loop instead of a product; 3x3
+// kernels of stride 1 with enough channels and outputs go to Winograd's
+// F(2x2, 3x3) (winograd.h, chosen by conv2d).
 //
 // The layouts are oneDNN Graph's. 1-D convolutions are 2-D ones with H = 1:
 //   src: NCX [N, C, H, W] or NXC [N, H, W, C];  dst likewise with O, OH, OW.

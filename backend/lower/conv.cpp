@@ -1,5 +1,5 @@
-// Convolution and ConvTranspose: our im2col + sgemm kernels (kernels/conv.h),
-// in f32; QuantizedConvolution: the integer kernel (kernels/int8_conv.h). The
+// Convolution and ConvTranspose: our im2col + sgemm kernels (kernels/conv.h;
+// 3x3 of stride 1 by Winograd, kernels/winograd.h), in f32; QuantizedConvolution: the integer kernel (kernels/int8_conv.h). The
 // shapes of the IR are checked here against each other before a kernel
 // indexes with them.
 #include "../generated/dyngraph_ir_generated.h"
