@@ -98,9 +98,11 @@ struct Tiles {
 Tiles plan(const ConvShape& s, int nth) {
     Tiles t;
     t.TH = (s.OH + 1) / 2, t.TW = (s.OW + 1) / 2;
-    const int64_t R = s.N * t.TH, G = s.groups, Ig = s.C / G;
-    const int64_t tiles = std::max(kMinTiles, kTransformedBytes / (kXi * int64_t(sizeof(float)) * Ig));
-    t.rows = std::clamp<int64_t>(tiles / t.TW, 1, R);
+    const int64_t R = s.N * t.TH, G = s.groups, Ig = s.C / G, Og = s.O / G;
+    // at most kWinogradMaxRowBytes of windows (and of products) a task, whatever the channels
+    const int64_t per_tile = kXi * int64_t(sizeof(float)) * std::max(Ig, Og);
+    const int64_t tiles = std::min(std::max(kMinTiles, kTransformedBytes / per_tile), kWinogradMaxRowBytes / per_tile);
+    t.rows = std::clamp<int64_t>(tiles / t.TW, 1, R);  // one row at least: winograd_fits bounds its bytes
     if (G * ((R + t.rows - 1) / t.rows) < nth) {  // every thread a task, where there are rows enough
         const int64_t per_group = (nth + G - 1) / G;
         t.rows = std::max<int64_t>(1, (R + per_group - 1) / per_group);
