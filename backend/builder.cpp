@@ -5,6 +5,7 @@
 #include "errors.h"
 #include "gg.h"
 #include "ir_limits.h"
+#include "remote.h"
 
 namespace dg {
 
@@ -194,16 +195,17 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         for (size_t j = 0; j < op.outputs.size(); ++j) check_lowered(lc, j, out[j]);
         if (!pl) return;
         // the op's ggml tensors run on its device; on any but the host CPU, ggml's own ops only, and
-        // only those the device's backend implements for these types (a GPU's says which; an RPC
-        // device says yes to all without asking its server, whose CPU backend has them all). Checked:
-        // what the graph will compute, the tensors the op's outputs and state writes reach (a lowering
-        // may have made a tensor to ask whether the device takes it, then gone another way).
+        // only those the device's backend implements for these types (a GPU's says which; dyngraph's
+        // rpc-server says what its device computes, rpc_caps.h). Checked: what the graph will compute,
+        // the tensors the op's outputs and state writes reach (a lowering may have made a tensor to ask
+        // whether the device takes it, then gone another way).
         if (env.host) return;
         ggml_backend_t be = pl->slots[size_t(slot)].backend;
         fresh.clear();
         for (ggml_tensor* t = mark ? ggml_get_next_tensor(ctx, mark) : ggml_get_first_tensor(ctx); t;
              t = ggml_get_next_tensor(ctx, t))
             fresh[t] = 0;
+        std::vector<const ggml_tensor*> computed;
         std::vector<ggml_tensor*> todo(out.begin(), out.end());
         for (size_t s = n_side_before; s < env.side_effects.size(); ++s) todo.push_back(env.side_effects[s]);
         while (!todo.empty()) {
@@ -217,9 +219,11 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
             if (t->op == GGML_OP_CUSTOM || t->op == GGML_OP_MAP_CUSTOM1 || t->op == GGML_OP_MAP_CUSTOM2 ||
                 t->op == GGML_OP_MAP_CUSTOM3)
                 lc.not_portable("its lowering");
-            if (t->op != GGML_OP_NONE && !t->view_src && !ggml_backend_supports_op(be, t))
-                lc.not_on_device(cat(ggml_op_desc(t), " for ", gg::describe(t)));
+            if (t->op != GGML_OP_NONE && !t->view_src) computed.push_back(t);
         }
+        const std::vector<char> ok = remote::backend_supports(be, computed);
+        for (size_t i = 0; i < computed.size(); ++i)
+            if (!ok[i]) lc.not_on_device(cat(ggml_op_desc(computed[i]), " for ", gg::describe(computed[i])));
     };
     for (size_t k = 0; k < prog.ops.size(); ++k) {
         const OpDef& op = prog.ops[k];

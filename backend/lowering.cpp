@@ -9,6 +9,7 @@
 #include "kernels/journal.h"
 #include "lower/families.h"
 #include "planner.h"
+#include "remote.h"
 
 namespace dg {
 
@@ -40,7 +41,7 @@ void LowerCtx::not_on_device(const std::string& what) const {
 }
 
 bool LowerCtx::device_supports(const ggml_tensor* t) const {
-    return env.host || !env.backend || ggml_backend_supports_op(env.backend, t);
+    return env.host || !env.backend || remote::backend_supports(env.backend, {t})[0];
 }
 
 void LowerCtx::internal_error(const std::string& why) const {

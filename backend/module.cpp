@@ -8,6 +8,7 @@
 #include "build_info.h"
 #include "compiled_partition.h"
 #include "device.h"
+#include "rpc_caps.h"
 #include "rpc_relay.h"
 #include "engine.h"
 #include "errors.h"
@@ -136,6 +137,18 @@ PyTensor make_tensor(int64_t id, int dtype, const std::vector<int64_t>& shape, p
 #endif
 
 PyObject* g_errors[7] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+
+// The devices `dyngraph rpc-server --device NAME ...` serves (the CPU when none is named).
+std::vector<ggml_backend_dev_t> served_devices(const std::vector<std::string>& names) {
+    std::vector<ggml_backend_dev_t> devs;
+    for (const std::string& n : names) {
+        ggml_backend_dev_t d = ggml_backend_dev_by_name(n.c_str());
+        if (!d) fail<DeviceError>("no device named '", n, "' in this ggml");
+        devs.push_back(d);
+    }
+    if (devs.empty()) devs.push_back(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
+    return devs;
+}
 
 void register_errors(py::module_& m) {
     py::module_ errors = py::module_::import("dyngraph.errors");
@@ -369,16 +382,29 @@ PYBIND11_MODULE(_backend, m) {
 #endif
     });
     m.def(
+        "rpc_supports",
+        [](const std::vector<std::string>& device_names, const py::bytes& query, const std::vector<int>& refused) {
+            const std::vector<ggml_backend_dev_t> devs = served_devices(device_names);
+            std::string q = query;
+            std::string a;
+            {
+                py::gil_scoped_release release;
+                a = remote::caps::answer(devs, q, refused);
+            }
+            return py::bytes(a);
+        },
+        py::arg("devices"), py::arg("query"), py::arg("refused"),
+        "The worker's answer to a capability query (backend/rpc_caps.h); ValueError when it is malformed.");
+    m.def("ggml_op_names", [] {
+        std::vector<std::string> names;
+        for (int i = 0; i < GGML_OP_COUNT; ++i) names.emplace_back(ggml_op_name(ggml_op(i)));
+        return names;
+    });
+    m.def(
         "rpc_serve",
         [](const std::string& host, int port, int n_threads, const std::vector<std::string>& device_names) {
 #ifdef DYNGRAPH_HAVE_RPC
-            std::vector<ggml_backend_dev_t> devs;
-            for (const std::string& n : device_names) {
-                ggml_backend_dev_t d = ggml_backend_dev_by_name(n.c_str());
-                if (!d) fail<DeviceError>("no device named '", n, "' in this ggml");
-                devs.push_back(d);
-            }
-            if (devs.empty()) devs.push_back(ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU));
+            std::vector<ggml_backend_dev_t> devs = served_devices(device_names);
             const std::string endpoint = cat(host, ":", port);
             {
                 py::gil_scoped_release release;

@@ -19,10 +19,12 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "ggml.h"
+#include "rpc_caps.h"
 #include "rpc_relay.h"
 #ifdef DYNGRAPH_HAVE_RPC
 #include "ggml-rpc.h"
@@ -368,6 +370,59 @@ uint64_t Connection::bytes_sent() const {
 uint64_t Connection::bytes_received() const {
     tcp_info info;
     return tcp_info_of(fd_, info) ? info.tcpi_bytes_received : 0;
+}
+
+std::vector<char> Connection::supports(uint32_t device, const std::vector<const ggml_tensor*>& nodes) {
+    std::vector<char> out(nodes.size(), 1);
+    std::vector<std::string> keys(nodes.size()), asked;
+    std::vector<size_t> where;
+    {
+        std::lock_guard<std::mutex> lock(caps_mu_);
+        for (size_t i = 0; i < nodes.size(); ++i) {
+            keys[i].append(reinterpret_cast<const char*>(&device), 4);
+            caps::encode_node(nodes[i], keys[i]);
+            auto it = caps_.find(keys[i]);
+            if (it != caps_.end()) {
+                out[i] = it->second;
+            } else {
+                asked.push_back(keys[i].substr(4));
+                where.push_back(i);
+            }
+        }
+    }
+    for (size_t from = 0; from < asked.size(); from += caps::kMaxNodes) {
+        const std::vector<std::string> part(asked.begin() + from, asked.begin() + std::min(asked.size(), from + caps::kMaxNodes));
+        check_alive("asking which ops it computes");
+        std::optional<std::string> got;
+        try {
+            got = relay_->ask_supports(caps::encode_query(device, part), uint32_t(part.size()), timeout_);
+        } catch (const DeviceError& e) {
+            mark_dead(relay_error().empty() ? "failed a capability query" : relay_error());
+            throw;
+        }
+        if (!got) return out;  // (not dyngraph's server: ggml's "yes")
+        std::lock_guard<std::mutex> lock(caps_mu_);
+        if (caps_.size() > 65536) caps_.clear();
+        for (size_t j = 0; j < part.size(); ++j) {
+            out[where[from + j]] = (*got)[j];
+            caps_[keys[where[from + j]]] = (*got)[j];
+        }
+    }
+    return out;
+}
+
+std::vector<char> backend_supports(ggml_backend_t be, const std::vector<const ggml_tensor*>& nodes) {
+    // (an RPC device's own reg is ggml's RPC reg, not its server's: found among the connections' devices)
+    ggml_backend_dev_t dev = ggml_backend_get_device(be);
+    if (dev && ggml_backend_dev_type(dev) != GGML_BACKEND_DEVICE_TYPE_CPU)
+        for (const std::shared_ptr<Connection>& c : open_connections()) {
+            if (!c->reg()) continue;
+            for (size_t i = 0; i < ggml_backend_reg_dev_count(c->reg()); ++i)
+                if (ggml_backend_reg_dev_get(c->reg(), i) == dev) return c->supports(uint32_t(i), nodes);
+        }
+    std::vector<char> out(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) out[i] = ggml_backend_supports_op(be, nodes[i]) ? 1 : 0;
+    return out;
 }
 
 std::vector<std::shared_ptr<Connection>> open_connections() {

@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -98,6 +99,11 @@ public:
     uint64_t bytes_sent() const;
     uint64_t bytes_received() const;
 
+    // Which of `nodes` the server's device number `device` computes, one entry per node: what dyngraph's
+    // rpc-server says (asked once per op, types and shapes; rpc_caps.h), or ggml's "yes" for a server
+    // that does not answer such queries. DeviceError (the connection then dead) when the server fails to.
+    std::vector<char> supports(uint32_t device, const std::vector<const ggml_tensor*>& nodes);
+
     sockaddr_in peer() const { return peer_; }  // the relay's address: where ggml's socket goes
     std::string relay_error() const;             // what the relay refused of the server ("" nothing)
     int fd() const { return fd_; }
@@ -112,6 +118,8 @@ private:
     ggml_backend_buffer_t anchor_ = nullptr;  // keeps ggml's socket for this endpoint open
     std::unique_ptr<Relay> relay_;            // destroyed after the destructor's last call through it
     std::mutex mu_;
+    std::mutex caps_mu_;
+    std::map<std::string, char> caps_;  // encoded node -> whether the server's device computes it
     std::atomic<bool> dead_{false};
     std::string why_;
     friend class Guard;
@@ -155,6 +163,10 @@ auto guarded(const std::vector<Connection*>& conns, const char* doing, Fn&& fn, 
         lost(g, e, doing);
     }
 }
+
+// Whether `be` computes each of `nodes`: ggml_backend_supports_op, or for a device of an RPC server this
+// process is connected to, what the server says (Connection::supports).
+std::vector<char> backend_supports(ggml_backend_t be, const std::vector<const ggml_tensor*>& nodes);
 
 // Install the abort callback (once per process).
 void install_abort_handler();

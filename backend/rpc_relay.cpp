@@ -13,10 +13,12 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "errors.h"
 #include "ggml.h"
 #include "remote.h"
+#include "rpc_caps.h"
 #ifdef DYNGRAPH_HAVE_RPC
 #include "ggml-rpc.h"
 #endif
@@ -138,6 +140,9 @@ struct Relay::Session {
     Relay& relay;
     int client, server;
     std::map<uint64_t, uint64_t> buffers;  // remote buffer -> its size
+    bool caps = false;     // the server answers capability queries (rpc_caps.h)
+    bool closed = false;   // the sockets are closed (under `exchange`)
+    std::mutex exchange;   // held from a request's first byte to its answer's last (and by a query)
 
     Session(Relay& r, int c, int s) : relay(r), client(c), server(s) {}
 
@@ -216,8 +221,77 @@ struct Relay::Session {
         if (std::memcmp(ok, kAuthOk, 4) != 0) throw Bad{"answered the token with something else than its acceptance"};
     }
 
-    void run() {
+    // The token's exchange, then whether the server answers capability queries: a server that does not
+    // (ggml's own) closes the connection at caps::kHello, and is connected to again.
+    void negotiate() {
         if (!relay.token_.empty()) authenticate();
+        write_all(server, caps::kHello, 8);
+        char ok[4];
+        try {
+            read_exact(server, ok, 4);
+        } catch (const Closed&) {
+            if (relay.stop_.load()) throw;
+            std::string why;
+            const int fresh = relay.connect_upstream(why);
+            if (fresh < 0) throw Bad{cat("could not be reached again (", why, ") after it closed the connection at "
+                                         "dyngraph's capability query")};
+            relay.replace_fd(server, fresh);
+            server = fresh;
+            if (!relay.token_.empty()) authenticate();
+            return;
+        }
+        if (std::memcmp(ok, caps::kOk, 4) != 0) throw Bad{"answered dyngraph's capability query with something else"};
+        caps = true;
+    }
+
+    // Wait until `fd` is ready for `events`, until `deadline`; Bad when it passes or the socket fails.
+    void wait_until(int fd, short events, std::chrono::steady_clock::time_point deadline, double timeout) {
+        for (;;) {
+            if (relay.stop_.load()) throw Closed{};
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) throw Bad{cat("did not answer within ", timeout, " s while asked which ops it computes")};
+            pollfd p[2] = {{fd, events, 0}, {relay.wake_[0], POLLIN, 0}};
+            int r = poll(p, 2, int(std::min<int64_t>(left.count(), 1000)));
+            if (r < 0 && errno != EINTR) throw Closed{};
+            if (r > 0 && (p[0].revents & (events | POLLHUP | POLLERR | POLLNVAL))) return;
+        }
+    }
+
+    // A capability query (rpc_caps.h), between two of ggml's requests: the answer, one byte per node.
+    std::string ask(const std::string& query, uint32_t count, double timeout) {
+        std::lock_guard<std::mutex> lock(exchange);
+        if (closed) throw Closed{};
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(int64_t(std::min(timeout, 86400.0) * 1000));
+        std::string msg(1, char(caps::kSupportsCmd));
+        const uint64_t size = query.size();
+        msg.append(reinterpret_cast<const char*>(&size), 8);
+        msg += query;
+        for (size_t at = 0; at < msg.size();) {
+            wait_until(server, POLLOUT, deadline, timeout);
+            ssize_t r = send(server, msg.data() + at, msg.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (r < 0 && errno != EINTR && errno != EAGAIN) throw Closed{};
+            if (r > 0) at += size_t(r);
+        }
+        std::string got(8 + size_t(count), '\0');
+        for (size_t at = 0; at < got.size();) {
+            wait_until(server, POLLIN, deadline, timeout);
+            ssize_t r = recv(server, got.data() + at, (at < 8 ? 8 : got.size()) - at, MSG_DONTWAIT);
+            if (r == 0) throw Closed{};
+            if (r < 0 && errno != EINTR && errno != EAGAIN) throw Closed{};
+            if (r > 0) at += size_t(r);
+            if (at == 8) {
+                uint64_t n = 0;
+                std::memcpy(&n, got.data(), 8);
+                if (n != count) throw Bad{cat("answered a capability query of ", count, " nodes with ", n, " bytes")};
+            }
+        }
+        for (size_t i = 8; i < got.size(); ++i)
+            if (uint8_t(got[i]) > 1) throw Bad{cat("answered a capability query with ", int(uint8_t(got[i])), " (0 or 1)")};
+        return got.substr(8);
+    }
+
+    void run() {
         for (;;) {
             uint8_t cmd;
             uint64_t size;
@@ -226,6 +300,7 @@ struct Relay::Session {
             } catch (const Closed&) {
                 return;  // ggml closed the connection (or the relay stops)
             }
+            std::lock_guard<std::mutex> lock(exchange);
             read_exact(client, &size, 8);
             if (cmd >= CMD_COUNT) throw Bad{cat("(relay) this process sent an unknown command ", int(cmd))};
             std::vector<uint8_t> req;
@@ -438,42 +513,64 @@ void Relay::accept_loop() {
     }
 }
 
+int Relay::connect_upstream(std::string& why) {
+    int one = 1;
+    int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (server < 0) {
+        why = std::strerror(errno);
+        return -1;
+    }
+    setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // a connect of bounded time
+    int flags = fcntl(server, F_GETFL);
+    fcntl(server, F_SETFL, flags | O_NONBLOCK);
+    if (connect(server, reinterpret_cast<const sockaddr*>(&upstream_), sizeof(upstream_)) != 0) {
+        if (errno != EINPROGRESS) {
+            why = std::strerror(errno);
+        } else {
+            pollfd p{server, POLLOUT, 0};
+            int r = poll(&p, 1, int(std::ceil(connect_timeout_ * 1000)));
+            int err = 0;
+            socklen_t len = sizeof(err);
+            if (r <= 0) why = cat("no answer within ", connect_timeout_, " s");
+            else if (getsockopt(server, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) why = std::strerror(err);
+        }
+    }
+    fcntl(server, F_SETFL, flags);
+    if (!why.empty()) {
+        close(server);
+        return -1;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    live_fds_.push_back(server);
+    return server;
+}
+
+void Relay::replace_fd(int old_fd, int new_fd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (old_fd == new_fd) return;
+    shutdown(old_fd, SHUT_RDWR);
+    close(old_fd);
+    live_fds_.erase(std::remove(live_fds_.begin(), live_fds_.end(), old_fd), live_fds_.end());
+}
+
 void Relay::serve(int client) {
     int one = 1;
     setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     std::string why;
+    const int server = connect_upstream(why);
+    std::shared_ptr<Session> s;
     if (server < 0) {
-        why = std::strerror(errno);
-    } else {
-        setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        // a connect of bounded time
-        int flags = fcntl(server, F_GETFL);
-        fcntl(server, F_SETFL, flags | O_NONBLOCK);
-        if (connect(server, reinterpret_cast<const sockaddr*>(&upstream_), sizeof(upstream_)) != 0) {
-            if (errno != EINPROGRESS) {
-                why = std::strerror(errno);
-            } else {
-                pollfd p{server, POLLOUT, 0};
-                int r = poll(&p, 1, int(std::ceil(connect_timeout_ * 1000)));
-                int err = 0;
-                socklen_t len = sizeof(err);
-                if (r <= 0) why = cat("no answer within ", connect_timeout_, " s");
-                else if (getsockopt(server, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) why = std::strerror(err);
-            }
-        }
-        fcntl(server, F_SETFL, flags);
-    }
-    if (!why.empty()) {
         set_error(cat("could not be reached (", why, ")"));
     } else {
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            live_fds_.push_back(server);
-        }
-        Session s(*this, client, server);
+        s = std::make_shared<Session>(*this, client, server);
         try {
-            s.run();
+            s->negotiate();
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                live_.push_back(s);
+            }
+            s->run();
         } catch (const Bad& b) {
             set_error(b.why);
         } catch (const Closed&) {
@@ -481,13 +578,44 @@ void Relay::serve(int client) {
             set_error(cat("(relay) ", e.what()));
         }
     }
+    std::unique_lock<std::mutex> ex;
+    if (s) ex = std::unique_lock<std::mutex>(s->exchange);  // (a query in flight ends first)
     std::lock_guard<std::mutex> lock(mu_);
-    for (int fd : {client, server}) {
+    if (s) {
+        s->closed = true;
+        live_.erase(std::remove(live_.begin(), live_.end(), s), live_.end());
+    }
+    for (int fd : {client, s ? s->server : -1}) {
         if (fd < 0) continue;
         shutdown(fd, SHUT_RDWR);
         close(fd);
         live_fds_.erase(std::remove(live_fds_.begin(), live_fds_.end(), fd), live_fds_.end());
     }
+}
+
+std::optional<std::string> Relay::ask_supports(const std::string& query, uint32_t count, double timeout) {
+    std::shared_ptr<Session> s;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!live_.empty()) s = live_.back();
+    }
+    // (no connection: the server closed it, which ggml's next call reports as such)
+    if (!s || !s->caps) return std::nullopt;
+    try {
+        return s->ask(query, count, timeout);
+    } catch (const Bad& b) {
+        set_error(b.why);
+    } catch (const Closed&) {
+        set_error("closed the connection at a capability query");
+    }
+    {
+        std::lock_guard<std::mutex> lock(s->exchange);  // ggml's next call on this connection fails as well
+        if (!s->closed) {
+            shutdown(s->client, SHUT_RDWR);
+            shutdown(s->server, SHUT_RDWR);
+        }
+    }
+    throw DeviceError(cat("RPC server ", endpoint_, " ", error()));
 }
 
 }  // namespace dg::remote

@@ -10,6 +10,9 @@
 //
 // - authenticates to the server first when a token is given (the challenge and
 //   response of docs/guide/security.md: HMAC-SHA256 over a nonce of the server);
+// - then agrees with dyngraph's server on capability queries (rpc_caps.h;
+//   a server that closes the connection at the question is connected to
+//   again, and asked nothing), which ask_supports() sends between requests;
 // - forwards each request as it is, and reads each answer itself: the size
 //   the command's answer has (anything else is refused before a byte of it is
 //   buffered), then its values: device count in [1, 64], alignment a power of
@@ -28,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +51,12 @@ public:
     int port() const { return ntohs(addr_.sin_port); }
     std::string error() const;  // why the relay closed a connection ("" when it did not)
 
+    // Which of `count` nodes the server's device computes (rpc_caps.h), asked between ggml's requests on
+    // the live connection: one byte per node; nullopt when the server does not answer such queries
+    // (ggml's own server) or no connection is open. DeviceError when it fails to answer in time or answers wrongly (the
+    // connection is then closed, as for any bad answer).
+    std::optional<std::string> ask_supports(const std::string& query, uint32_t count, double timeout);
+
     // Limits on what a server may answer.
     static constexpr uint32_t kMaxDevices = 64;
     static constexpr uint64_t kMaxAlignment = uint64_t(1) << 20;
@@ -56,6 +66,8 @@ private:
     struct Session;
     void accept_loop();
     void serve(int client);
+    int connect_upstream(std::string& why);  // a socket to the server (-1 and why when it fails)
+    void replace_fd(int old_fd, int new_fd);
     bool own_socket(const sockaddr_in& peer) const;
     void set_error(const std::string& why);
 
@@ -71,6 +83,7 @@ private:
     std::string error_;
     std::vector<std::thread> sessions_;
     std::vector<int> live_fds_;
+    std::vector<std::shared_ptr<Session>> live_;  // sessions past their negotiation, the newest last
 };
 
 // HMAC-SHA256 (RFC 2104 over FIPS 180-4), for the token's challenge and response.

@@ -10,7 +10,7 @@ import struct
 import threading
 from typing import Callable, Dict, Optional, Union
 
-from dyngraph.rpc_supervisor import CMD, CMD_NAMES, HELLO_REQ, NO_ANSWER, RPC_TENSOR
+from dyngraph.rpc_supervisor import CAPS_HELLO, CAPS_OK, CMD, CMD_NAMES, HELLO_REQ, NO_ANSWER, RPC_TENSOR, SUPPORTS
 
 Answer = Union[bytes, None, Callable[[bytes], Optional[bytes]]]
 CLOSE = None  # an answer that closes the connection
@@ -61,8 +61,11 @@ class FakeServer:
     an answer is the body (its size is sent before it), ``raw(bytes)`` for exactly these bytes, CLOSE,
     or a function of the request body."""
 
-    def __init__(self, answers: Optional[Dict[str, Answer]] = None):
+    def __init__(self, answers: Optional[Dict[str, Answer]] = None, caps: Optional[bytes] = None):
+        """``caps``: what to answer dyngraph's capability hello (e.g. CAPS_OK; None: close, as ggml's
+        server does); ``answers["SUPPORTS"]`` then answers the queries (default: all supported)."""
         self.answers = dict(answers or {})
+        self.caps = caps
         self.seen = []  # command names received
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
@@ -88,11 +91,30 @@ class FakeServer:
     def _serve(self, conn):
         state = {}
         conn.settimeout(30)
+        first = True
         try:
             while not self._stop.is_set():
-                head = _recv_exact(conn, 9)
-                cmd, size = head[0], struct.unpack("<Q", head[1:])[0]
+                cmd = _recv_exact(conn, 1)[0]
+                if first and self.caps is not None and bytes([cmd]) == CAPS_HELLO[:1]:
+                    if _recv_exact(conn, 7) != CAPS_HELLO[1:]:
+                        return
+                    conn.sendall(self.caps)
+                    cmd = _recv_exact(conn, 1)[0]
+                if first and cmd != CMD["HELLO"]:
+                    return  # (as ggml's server: HELLO first, else the connection is closed)
+                first = False
+                size = struct.unpack("<Q", _recv_exact(conn, 8))[0]
                 body = _recv_exact(conn, size)
+                if cmd == SUPPORTS and self.caps is not None:
+                    cmd_name, count = "SUPPORTS", struct.unpack_from("<I", body, 8)[0]
+                    self.seen.append(cmd_name)
+                    ans = self.answers.get(cmd_name, b"\x01" * count)
+                    if callable(ans):
+                        ans = ans(body)
+                    if ans is CLOSE:
+                        return
+                    conn.sendall(bytes(ans) if isinstance(ans, raw) else struct.pack("<Q", len(ans)) + ans)
+                    continue
                 name = CMD_NAMES[cmd] if cmd < len(CMD_NAMES) else str(cmd)
                 self.seen.append(name)
                 if cmd in NO_ANSWER:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import socket
 import struct
-import subprocess
 import time
 
 import numpy as np
@@ -17,7 +15,7 @@ import pytest
 import dyngraph as dg
 from dyngraph.rpc_supervisor import AUTH_CONTEXT, AUTH_HELLO, CMD, HELLO_REQ, RPC_TENSOR
 from rpcfake import CLOSE, FakeServer, raw
-from rpcutil import free_port, popen_options, server_command
+from rpcwire import Server, closed, graph_compute, hello, recv_exact, rpc_tensor
 
 pytestmark = pytest.mark.skipif(
     not dg._backend.has_rpc(),
@@ -88,62 +86,6 @@ def test_the_fake_server_is_good_enough_when_it_is_honest():
 
 # -- the server ----------------------------------------------------------------------------
 
-class Server:
-    """`dyngraph rpc-server` (supervised) with its log in a pipe."""
-
-    def __init__(self, *args):
-        self.port = free_port()
-        cmd = server_command() + ["--host", "127.0.0.1", "--port", str(self.port), "--threads", "1", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     **popen_options())
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("rpc-server did not listen")
-
-    @property
-    def endpoint(self):
-        return f"127.0.0.1:{self.port}"
-
-    def connect(self):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
-        return s
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-        return self.proc.stderr.read()
-
-
-def _hello(s):
-    s.sendall(bytes([CMD["HELLO"]]) + struct.pack("<Q", HELLO_REQ) + bytes(HELLO_REQ))
-    size = struct.unpack("<Q", _recv(s, 8))[0]
-    return _recv(s, size)
-
-
-def _recv(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return buf
-
-
-def _closed(s) -> bool:
-    s.settimeout(30)
-    try:
-        return s.recv(1) == b""
-    except (ConnectionResetError, socket.timeout):
-        return True
-
-
 def _check_serves(endpoint, **kw):
     eng = engine(endpoint, **kw)
     cp = add_partition(eng)
@@ -152,36 +94,17 @@ def _check_serves(endpoint, **kw):
     np.testing.assert_array_equal(out, a + b)
 
 
-def _tensor(tid=1, buffer=0, data=0, ne=(1, 1, 1, 1), nb=(4, 4, 4, 4), op=0, src=()):
-    """An rpc_tensor (ggml-rpc.cpp's layout)."""
-    t = bytearray(RPC_TENSOR)
-    struct.pack_into("<QIQ", t, 0, tid, 0, buffer)
-    struct.pack_into("<4I", t, 20, *ne)
-    struct.pack_into("<4I", t, 36, *nb)
-    struct.pack_into("<I", t, 52, op)
-    for i, s in enumerate(src):
-        struct.pack_into("<Q", t, 124 + 8 * i, s)
-    struct.pack_into("<Q", t, 124 + 80 + 16, data)
-    return bytes(t)
-
-
-def _graph(nodes, tensors):
-    body = struct.pack("<II", 0, len(nodes)) + struct.pack(f"<{len(nodes)}Q", *nodes)
-    body += struct.pack("<I", len(tensors)) + b"".join(tensors)
-    return bytes([CMD["GRAPH_COMPUTE"]]) + struct.pack("<Q", len(body)) + body
-
-
 MALFORMED = {
     # ggml asserts data inside its buffer: the worker aborts
     "SET_TENSOR outside its buffer": lambda: bytes([CMD["SET_TENSOR"]]) + struct.pack("<Q", RPC_TENSOR + 8 + 4)
-    + _tensor(buffer=0xdead, data=1 << 40) + struct.pack("<Q", 0) + b"abcd",
+    + rpc_tensor(buffer=0xdead, data=1 << 40) + struct.pack("<Q", 0) + b"abcd",
     "SET_TENSOR of 2^63 bytes": lambda: bytes([CMD["SET_TENSOR"]]) + struct.pack("<Q", 1 << 63),
     "an unknown command": lambda: bytes([200]) + struct.pack("<Q", 0),
     "GRAPH_COMPUTE of garbage": lambda: bytes([CMD["GRAPH_COMPUTE"]]) + struct.pack("<Q", 64) + b"\xff" * 64,
     # an op ggml does not have: its CPU backend aborts
-    "an invalid op": lambda: _graph([1], [_tensor(op=5000)]),
+    "an invalid op": lambda: graph_compute([1], [rpc_tensor(op=5000)]),
     # a 200,000-deep source chain: create_node's recursion overflows the stack (SIGSEGV)
-    "a deep source chain": lambda: _graph([1], [_tensor(tid=i, op=1, src=(i + 1,)) for i in range(1, 200_001)]),
+    "a deep source chain": lambda: graph_compute([1], [rpc_tensor(tid=i, op=1, src=(i + 1,)) for i in range(1, 200_001)]),
     "a second HELLO": lambda: bytes([CMD["HELLO"]]) + struct.pack("<Q", HELLO_REQ) + bytes(HELLO_REQ),
 }
 
@@ -191,9 +114,9 @@ def test_the_server_stays_up_after_malformed_messages():
     try:
         for what, msg in MALFORMED.items():
             s = srv.connect()
-            assert _hello(s)[0] == 5
+            assert hello(s)[0] == 5
             s.sendall(msg())
-            assert _closed(s), what  # the connection ends (the worker died, or the message was refused)
+            assert closed(s), what  # the connection ends (the worker died, or the message was refused)
             s.close()
             _check_serves(srv.endpoint)  # and the next client is served correctly
     finally:
@@ -205,21 +128,21 @@ def test_the_server_refuses_recompute_after_free_and_oversized_writes():
     srv = Server()
     try:
         s = srv.connect()
-        _hello(s)
+        hello(s)
         s.sendall(bytes([CMD["ALLOC_BUFFER"]]) + struct.pack("<QIQ", 12, 0, 4096))
-        size, ptr, got = struct.unpack("<QQQ", _recv(s, 24))
+        size, ptr, got = struct.unpack("<QQQ", recv_exact(s, 24))
         assert size == 16 and ptr and got >= 4096
         s.sendall(bytes([CMD["SET_TENSOR"]]) + struct.pack("<Q", RPC_TENSOR + 8 + 8192))  # more than the buffer
-        assert _closed(s)
+        assert closed(s)
         s.close()
         s = srv.connect()
-        _hello(s)
+        hello(s)
         s.sendall(bytes([CMD["ALLOC_BUFFER"]]) + struct.pack("<QIQ", 12, 0, 4096))
-        ptr = struct.unpack("<QQQ", _recv(s, 24))[1]
+        ptr = struct.unpack("<QQQ", recv_exact(s, 24))[1]
         s.sendall(bytes([CMD["FREE_BUFFER"]]) + struct.pack("<QQ", 8, ptr))
-        assert _recv(s, 8) == struct.pack("<Q", 0)
+        assert recv_exact(s, 8) == struct.pack("<Q", 0)
         s.sendall(bytes([CMD["GRAPH_RECOMPUTE"]]) + struct.pack("<QI", 4, 0))
-        assert _closed(s)
+        assert closed(s)
         s.close()
         _check_serves(srv.endpoint)
     finally:
@@ -236,13 +159,13 @@ def test_a_token_server_refuses_clients_without_the_token():
             engine(srv.endpoint, token="wrong")
         s = srv.connect()  # a plain ggml client: HELLO first
         s.sendall(bytes([CMD["HELLO"]]) + struct.pack("<Q", HELLO_REQ) + bytes(HELLO_REQ))
-        assert _closed(s)
+        assert closed(s)
         s.close()
         s = srv.connect()  # a right answer to another nonce
         s.sendall(AUTH_HELLO)
-        _recv(s, 32)
+        recv_exact(s, 32)
         s.sendall(hmac.new(b"s3cret", AUTH_CONTEXT + bytes(32), hashlib.sha256).digest())
-        assert _closed(s)
+        assert closed(s)
         s.close()
         _check_serves(srv.endpoint, token="s3cret")
     finally:
@@ -254,9 +177,9 @@ def test_a_server_without_a_token_serves_a_plain_ggml_client_and_refuses_a_token
     srv = Server()
     try:
         s = srv.connect()
-        assert _hello(s)[:2] == bytes([5, 0])
+        assert hello(s)[:2] == bytes([5, 0])
         s.sendall(bytes([CMD["DEVICE_COUNT"]]) + struct.pack("<Q", 0))
-        assert struct.unpack("<QI", _recv(s, 12)) == (4, 1)
+        assert struct.unpack("<QI", recv_exact(s, 12)) == (4, 1)
         s.close()
         with pytest.raises(dg.DeviceError, match="token"):
             engine(srv.endpoint, token="s3cret")

@@ -104,7 +104,7 @@ step GPU tests
 timeout 150 python3 -m pytest -q -rfE -p no:cacheprovider -o addopts="" tests/test_exports.py tests/test_gpu.py \
   tests/test_device_ops.py tests/torch/test_torch_devices.py --junitxml="$OUT/gpu-tests.xml" 2>&1 | tail -30
 
-step rpc-server on the GPU: a client sends head-size-16 attention
+step "rpc-server on the GPU: head-size-16 attention (the client asks first: portable attention, the CPU's tokens)"
 [ -n "${GPU_CHECK_SKIP_RPC:-}" ] && echo skipped || timeout 40 python3 - <<'PY'
 import subprocess, sys, time, dyngraph as dg
 from dyngraph.models.llama import LlamaConfig, LlamaRunner, random_weights
@@ -113,8 +113,11 @@ p = subprocess.Popen([sys.executable, "-m", "dyngraph.cli", "rpc-server", "--por
 time.sleep(3)
 cfg = LlamaConfig(layers=2, max_seq=32)
 try:
-    r = LlamaRunner(cfg, random_weights(cfg), engine=dg.Engine("rpc", endpoints=["127.0.0.1:50611"], timeout=20))
-    print("tokens over RPC to a GPU:", r.generate([1, 2, 3], 4))
+    w = random_weights(cfg)
+    r = LlamaRunner(cfg, w, engine=dg.Engine("rpc", endpoints=["127.0.0.1:50611"], timeout=20))
+    got, want = r.generate([1, 2, 3], 4), LlamaRunner(cfg, w, engine=dg.Engine("cpu")).generate([1, 2, 3], 4)
+    print("tokens over RPC to a GPU:", got, "CPU:", want, "same" if got == want else "DIFFERENT",
+          "host ops:", r.cp.cache_info().host_fallback_ops)
 except Exception as e:
     print("client:", type(e).__name__, str(e)[:300])
 time.sleep(1)

@@ -24,7 +24,14 @@ stack). So it never faces a client directly:
   that slipped in first is not served under the supervisor's name);
 - when the worker dies (an abort on a message the supervisor let through),
   the client's connection is closed and the spare worker, started and
-  claimed in advance, serves the next client; a new spare is started.
+  claimed in advance, serves the next client; a new spare is started;
+- a dyngraph client asks which ops the device computes (ggml's client does
+  not: backend/rpc_caps.h): it says ``DGCAPS1\n`` before ggml's HELLO, and
+  may then send SUPPORTS queries between ggml's requests. The worker answers
+  them on a second port of its own (a query ggml's checks crash on ends that
+  worker, not the server); ops named by ``--refuse-op`` are never supported,
+  and a GRAPH_COMPUTE holding one closes the connection before the worker
+  sees it.
 """
 
 from __future__ import annotations
@@ -62,6 +69,10 @@ NO_ANSWER = {CMD["SET_TENSOR"], CMD["GRAPH_COMPUTE"], CMD["GRAPH_RECOMPUTE"]}
 MAX_GRAPH_BYTES = 256 << 20  # a GRAPH_COMPUTE message (ggml's own graphs are a few MiB)
 
 AUTH_HELLO, AUTH_OK, AUTH_CONTEXT, NONCE = b"DGAUTH1\n", b"DGOK", b"dyngraph-rpc-auth-v1", 32
+# dyngraph's capability queries (backend/rpc_caps.h)
+CAPS_HELLO, CAPS_OK, SUPPORTS, QUERY_MAGIC, MAX_QUERY_NODES = b"DGCAPS1\n", b"DGC1", 0xD0, 0x31514744, 4096
+MAX_QUERY_BYTES = 12 + MAX_QUERY_NODES * (4 + 11 * 140)
+RPC_TENSOR_OP = 52  # the offset of `op` in ggml's (packed) rpc_tensor
 AUTH_TIMEOUT = 10.0
 
 
@@ -163,9 +174,10 @@ class Zygote:
             self._pids.append(-1)
             self._cv.notify_all()
 
-    def spawn(self, port: int, threads: int, devices: List[str]) -> _Forked:
+    def spawn(self, port: int, caps_port: int, threads: int, refused: List[int], devices: List[str]) -> _Forked:
         with self._cv:
-            self.proc.stdin.write(" ".join([str(port), str(threads)] + devices) + "\n")
+            line = [str(port), str(caps_port), str(threads), ",".join(map(str, refused)) or "-"] + devices
+            self.proc.stdin.write(" ".join(line) + "\n")
             self.proc.stdin.flush()
             if not self._cv.wait_for(lambda: self._pids, timeout=30):
                 raise WorkerDied("the zygote did not fork a worker")
@@ -196,7 +208,7 @@ def _zygote_main() -> None:  # pragma: no cover - runs in the zygote process
 
     signal.signal(signal.SIGCHLD, reap)
     for line in sys.stdin:
-        port, threads, *devices = line.split()
+        port, caps_port, threads, refused, *devices = line.split()
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -205,7 +217,8 @@ def _zygote_main() -> None:  # pragma: no cover - runs in the zygote process
             os.dup2(os.open(os.devnull, os.O_RDWR), 0)
             os.dup2(os.open(os.devnull, os.O_RDWR), 1)  # (ggml's banner)
             try:
-                serve_worker("127.0.0.1", int(port), int(threads), devices)
+                serve_worker("127.0.0.1", int(port), int(threads), devices, int(caps_port),
+                             [int(r) for r in refused.split(",") if r != "-"])
             finally:
                 os._exit(1)
         print(f"pid {pid}", flush=True)
@@ -215,19 +228,23 @@ def _zygote_main() -> None:  # pragma: no cover - runs in the zygote process
 class Worker:
     """One ggml server process on 127.0.0.1, connected to (and claimed by) the supervisor."""
 
-    def __init__(self, threads: int, devices: List[str], log: Callable[[str], None], zygote: Optional[Zygote] = None):
-        self.port = _free_port()
+    def __init__(self, threads: int, devices: List[str], log: Callable[[str], None], zygote: Optional[Zygote] = None,
+                 refused: List[int] = ()):
+        self.port, self.caps_port = _free_port(), _free_port()
         if zygote is not None:
-            self.proc = zygote.spawn(self.port, threads, devices)
+            self.proc = zygote.spawn(self.port, self.caps_port, threads, list(refused), devices)
         else:
             cmd = [sys.executable, "-m", "dyngraph.cli", "rpc-server", "--worker", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--threads", str(threads)]
+                   "--port", str(self.port), "--caps-port", str(self.caps_port), "--threads", str(threads)]
             for d in devices:
                 cmd += ["--device", d]
+            if refused:
+                cmd += ["--refused", ",".join(map(str, refused))]
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          env=dict(os.environ, GGML_NO_BACKTRACE="1"),
                                          preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         self.sock: Optional[socket.socket] = None
+        self.caps: Optional[socket.socket] = None  # the worker's capability port, claimed once
         self.hello: Optional[bytes] = None
         self.log = log
 
@@ -258,6 +275,25 @@ class Worker:
         except (OSError, EOFError) as e:
             # (another local process took the worker's first connection: this one is not trusted)
             raise WorkerDied(f"the worker did not answer HELLO ({e})") from None
+        if self.caps is None:
+            try:  # (the worker listens there before ggml's loop starts; an empty query must be answered)
+                self.caps = socket.create_connection(("127.0.0.1", self.caps_port), timeout=hello_timeout)
+                self.caps.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.ask(struct.pack("<III", QUERY_MAGIC, 0, 0), timeout=hello_timeout)
+            except (OSError, EOFError, WorkerDied) as e:
+                raise WorkerDied(f"the worker did not answer on its capability port ({e})") from None
+
+    def ask(self, query: bytes, timeout: Optional[float] = None) -> bytes:
+        """The worker's answer to a capability query (b"" for a malformed one); WorkerDied when it fails."""
+        try:
+            self.caps.settimeout(timeout)
+            self.caps.sendall(struct.pack("<Q", len(query)) + query)
+            n = struct.unpack("<Q", _recv_exact(self.caps, 8))[0]
+            if n > MAX_QUERY_NODES:
+                raise WorkerDied(f"the worker answered a capability query with {n} bytes")
+            return _recv_exact(self.caps, n)
+        except (OSError, EOFError) as e:
+            raise WorkerDied(f"the worker failed a capability query ({e or type(e).__name__})") from None
 
     def reclaim(self) -> bool:
         """After a client: a new connection of the supervisor's own (False when the worker is gone or busy)."""
@@ -274,8 +310,9 @@ class Worker:
 
     def stop(self) -> str:
         """Kill the worker; how it had ended, when it had."""
-        if self.sock is not None:
-            self.sock.close()
+        for s in (self.sock, self.caps):
+            if s is not None:
+                s.close()
         try:  # (a worker that just died: its status, to log why)
             status = self.proc.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
@@ -294,8 +331,9 @@ class Worker:
 
 class Supervisor:
     def __init__(self, host: str, port: int, threads: int, devices: List[str], token: Optional[bytes],
-                 max_alloc: int, log: Callable[[str], None]):
+                 max_alloc: int, log: Callable[[str], None], refused: List[int] = ()):
         self.host, self.port, self.threads, self.devices = host, port, threads, devices
+        self.refused = sorted(set(refused))  # ggml op numbers no client may run here (--refuse-op)
         self.token = token or None
         self.max_alloc = max_alloc
         self.log = log
@@ -314,11 +352,11 @@ class Supervisor:
         # started from this (the main) thread: PR_SET_PDEATHSIG kills a child when the *thread* that
         # started it ends, so only its claim runs in the background
         try:
-            w = Worker(self.threads, self.devices, self.log, self._zygote)
+            w = Worker(self.threads, self.devices, self.log, self._zygote, self.refused)
         except WorkerDied as e:  # (the zygote is gone: new interpreters from now on)
             self.log(f"{e}: workers start as new processes from now on")
             self._zygote = None
-            w = Worker(self.threads, self.devices, self.log)
+            w = Worker(self.threads, self.devices, self.log, None, self.refused)
 
         def run():
             try:
@@ -402,10 +440,15 @@ class Supervisor:
         if self.token is not None:
             self._authenticate(client)
         client.settimeout(AUTH_TIMEOUT)
+        caps = False
         try:
             head = _recv_exact(client, 8)
             if head == AUTH_HELLO:  # (refused at once: the client waits for a challenge that will not come)
                 raise Refused("a client with a token (this server runs without one)")
+            if head == CAPS_HELLO:  # a dyngraph client: it will ask which ops the device computes
+                client.sendall(CAPS_OK)
+                caps = True
+                head = _recv_exact(client, 8)
             head += _recv_exact(client, 1)
         except socket.timeout:
             raise Refused(f"no HELLO within {AUTH_TIMEOUT} s") from None
@@ -429,6 +472,9 @@ class Supervisor:
             except EOFError:
                 return
             cmd, size = head[0], struct.unpack("<Q", head[1:])[0]
+            if cmd == SUPPORTS and caps:
+                self._supports(client, worker, size)
+                continue
             name = CMD_NAMES[cmd] if cmd < len(CMD_NAMES) else str(cmd)
             if cmd >= len(CMD_NAMES) or cmd == CMD["HELLO"]:
                 raise Refused(f"command {name}")
@@ -444,8 +490,12 @@ class Supervisor:
                 freed = False
             if cmd == CMD["GRAPH_COMPUTE"] and size > MAX_GRAPH_BYTES:
                 raise Refused(f"GRAPH_COMPUTE of {size} bytes (at most {MAX_GRAPH_BYTES})")
+            if cmd == CMD["GRAPH_COMPUTE"] and self.refused:
+                want = size  # (read whole, to look at its ops)
             if want is not None:
                 body = _recv_exact(client, size)
+                if cmd == CMD["GRAPH_COMPUTE"]:
+                    self._check_graph(body)
                 if cmd == CMD["ALLOC_BUFFER"]:
                     asked = struct.unpack_from("<Q", body, 4)[0]
                     if sum(buffers.values()) + asked > self.max_alloc:
@@ -480,12 +530,75 @@ class Supervisor:
                 raise WorkerDied(f"the worker closed the connection at {name}") from None
 
 
-def serve_worker(host: str, port: int, threads: int, devices: List[str]) -> int:
-    """The worker: ggml's own loop, never returns while it can listen."""
+    def _supports(self, client: socket.socket, worker: Worker, size: int) -> None:
+        """A client's capability query: the worker answers, one byte per node."""
+        if not 12 <= size <= MAX_QUERY_BYTES:
+            raise Refused(f"a capability query of {size} bytes")
+        query = _recv_exact(client, size)
+        magic, _, count = struct.unpack_from("<III", query)
+        if magic != QUERY_MAGIC or count > MAX_QUERY_NODES:
+            raise Refused("a malformed capability query")
+        answer = worker.ask(query, timeout=60)  # (a worker that takes longer is replaced)
+        if len(answer) != count:
+            raise Refused("a malformed capability query")
+        client.sendall(struct.pack("<Q", count) + answer)
+
+    def _check_graph(self, body: bytes) -> None:
+        """--refuse-op: a graph holding a refused op never reaches the worker."""
+        if len(body) < 8:
+            return  # (ggml's server refuses it)
+        n_nodes = struct.unpack_from("<I", body, 4)[0]
+        at = 8 + 8 * n_nodes
+        if len(body) < at + 4:
+            return
+        n_tensors = struct.unpack_from("<I", body, at)[0]
+        at += 4
+        if len(body) < at + n_tensors * RPC_TENSOR:
+            return
+        for k in range(n_tensors):
+            op = struct.unpack_from("<I", body, at + k * RPC_TENSOR + RPC_TENSOR_OP)[0]
+            if op in self.refused:
+                from . import _backend
+
+                raise Refused(f"a graph with {_backend.ggml_op_names()[op]} (this server runs with --refuse-op)")
+
+
+def _serve_caps(listener: socket.socket, devices: List[str], refused: List[int]) -> None:  # pragma: no cover - worker
+    """The worker's capability port: its first connection (the supervisor's) only, one query at a time."""
+    from . import _backend
+
+    conn, _ = listener.accept()
+    listener.close()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        while True:
+            n = struct.unpack("<Q", _recv_exact(conn, 8))[0]
+            if n > MAX_QUERY_BYTES:
+                return
+            try:
+                answer = _backend.rpc_supports(devices, _recv_exact(conn, n), refused)
+            except ValueError:
+                answer = b""
+            conn.sendall(struct.pack("<Q", len(answer)) + answer)
+    except (OSError, EOFError):
+        return
+    finally:
+        conn.close()
+
+
+def serve_worker(host: str, port: int, threads: int, devices: List[str], caps_port: int = 0,
+                 refused: List[int] = ()) -> int:
+    """The worker: ggml's own loop, never returns while it can listen (and, on `caps_port`, the answers to
+    capability queries)."""
     from . import _backend
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if caps_port:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", caps_port))
+        listener.listen(1)
+        threading.Thread(target=_serve_caps, args=(listener, devices, list(refused)), daemon=True).start()
     try:
         _backend.rpc_serve(host, port, threads, devices)
     except Exception as e:  # noqa: BLE001 - std::length_error / bad_alloc out of ggml's loop: the worker ends

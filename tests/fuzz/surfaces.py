@@ -20,7 +20,9 @@ printed and counted, and the worker restarts after the input.
   to one command is mutated (size, values, closing); it opens the engine,
   compiles and runs a partition: success or a DyngraphError.
 - ``rpc-msg``: one supervised ``dyngraph rpc-server``; each input is a
-  connection sending HELLO (mostly) and 1-3 mutated ggml messages. Every 250
+  connection sending HELLO (mostly) and 1-3 mutated ggml messages; a third
+  of them agree to capability queries first and send mutated queries among
+  the messages (backend/rpc_caps.h). Every 250
   inputs and at the end a real client must get a correct result from it,
   and its process must be alive with no Python traceback in its log.
 """
@@ -226,10 +228,13 @@ def run_rpc_answer(seed, idx, ctx):
 # -- rpc-msg ---------------------------------------------------------------------------------
 
 def make_messages(seed: int, idx: int) -> bytes:
-    from dyngraph.rpc_supervisor import CMD_NAMES, HELLO_REQ, REQUEST_SIZE, RPC_TENSOR
+    from dyngraph.rpc_supervisor import CAPS_HELLO, CMD_NAMES, HELLO_REQ, REQUEST_SIZE, RPC_TENSOR
 
     rng = random.Random(f"rpc-msg/{seed}/{idx}")
     out = b""
+    caps = rng.random() < 0.3
+    if caps:
+        out += CAPS_HELLO
     if rng.random() < 0.9:
         out += bytes([14]) + struct.pack("<Q", HELLO_REQ) + bytes(HELLO_REQ)
 
@@ -247,6 +252,9 @@ def make_messages(seed: int, idx: int) -> bytes:
         return bytes(t)
 
     for _ in range(rng.choice([1, 1, 2, 3])):
+        if caps and rng.random() < 0.5:
+            out += capability_query(rng)
+            continue
         cmd = rng.choice(range(len(CMD_NAMES))) if rng.random() < 0.9 else rng.randrange(256)
         size = REQUEST_SIZE.get(cmd)
         if cmd == 10:  # GRAPH_COMPUTE: | device | n_nodes | nodes | n_tensors | tensors |
@@ -270,6 +278,32 @@ def make_messages(seed: int, idx: int) -> bytes:
     if rng.random() < 0.05:
         out = out[: rng.randrange(len(out) + 1)]
     return out
+
+
+def capability_query(rng: random.Random) -> bytes:
+    """A SUPPORTS message (backend/rpc_caps.h) with hostile fields: types, ops, shapes, strides,
+    op parameters, source masks, counts and sizes."""
+    from dyngraph.rpc_supervisor import QUERY_MAGIC, SUPPORTS
+
+    def tensor():
+        ne = [rng.choice([0, 1, 2, 4, 32, 2**31, -1, 2**40 + 1]) for _ in range(4)]
+        nb = [rng.choice([0, 1, 4, 128, 2**32, 2**60]) for _ in range(4)]
+        params = [rng.choice([0, 1, -1, 2**31 - 1, rng.randrange(-2**31, 2**31)]) for _ in range(16)]
+        return struct.pack("<II4q4Q16ii", rng.choice([0, 0, 1, 2, 8, 30, 39, 99, 2**32 - 1]),
+                           rng.choice([rng.randrange(101), rng.randrange(101), 101, 2**32 - 1]), *ne, *nb, *params,
+                           rng.choice([0, 1, -1]))
+
+    nodes = b""
+    n = rng.choice([0, 1, 2, 5])
+    for _ in range(n):
+        mask = rng.choice([0, 1, 3, 7, 1 << 10, rng.randrange(1 << 10)])
+        nodes += struct.pack("<I", mask) + tensor() + b"".join(tensor() for i in range(10) if mask >> i & 1)
+    body = struct.pack("<III", QUERY_MAGIC if rng.random() < 0.9 else rng.randrange(2**32), rng.choice([0, 0, 1]),
+                       rng.choice([n, n, n + 1, 2**32 - 1])) + nodes
+    if rng.random() < 0.1:
+        body = body[: rng.randrange(len(body) + 1)]
+    declared = len(body) if rng.random() < 0.9 else rng.choice([2**63, 7 << 20, len(body) + 1])
+    return bytes([SUPPORTS]) + struct.pack("<Q", declared) + body
 
 
 def run_rpc_msg(seed, idx, ctx):

@@ -1,7 +1,7 @@
 """``dyngraph rpc-server``: serve this machine's device to other processes over ggml's RPC protocol.
 
     dyngraph rpc-server [--host 127.0.0.1] [--port 50052] [--threads T] [--device NAME ...]
-                        [--token SECRET] [--max-alloc-gib G]
+                        [--token SECRET] [--max-alloc-gib G] [--refuse-op OP ...]
 
 Another process then runs partitions here with ``dg.Engine("rpc",
 endpoints=["HOST:PORT"])`` (llama.cpp's ``--rpc HOST:PORT`` speaks the same
@@ -10,6 +10,12 @@ ggml's own (``ggml_backend_rpc_start_server``), run in a worker process that a
 supervisor replaces after each client and whenever it dies (a malformed
 message), so the server stays up; it serves one client at a time, until the
 process is stopped (Ctrl-C or a signal). See docs/guide/security.md.
+
+A dyngraph client asks the server which ops its device computes (ggml's own
+client assumes all), and runs the others on its own CPU. ``--refuse-op``
+(a ggml op name, e.g. FLASH_ATTN_EXT; repeatable) keeps an op off this
+server: it is answered as not computed, and a graph that holds it anyway
+(a client that did not ask) closes the client's connection.
 
 With ``--token`` (or ``DYNGRAPH_RPC_TOKEN``) a client must prove it knows the
 token (a challenge and response, before any ggml message): give the engine
@@ -51,7 +57,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="shared secret clients must prove they know (default: $DYNGRAPH_RPC_TOKEN; none: no authentication)")
     p.add_argument("--max-alloc-gib", type=float, default=None,
                    help="most device memory one client may allocate, in GiB (default: this machine's memory)")
+    p.add_argument("--refuse-op", action="append", default=[], metavar="OP",
+                   help="a ggml op (e.g. FLASH_ATTN_EXT) this server never computes: clients run it on their CPU "
+                        "(repeatable)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # the supervised ggml loop itself
+    p.add_argument("--caps-port", type=int, default=0, help=argparse.SUPPRESS)  # (worker) capability queries
+    p.add_argument("--refused", default="", help=argparse.SUPPRESS)  # (worker) ggml op numbers, comma-separated
     p.add_argument("--max-clients", type=int, default=None, help=argparse.SUPPRESS)  # (tests) stop after N clients
     return p
 
@@ -84,7 +95,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.worker:
         from ..rpc_supervisor import serve_worker
 
-        return serve_worker(args.host, args.port, threads, args.device or [])
+        return serve_worker(args.host, args.port, threads, args.device or [], args.caps_port,
+                            [int(r) for r in args.refused.split(",") if r])
     token = args.token if args.token is not None else os.environ.get("DYNGRAPH_RPC_TOKEN") or None
     if token is not None and not 1 <= len(token.encode()) <= 4096:
         print("dyngraph rpc-server: --token must be 1 to 4096 bytes", file=sys.stderr)
@@ -111,6 +123,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("dyngraph rpc-server: this build of ggml has no RPC backend (install dyngraph with its default ggml "
               "build, which has GGML_RPC=ON; see third_party/ggml/README.md)", file=sys.stderr)
         return EXIT_FAIL
+    names = _backend.ggml_op_names()
+    refused = []
+    for op in args.refuse_op:
+        if op.upper() not in names:
+            print(f"dyngraph rpc-server: --refuse-op {op}: not one of ggml's ops ({', '.join(names[1:])})",
+                  file=sys.stderr)
+            listener.close()
+            return EXIT_USAGE
+        refused.append(names.index(op.upper()))
     endpoint = f"{host}:{args.port}"
     if token is None:
         print(WARNING.format(endpoint=endpoint), file=sys.stderr)
@@ -123,7 +144,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..rpc_supervisor import Supervisor
 
     sup = Supervisor(host, args.port, threads, args.device or [], token.encode() if token else None, int(max_alloc),
-                     _log)
+                     _log, refused)
     why = sup.start()
     if why is not None:
         print(f"dyngraph rpc-server: ggml's server cannot start: {why}", file=sys.stderr)
