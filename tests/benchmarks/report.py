@@ -520,6 +520,8 @@ def main() -> None:
                     help="threads of PyTorch and of dyngraph's engine in the eager and grid sections: a number or "
                          "'all' (os.cpu_count()); default 1. Every other section runs one thread")
     args = ap.parse_args()
+    if args.threads != "all" and not args.threads.isdigit():
+        ap.error(f"--threads: a number or 'all', got {args.threads!r}")
     threads = (os.cpu_count() or 1) if args.threads == "all" else int(args.threads)
     if threads < 1:
         ap.error("--threads: at least 1")
