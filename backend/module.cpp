@@ -8,8 +8,6 @@
 #include "build_info.h"
 #include "compiled_partition.h"
 #include "device.h"
-#include "rpc_caps.h"
-#include "rpc_relay.h"
 #include "engine.h"
 #include "errors.h"
 #include "ggml-cpu.h"
@@ -17,7 +15,10 @@
 #include "ir_limits.h"
 #include "ggml_log.h"
 #include "kernels/isa.h"
+#include "kernels/vector_clones.h"
 #include "lowering.h"
+#include "rpc_caps.h"
+#include "rpc_relay.h"
 #include "verbose.h"
 
 namespace py = pybind11;
@@ -306,6 +307,8 @@ PYBIND11_MODULE(_backend, m) {
     m.def("parse_verbose", [](const std::string& v) { return verbose::parse_level(v.c_str()); },
           "The level a DYNGRAPH_VERBOSE value names, or -1.");
     m.def("verbose_level", [] { return verbose::level; });
+    m.def("vector_level", [] { return kernels::vector_level(); },
+          "The level of the loops kernels/vector_clones.h compiles several times: 2 x86-64-v4, 1 x86-64-v3, 0 baseline.");
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
     m.def(

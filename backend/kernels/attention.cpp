@@ -29,7 +29,7 @@ constexpr int64_t kKeyBlock = 512;  // a block of scores (rows x keys) stays in 
 int64_t query_block(int64_t sq) { return sq >= 1024 ? 256 : sq >= 96 ? 128 : 32; }
 
 // s[j] = s[j] * scale + mask[j] for j < n (mask may be null); returns max(s[0..n)) (-inf for n = 0).
-DG_VECTOR_CLONES float scale_mask_max(float* s, float scale, const float* mask, int64_t n) {
+DG_VECTOR_BODY float scale_mask_max_body(float* s, float scale, const float* mask, int64_t n) {
     if (mask)
         for (int64_t j = 0; j < n; ++j) s[j] = s[j] * scale + mask[j];
     else
@@ -39,9 +39,10 @@ DG_VECTOR_CLONES float scale_mask_max(float* s, float scale, const float* mask, 
     for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
     return m;
 }
+DG_VECTORIZED(float, scale_mask_max, (float* s, float scale, const float* mask, int64_t n), (s, scale, mask, n))
 
 // s[j] = s[j] * scale where keep[j] != 0, else -inf, for j < n (a bool mask); returns max(s[0..n)).
-DG_VECTOR_CLONES float scale_keep_max(float* s, float scale, const int32_t* keep, int64_t n) {
+DG_VECTOR_BODY float scale_keep_max_body(float* s, float scale, const int32_t* keep, int64_t n) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) s[j] = keep[j] != 0 ? s[j] * scale : neg_inf;
     float m = neg_inf;
@@ -49,9 +50,10 @@ DG_VECTOR_CLONES float scale_keep_max(float* s, float scale, const int32_t* keep
     for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
     return m;
 }
+DG_VECTORIZED(float, scale_keep_max, (float* s, float scale, const int32_t* keep, int64_t n), (s, scale, keep, n))
 
 // s[j] = e^(s[j] - m) for j < n, then 0 up to `end`; returns the sum of the first n.
-DG_VECTOR_CLONES float exp_sum(float* s, int64_t n, int64_t end, float m) {
+DG_VECTOR_BODY float exp_sum_body(float* s, int64_t n, int64_t end, float m) {
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j) {
@@ -62,16 +64,18 @@ DG_VECTOR_CLONES float exp_sum(float* s, int64_t n, int64_t end, float m) {
     for (int64_t j = n; j < end; ++j) s[j] = 0.0f;
     return sum;
 }
+DG_VECTORIZED(float, exp_sum, (float* s, int64_t n, int64_t end, float m), (s, n, end, m))
 
-DG_VECTOR_CLONES void scale_row(float* o, int64_t n, float a) {
+DG_VECTOR_BODY void scale_row_body(float* o, int64_t n, float a) {
     for (int64_t j = 0; j < n; ++j) o[j] *= a;
 }
+DG_VECTORIZED(void, scale_row, (float* o, int64_t n, float a), (o, n, a))
 
 // 8 floats as one value (GCC / Clang vector extension): one AVX register in the x86-64-v3 and v4
-// clones, two SSE registers in the baseline.
+// variants, two SSE registers in the baseline.
 typedef float Vec8 __attribute__((vector_size(32)));
 
-// (by reference: a vector returned by value warns that the baseline clone's ABI differs)
+// (by reference: a vector returned by value warns that the baseline variant's ABI differs)
 inline void load8(Vec8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 
 // o[c] += sum_j p[j] V[j, c] for columns c < 16: the sums stay in registers while V's column block
@@ -99,8 +103,8 @@ inline void pv_tile(int64_t nk, const float* p, const float* V, int64_t ldv, flo
 // tiles of several rows were no faster and a row's sums then depended on its neighbours (the
 // compiler fused multiply and add in one tile shape and not in another), so a decoding head's
 // result changed with the thread count.
-DG_VECTOR_CLONES void few_rows_pv(int64_t nq, int64_t nk, int64_t dv, const float* P, int64_t ldp, const float* V,
-                                  int64_t ldv, float* O, int64_t ldo) {
+DG_VECTOR_BODY void few_rows_pv_body(int64_t nq, int64_t nk, int64_t dv, const float* P, int64_t ldp, const float* V,
+                                     int64_t ldv, float* O, int64_t ldo) {
     const int64_t whole = dv / 16 * 16;
     for (int64_t r = 0; r < nq; ++r) {
         const float* p = P + r * ldp;
@@ -110,6 +114,9 @@ DG_VECTOR_CLONES void few_rows_pv(int64_t nq, int64_t nk, int64_t dv, const floa
             for (int64_t d = whole; d < dv; ++d) o[d] += p[j] * V[j * ldv + d];
     }
 }
+DG_VECTORIZED(void, few_rows_pv, (int64_t nq, int64_t nk, int64_t dv, const float* P, int64_t ldp, const float* V,
+                                  int64_t ldv, float* O, int64_t ldo),
+              (nq, nk, dv, P, ldp, V, ldv, O, ldo))
 
 template <class T>
 T* row(const ggml_tensor* t, int64_t i1, int64_t i2, int64_t i3) {

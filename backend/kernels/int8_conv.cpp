@@ -5,6 +5,7 @@
 
 #include "../gg.h"
 #include "conv_gather.h"
+#include "vector_clones.h"
 
 namespace dg::kernels {
 
@@ -55,9 +56,9 @@ inline void centered(const char* x, bool x_unsigned, int32_t zp, int64_t n, floa
 }
 
 // One output row of NXC positions (all channels at once), finished into y at i0.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void depthwise_nxc_row(const Int8ConvParams& cp, const char* xn, int64_t oh, const float* wt, const float* bias,
-                       void* y, int64_t i0, float* xc, float* acc, int64_t* exact) {
+DG_VECTOR_BODY void depthwise_nxc_row_body(const Int8ConvParams& cp, const char* xn, int64_t oh, const float* wt,
+                                           const float* bias, void* y, int64_t i0, float* xc, float* acc,
+                                           int64_t* exact) {
     const ConvShape& s = cp.shape;
     const Int8Params& p = cp.q;
     const int64_t C = s.C;
@@ -78,6 +79,9 @@ void depthwise_nxc_row(const Int8ConvParams& cp, const char* xn, int64_t oh, con
         int8_finish_row(p, bias, 0, C, exact, y, i0 + ow * C, 1);
     }
 }
+DG_VECTORIZED(void, depthwise_nxc_row, (const Int8ConvParams& cp, const char* xn, int64_t oh, const float* wt,
+                                        const float* bias, void* y, int64_t i0, float* xc, float* acc, int64_t* exact),
+              (cp, xn, oh, wt, bias, y, i0, xc, acc, exact))
 
 // NXC: tasks are output rows.
 void depthwise_nxc(const Int8ConvParams& cp, const char* x, const char* w, const float* bias, void* y, int ith, int nth) {
@@ -99,9 +103,9 @@ void depthwise_nxc(const Int8ConvParams& cp, const char* x, const char* w, const
 
 // One NCX plane xp of channel c (wt: its weights, one per tap): each output row accumulates its taps while
 // it is in L1; the plane is finished into y at i0.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void depthwise_plane(const Int8ConvParams& cp, const char* xp, const float* wt, int64_t c, const float* bias,
-                     void* y, int64_t i0, float* plane, float* acc, int64_t* exact) {
+DG_VECTOR_BODY void depthwise_plane_body(const Int8ConvParams& cp, const char* xp, const float* wt, int64_t c,
+                                         const float* bias, void* y, int64_t i0, float* plane, float* acc,
+                                         int64_t* exact) {
     const ConvShape& s = cp.shape;
     const Int8Params& p = cp.q;
     const int64_t P = s.OH * s.OW;
@@ -123,6 +127,9 @@ void depthwise_plane(const Int8ConvParams& cp, const char* xp, const float* wt, 
     for (int64_t i = 0; i < P; ++i) exact[i] = int64_t(acc[i]);
     int8_finish_column(p, bias, c, P, exact, y, i0);
 }
+DG_VECTORIZED(void, depthwise_plane, (const Int8ConvParams& cp, const char* xp, const float* wt, int64_t c,
+                                      const float* bias, void* y, int64_t i0, float* plane, float* acc, int64_t* exact),
+              (cp, xp, wt, c, bias, y, i0, plane, acc, exact))
 
 // NCX: tasks are channel planes.
 void depthwise_ncx(const Int8ConvParams& cp, const char* x, const char* w, const float* bias, void* y, int ith, int nth) {

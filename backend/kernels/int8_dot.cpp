@@ -5,6 +5,7 @@
 
 #include "isa.h"
 #include "quantize.h"
+#include "vector_clones.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -307,10 +308,9 @@ inline void* element(const Int8Params& p, void* out, int64_t i) {
 
 }  // namespace
 
-// (this file is compiled with -ffp-contract=off: each product and sum rounds once, in every clone)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void int8_finish_row(const Int8Params& p, const float* bias, int64_t n0, int64_t n, const int64_t* acc, void* out,
-                     int64_t i0, int64_t stride) {
+// (this file is compiled with -ffp-contract=off: each product and sum rounds once, in every variant)
+DG_VECTOR_BODY void int8_finish_row_body(const Int8Params& p, const float* bias, int64_t n0, int64_t n,
+                                         const int64_t* acc, void* out, int64_t i0, int64_t stride) {
     const bool per_column = p.scale.size() > 1;
     for (int64_t j0 = 0; j0 < n; j0 += kPiece) {
         const int64_t m = std::min(kPiece, n - j0), c0 = n0 + j0;
@@ -325,15 +325,20 @@ void int8_finish_row(const Int8Params& p, const float* bias, int64_t n0, int64_t
             finish_piece<false>(p, p.scale.data(), nullptr, m, acc + j0, o, stride);
     }
 }
+DG_VECTORIZED(void, int8_finish_row, (const Int8Params& p, const float* bias, int64_t n0, int64_t n,
+                                      const int64_t* acc, void* out, int64_t i0, int64_t stride),
+              (p, bias, n0, n, acc, out, i0, stride))
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-void int8_finish_column(const Int8Params& p, const float* bias, int64_t c, int64_t n, const int64_t* acc, void* out,
-                        int64_t i0) {
+DG_VECTOR_BODY void int8_finish_column_body(const Int8Params& p, const float* bias, int64_t c, int64_t n,
+                                            const int64_t* acc, void* out, int64_t i0) {
     const float* scale = p.scale.data() + (p.scale.size() > 1 ? c : 0);
     for (int64_t j0 = 0; j0 < n; j0 += kPiece)
         finish_piece<false>(p, scale, bias ? bias + c : nullptr, std::min(kPiece, n - j0), acc + j0,
                             element(p, out, i0 + j0), 1);
 }
+DG_VECTORIZED(void, int8_finish_column, (const Int8Params& p, const float* bias, int64_t c, int64_t n,
+                                         const int64_t* acc, void* out, int64_t i0),
+              (p, bias, c, n, acc, out, i0))
 
 int64_t int8_sum(const char* v, int64_t n, bool is_unsigned) {
     int64_t s = 0;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "vector_clones.h"
+
 namespace dg::kernels {
 
 namespace {
@@ -46,6 +48,17 @@ Isa set_kernel_isa_for_benchmark(Isa isa) {
     const Isa best = best_isa();
     chosen().store(int(isa < best ? isa : best), std::memory_order_relaxed);
     return kernel_isa();
+}
+
+int vector_level() {
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+    static const bool v4 = (__builtin_cpu_init(), __builtin_cpu_supports("x86-64-v4") != 0);
+    static const bool v3 = __builtin_cpu_supports("x86-64-v3") != 0;
+    const Isa isa = kernel_isa();
+    return isa >= Isa::avx512 && v4 ? 2 : isa >= Isa::avx2 && (v3 || v4) ? 1 : 0;
+#else
+    return 0;
+#endif
 }
 
 const char* isa_name(Isa isa) {

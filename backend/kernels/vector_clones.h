@@ -1,12 +1,40 @@
-// DG_VECTOR_CLONES: a loop the compiler vectorizes, compiled for x86-64-v4
-// (AVX-512), x86-64-v3 (AVX2, FMA) and the baseline, the CPU's best picked at
-// load time (GCC's target_clones). The library itself is built for the
-// baseline, so without it such loops run in SSE2. Put it on small leaf
-// functions (a row's loop), not on what calls them. Elsewhere: plain code.
+// DG_VECTORIZED: a loop the compiler vectorizes, compiled for x86-64-v4
+// (AVX-512), x86-64-v3 (AVX2, FMA) and the baseline, and run at the level
+// vector_level() picks: the best this CPU has at or below kernel_isa(), so
+// DYNGRAPH_KERNEL_ISA=generic|avx2 runs the lower variants on any machine (the
+// tests run each). The library itself is built for the baseline, so without
+// it such loops run in SSE2. Put it on small leaf functions (a row's loop),
+// not on what calls them:
+//
+//   DG_VECTOR_BODY float row_sum_body(const float* x, int64_t n) { ... }
+//   DG_VECTORIZED(float, row_sum, (const float* x, int64_t n), (x, n))
+//
+// defines row_sum(x, n); each variant is a copy of the body (always inlined)
+// compiled for its level. Elsewhere (Clang, other CPUs): the body as it is.
 #pragma once
 
+namespace dg::kernels {
+
+// 2: x86-64-v4 (AVX-512F/BW/CD/DQ/VL), 1: x86-64-v3 (AVX2, FMA, F16C, BMI2), 0: the baseline. The
+// best the CPU has at or below kernel_isa() (isa.h): avx512 and above -> 2, avx2 -> 1.
+int vector_level();
+
+}  // namespace dg::kernels
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define DG_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define DG_VECTOR_BODY static inline __attribute__((always_inline))
+#define DG_VECTORIZED(ret, name, params, args)                                                         \
+    __attribute__((target("arch=x86-64-v4"))) static ret name##_v4 params { return name##_body args; } \
+    __attribute__((target("arch=x86-64-v3"))) static ret name##_v3 params { return name##_body args; } \
+    ret name params {                                                                                   \
+        switch (::dg::kernels::vector_level()) {                                                        \
+            case 2: return name##_v4 args;                                                              \
+            case 1: return name##_v3 args;                                                              \
+            default: return name##_body args;                                                           \
+        }                                                                                               \
+    }
 #else
-#define DG_VECTOR_CLONES
+#define DG_VECTOR_BODY static inline
+#define DG_VECTORIZED(ret, name, params, args) \
+    ret name params { return name##_body args; }
 #endif

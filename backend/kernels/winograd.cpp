@@ -29,7 +29,7 @@ constexpr int64_t kMinTiles = 128;
 
 // u[xi * ustep + i] = (G k_i G^T)[xi] for i < n, from the 3x3 kernels k_i given tap by tap:
 // k[(kh * 3 + kw) * n + i]. In double, rounded once.
-DG_VECTOR_CLONES void transform_kernels(const float* __restrict k, int64_t n, float* __restrict u, int64_t ustep) {
+DG_VECTOR_BODY void transform_kernels_body(const float* __restrict k, int64_t n, float* __restrict u, int64_t ustep) {
     const float* r[9];  // tap j of every kernel
     for (int j = 0; j < 9; ++j) r[j] = k + j * n;
     float* o[kXi];  // U_xi of every kernel
@@ -52,6 +52,8 @@ DG_VECTOR_CLONES void transform_kernels(const float* __restrict k, int64_t n, fl
         }
     }
 }
+DG_VECTORIZED(void, transform_kernels, (const float* __restrict k, int64_t n, float* __restrict u, int64_t ustep),
+              (k, n, u, ustep))
 
 // Threads split the rows of U (OIX: output channels, each along Ig; XIO: (g, c), each along Og); each
 // row's kernels are copied tap by tap (in chunks), then transformed along the row.
@@ -112,9 +114,9 @@ Tiles plan(const ConvShape& s, int nth) {
 
 // The transforms of 4 rows of n values, elementwise: B^T (4 rows from 4) and A^T (2 rows from 4, plus
 // `bias` (n values) when given).
-DG_VECTOR_CLONES void bt_rows(const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
-                    const float* __restrict x3, float* __restrict y0, float* __restrict y1, float* __restrict y2,
-                    float* __restrict y3, int64_t n) {
+DG_VECTOR_BODY void bt_rows_body(const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
+                                 const float* __restrict x3, float* __restrict y0, float* __restrict y1,
+                                 float* __restrict y2, float* __restrict y3, int64_t n) {
     for (int64_t k = 0; k < n; ++k) {
         y0[k] = x0[k] - x2[k];
         y1[k] = x1[k] + x2[k];
@@ -122,10 +124,14 @@ DG_VECTOR_CLONES void bt_rows(const float* __restrict x0, const float* __restric
         y3[k] = x1[k] - x3[k];
     }
 }
+DG_VECTORIZED(void, bt_rows, (const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
+                              const float* __restrict x3, float* __restrict y0, float* __restrict y1,
+                              float* __restrict y2, float* __restrict y3, int64_t n),
+              (x0, x1, x2, x3, y0, y1, y2, y3, n))
 
-DG_VECTOR_CLONES void at_rows(const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
-                    const float* __restrict x3, const float* __restrict bias, float* __restrict y0,
-                    float* __restrict y1, int64_t n) {
+DG_VECTOR_BODY void at_rows_body(const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
+                                 const float* __restrict x3, const float* __restrict bias, float* __restrict y0,
+                                 float* __restrict y1, int64_t n) {
     if (!bias) {
         for (int64_t k = 0; k < n; ++k) {
             y0[k] = x0[k] + x1[k] + x2[k];
@@ -138,11 +144,15 @@ DG_VECTOR_CLONES void at_rows(const float* __restrict x0, const float* __restric
         y1[k] = x1[k] - x2[k] - x3[k] + bias[k];
     }
 }
+DG_VECTORIZED(void, at_rows, (const float* __restrict x0, const float* __restrict x1, const float* __restrict x2,
+                              const float* __restrict x3, const float* __restrict bias, float* __restrict y0,
+                              float* __restrict y1, int64_t n),
+              (x0, x1, x2, x3, bias, y0, y1, n))
 
 // The same along a row, for n tiles of 2 columns: B^T of the windows e[2 j .. 2 j + 3] (e: 2 n + 2
 // values) into v0..v3[j]; A^T of q0..q3[j] (plus b) into y[2 j] and y[2 j + 1].
-DG_VECTOR_CLONES void bt_columns(const float* __restrict e, float* __restrict v0, float* __restrict v1,
-                                 float* __restrict v2, float* __restrict v3, int64_t n) {
+DG_VECTOR_BODY void bt_columns_body(const float* __restrict e, float* __restrict v0, float* __restrict v1,
+                                    float* __restrict v2, float* __restrict v3, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
         const float e0 = e[2 * j], e1 = e[2 * j + 1], e2 = e[2 * j + 2], e3 = e[2 * j + 3];
         v0[j] = e0 - e2;
@@ -151,14 +161,20 @@ DG_VECTOR_CLONES void bt_columns(const float* __restrict e, float* __restrict v0
         v3[j] = e1 - e3;
     }
 }
+DG_VECTORIZED(void, bt_columns, (const float* __restrict e, float* __restrict v0, float* __restrict v1,
+                                 float* __restrict v2, float* __restrict v3, int64_t n),
+              (e, v0, v1, v2, v3, n))
 
-DG_VECTOR_CLONES void at_columns(const float* __restrict q0, const float* __restrict q1, const float* __restrict q2,
-                                 const float* __restrict q3, float b, float* __restrict y, int64_t n) {
+DG_VECTOR_BODY void at_columns_body(const float* __restrict q0, const float* __restrict q1, const float* __restrict q2,
+                                    const float* __restrict q3, float b, float* __restrict y, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
         y[2 * j] = q0[j] + q1[j] + q2[j] + b;
         y[2 * j + 1] = q1[j] - q2[j] - q3[j] + b;
     }
 }
+DG_VECTORIZED(void, at_columns, (const float* __restrict q0, const float* __restrict q1, const float* __restrict q2,
+                                 const float* __restrict q3, float b, float* __restrict y, int64_t n),
+              (q0, q1, q2, q3, b, y, n))
 
 // The input rows a tile row reads, each as a row of 2 TW + 2 values (column j: input column j - pw), zeros
 // outside the input. `plane` is one NCX channel plane (H x W).

@@ -7,7 +7,10 @@ sgemm from 8). Each variant is asked for with DYNGRAPH_KERNEL_ISA in a fresh
 process, which reports the variant it runs (the one asked for, or the best
 below it this CPU has) and checks it against numpy."""
 
+import os
 import platform
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -201,3 +204,27 @@ def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa):
     r = run_python(QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa}, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
+
+
+# The loops compiled for several levels (kernels/vector_clones.h: Winograd's transforms, attention's
+# softmax and few-row products, GELU's erf) at every level this CPU has: their own tests, in a fresh
+# process with DYNGRAPH_KERNEL_ISA set, which runs the variant asked for (vector_level() says which).
+VECTOR_LEVELS = {"generic": 0, "avx2": 1, "avx512": 2}
+VECTOR_TESTS = ["test_winograd.py", "test_attention.py", "test_attention_blocks.py",
+                "test_elementwise.py::test_unary_f32_matches_numpy",
+                "test_elementwise.py::test_unary_special_values_follow_numpy", "test_elementwise.py::test_gelu_limits"]
+
+
+@pytest.mark.parametrize("isa", [i for i in VECTOR_LEVELS if ORDER.index(i) <= ORDER.index(best_isa())])
+def test_vectorized_loops_pass_their_tests_at_each_level(isa):
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, DYNGRAPH_KERNEL_ISA=isa)
+    if env.get("DYNGRAPH_DEV") == "1":
+        env["PYTHONPATH"] = os.path.join(here, "..", "..", "api") + os.pathsep + env.get("PYTHONPATH", "")
+    level = subprocess.run([sys.executable, "-c", "import dyngraph as dg; print(dg._backend.vector_level())"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert level.stdout.strip() == str(VECTOR_LEVELS[isa]), level.stderr
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                        *[os.path.join(here, t) for t in VECTOR_TESTS]],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=os.path.join(here, "..", ".."))
+    assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
