@@ -374,40 +374,39 @@ uint64_t Connection::bytes_received() const {
 
 std::vector<char> Connection::supports(uint32_t device, const std::vector<const ggml_tensor*>& nodes) {
     std::vector<char> out(nodes.size(), 1);
-    std::vector<std::string> keys(nodes.size()), asked;
-    std::vector<size_t> where;
+    std::vector<std::string> keys(nodes.size()), asked;  // asked: each new signature once
+    std::map<std::string, size_t> new_keys;               // signature -> its place in `asked`
     {
         std::lock_guard<std::mutex> lock(caps_mu_);
         for (size_t i = 0; i < nodes.size(); ++i) {
             keys[i].append(reinterpret_cast<const char*>(&device), 4);
             caps::encode_node(nodes[i], keys[i]);
             auto it = caps_.find(keys[i]);
-            if (it != caps_.end()) {
-                out[i] = it->second;
-            } else {
-                asked.push_back(keys[i].substr(4));
-                where.push_back(i);
-            }
+            if (it != caps_.end()) out[i] = it->second;
+            else if (new_keys.emplace(keys[i], asked.size()).second) asked.push_back(keys[i].substr(4));
         }
     }
+    std::string answers;
     for (size_t from = 0; from < asked.size(); from += caps::kMaxNodes) {
-        const std::vector<std::string> part(asked.begin() + from, asked.begin() + std::min(asked.size(), from + caps::kMaxNodes));
+        const size_t to = std::min(asked.size(), from + caps::kMaxNodes);
+        const std::vector<std::string> part(asked.begin() + from, asked.begin() + to);
         check_alive("asking which ops it computes");
         std::optional<std::string> got;
         try {
             got = relay_->ask_supports(caps::encode_query(device, part), uint32_t(part.size()), timeout_);
-        } catch (const DeviceError& e) {
+        } catch (const DeviceError&) {
             mark_dead(relay_error().empty() ? "failed a capability query" : relay_error());
             throw;
         }
         if (!got) return out;  // (not dyngraph's server: ggml's "yes")
-        std::lock_guard<std::mutex> lock(caps_mu_);
-        if (caps_.size() > 65536) caps_.clear();
-        for (size_t j = 0; j < part.size(); ++j) {
-            out[where[from + j]] = (*got)[j];
-            caps_[keys[where[from + j]]] = (*got)[j];
-        }
+        answers += *got;
     }
+    if (asked.empty()) return out;
+    std::lock_guard<std::mutex> lock(caps_mu_);
+    if (caps_.size() > 65536) caps_.clear();
+    for (const auto& [key, at] : new_keys) caps_[key] = answers[at];
+    for (size_t i = 0; i < nodes.size(); ++i)
+        if (auto it = new_keys.find(keys[i]); it != new_keys.end()) out[i] = answers[it->second];
     return out;
 }
 
