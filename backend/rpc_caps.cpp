@@ -1,5 +1,6 @@
 #include "rpc_caps.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -38,8 +39,9 @@ struct Reader {
     }
 };
 
-// One tensor of a node, checked and made in `ctx` (its data never allocated).
-ggml_tensor* read_tensor(Reader& r, ggml_context* ctx, uint32_t node) {
+// One tensor of a node, checked and made in `ctx` (its data never allocated); `empty` is set for a tensor
+// with no elements (ggml's debug builds assert on one: such a node is answered "no", unchecked).
+ggml_tensor* read_tensor(Reader& r, ggml_context* ctx, uint32_t node, bool& empty) {
     const uint32_t type = r.get<uint32_t>("a tensor"), op = r.get<uint32_t>("a tensor");
     if (type >= GGML_TYPE_COUNT || ggml_blck_size(ggml_type(type)) <= 0 || ggml_type_size(ggml_type(type)) == 0)
         throw std::invalid_argument(cat("node ", node, ": type ", type, " is not one of ggml's"));
@@ -59,6 +61,10 @@ ggml_tensor* read_tensor(Reader& r, ggml_context* ctx, uint32_t node) {
     for (int i = 0; i < 4; ++i) {
         nb[i] = r.get<uint64_t>("a tensor");
         if (nb[i] > (uint64_t(1) << 56)) throw std::invalid_argument(cat("node ", node, ": a stride of ", nb[i]));
+    }
+    if (elements == 0) {
+        empty = true;
+        std::fill(ne, ne + 4, 1);
     }
     ggml_tensor* t = ggml_new_tensor(ctx, ggml_type(type), 4, ne);
     for (int i = 0; i < 4; ++i) t->nb[i] = size_t(nb[i]);
@@ -107,11 +113,12 @@ std::string answer(const std::vector<ggml_backend_dev_t>& devs, const std::strin
         ggml_reset(ctx.get());
         const uint32_t mask = r.get<uint32_t>("a node");
         if (mask >> GGML_MAX_SRC) throw std::invalid_argument(cat("node ", n, ": source mask ", mask));
-        ggml_tensor* t = read_tensor(r, ctx.get(), n);
+        bool empty = false;
+        ggml_tensor* t = read_tensor(r, ctx.get(), n, empty);
         for (int i = 0; i < GGML_MAX_SRC; ++i)
-            if (mask >> i & 1) t->src[i] = read_tensor(r, ctx.get(), n);
+            if (mask >> i & 1) t->src[i] = read_tensor(r, ctx.get(), n, empty);
         // (ggml's checks read the first source of every op but ARANGE: a node without one is refused, not read)
-        bool ok = t->op != GGML_OP_NONE && (t->src[0] != nullptr || t->op == GGML_OP_ARANGE);
+        bool ok = !empty && t->op != GGML_OP_NONE && (t->src[0] != nullptr || t->op == GGML_OP_ARANGE);
         for (int op : refused)
             if (int(t->op) == op) ok = false;
         out.push_back(ok && ggml_backend_dev_supports_op(devs[device], t) ? 1 : 0);

@@ -79,6 +79,8 @@ def test_the_worker_answers_for_its_device_and_refuses_what_it_is_told():
     assert dg._backend.rpc_supports(devices, query(), []) == b""
     no_source = struct.pack("<I", 0) + tensor(op="MUL_MAT", ne=(3, 2, 1, 1))
     assert dg._backend.rpc_supports(devices, query(no_source), []) == b"\x00"  # refused, not read
+    empty = node("ADD", (4, 0, 1, 1), [tensor(ne=(4, 0, 1, 1)), tensor(ne=(4, 0, 1, 1))])
+    assert dg._backend.rpc_supports(devices, query(empty, ADD), []) == b"\x00\x01"  # (ggml asserts on it in debug)
 
 
 @pytest.mark.parametrize("blob, message", [
