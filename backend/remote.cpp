@@ -54,6 +54,40 @@ bool same_peer(const sockaddr_in& a, const sockaddr_in& b) {
 
 }  // namespace
 
+int connect_within(const sockaddr_in& peer, double timeout, std::string& why) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        why = std::strerror(errno);
+        return -1;
+    }
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof(peer)) != 0) {
+        if (errno != EINPROGRESS) {
+            why = std::strerror(errno);
+        } else {
+            pollfd p{fd, POLLOUT, 0};
+            const int r = poll(&p, 1, int(std::ceil(timeout * 1000)));
+            if (r == 0) {
+                why = cat("no answer within ", timeout, " s");
+            } else if (r < 0) {
+                why = std::strerror(errno);
+            } else {
+                int err = 0;
+                socklen_t len = sizeof(err);
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                if (err != 0) why = std::strerror(err);
+            }
+        }
+    }
+    if (!why.empty()) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
 std::set<int> sockets_to(const sockaddr_in& peer) {
     std::set<int> fds;
     DIR* d = opendir("/proc/self/fd");
@@ -104,28 +138,9 @@ sockaddr_in resolve(const std::string& endpoint, const std::string& host, int po
 
 // A TCP connect of at most `timeout` seconds; "" when it succeeds, else why not.
 std::string probe(const sockaddr_in& peer, double timeout) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return std::strerror(errno);
     std::string why;
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof(peer)) != 0) {
-        if (errno != EINPROGRESS) {
-            why = std::strerror(errno);
-        } else {
-            pollfd p{fd, POLLOUT, 0};
-            int r = poll(&p, 1, int(std::ceil(timeout * 1000)));
-            if (r == 0) {
-                why = cat("no answer within ", timeout, " s");
-            } else if (r < 0) {
-                why = std::strerror(errno);
-            } else {
-                int err = 0;
-                socklen_t len = sizeof(err);
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-                if (err != 0) why = std::strerror(err);
-            }
-        }
-    }
-    close(fd);
+    const int fd = connect_within(peer, timeout, why);
+    if (fd >= 0) close(fd);
     return why;
 }
 

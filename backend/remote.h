@@ -68,6 +68,9 @@ namespace remote {
 
 class Relay;
 
+// A blocking TCP socket (TCP_NODELAY) connected to `peer` within `timeout` seconds, or -1 and `why`.
+int connect_within(const sockaddr_in& peer, double timeout, std::string& why);
+
 // File descriptors of this process's TCP sockets connected to `peer`.
 std::set<int> sockets_to(const sockaddr_in& peer);
 

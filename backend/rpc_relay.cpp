@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -514,33 +513,8 @@ void Relay::accept_loop() {
 }
 
 int Relay::connect_upstream(std::string& why) {
-    int one = 1;
-    int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (server < 0) {
-        why = std::strerror(errno);
-        return -1;
-    }
-    setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    // a connect of bounded time
-    int flags = fcntl(server, F_GETFL);
-    fcntl(server, F_SETFL, flags | O_NONBLOCK);
-    if (connect(server, reinterpret_cast<const sockaddr*>(&upstream_), sizeof(upstream_)) != 0) {
-        if (errno != EINPROGRESS) {
-            why = std::strerror(errno);
-        } else {
-            pollfd p{server, POLLOUT, 0};
-            int r = poll(&p, 1, int(std::ceil(connect_timeout_ * 1000)));
-            int err = 0;
-            socklen_t len = sizeof(err);
-            if (r <= 0) why = cat("no answer within ", connect_timeout_, " s");
-            else if (getsockopt(server, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) why = std::strerror(err);
-        }
-    }
-    fcntl(server, F_SETFL, flags);
-    if (!why.empty()) {
-        close(server);
-        return -1;
-    }
+    const int server = connect_within(upstream_, connect_timeout_, why);
+    if (server < 0) return -1;
     std::lock_guard<std::mutex> lock(mu_);
     live_fds_.push_back(server);
     return server;
