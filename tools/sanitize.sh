@@ -108,10 +108,12 @@ case "$mode" in
     "$py" -c "import dyngraph, sys; assert dyngraph.__file__.startswith('$pkg'), dyngraph.__file__"
     status=0
     if [ "$mode" = full ]; then
-      "$py" -m pytest "$root/tests" -q -p no:cacheprovider --capture=sys "$@" 2>&1 | tee "$out/run.log" || status=$?
+      "$py" -m pytest "$root/tests" -n auto -q -p no:cacheprovider --capture=sys "$@" 2>&1 | tee "$out/run.log" || status=$?
     else
       # the tests that drive the C++ runtime hardest, without PyTorch (see tests/fuzz/README.md)
-      "$py" -m pytest -q -p no:cacheprovider --capture=sys \
+      # (-n auto: a worker per core, as the README's command; a worker's stderr is this run's, so
+      # UBSan's reports reach run.log, and a worker a sanitizer halts fails its test)
+      "$py" -m pytest -n auto -q -p no:cacheprovider --capture=sys \
         "$root/tests/test_execution.py" "$root/tests/test_save_load.py" "$root/tests/test_state.py" \
         "$root/tests/test_stored_weight.py" "$root/tests/test_weight_types.py" "$root/tests/test_llama_decoder.py" \
         "$root/tests/test_hostile_files.py" "$root/tests/test_ir_validation.py" "$root/tests/test_hostile_dtypes.py" \
