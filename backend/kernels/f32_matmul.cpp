@@ -15,6 +15,7 @@
 #include "quant_gemm.h"
 #include "quant_rows.h"
 #include "small_gemm.h"
+#include "vector_clones.h"
 
 namespace dg::kernels {
 
@@ -30,7 +31,7 @@ constexpr int64_t kDequantBlockBytes = 256 << 10;
 // C[M, n] = A[M, K] . W[n, K]^T for a quantized W of n rows (row stride ldw
 // bytes): blocks of W's rows dequantized into a per-thread buffer, then sgemm.
 void dequant_sgemm(ggml_type type, int64_t M, int64_t n, int64_t K, const float* A, int lda, const char* W, size_t ldw,
-                   float* C, int ldc) {
+                   float* C, int ldc, float beta) {
     thread_local std::vector<float> rows;  // grows to the largest block this thread dequantized
     const int64_t block = std::max<int64_t>(kColumnAlign, kDequantBlockBytes / (K * int64_t(sizeof(float))) /
                                                               kColumnAlign * kColumnAlign);
@@ -40,7 +41,7 @@ void dequant_sgemm(ggml_type type, int64_t M, int64_t n, int64_t K, const float*
         const int64_t nc = std::min(block, n - c);
         for (int64_t r = 0; r < nc; ++r) dequantize_row(type, W + size_t(c + r) * ldw, rows.data() + r * K, K);
         scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(nc), int(K), 1.0f, A, lda, rows.data(),
-                          int(K), 0.0f, C + c, ldc);
+                          int(K), beta, C + c, ldc);
     }
 }
 
@@ -61,9 +62,26 @@ void row_blocks_nt(int64_t M, int64_t n, int64_t K, const float* A, int lda, con
     }
 }
 
+// C[m, j] = bias[j] for rows m < M, columns j < n: what sgemm then adds its product to (beta 1), in
+// place of the zeros it would write first (the bias costs no pass of its own).
+void fill_bias(int64_t M, int64_t n, const float* bias, float* C, int ldc) {
+    for (int64_t m = 0; m < M; ++m) std::copy(bias, bias + n, C + m * ldc);
+}
+
+// C[m, j] += bias[j]: after the kernels that write C themselves, on a block still in cache.
+DG_VECTOR_BODY void add_bias_body(int64_t M, int64_t n, const float* bias, float* C, int ldc) {
+    for (int64_t m = 0; m < M; ++m) {
+        float* c = C + m * ldc;
+        for (int64_t j = 0; j < n; ++j) c[j] += bias[j];
+    }
+}
+DG_VECTORIZED(void, add_bias, (int64_t M, int64_t n, const float* bias, float* C, int ldc), (M, n, bias, C, ldc))
+
 void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
     const ggml_tensor* x = dst->src[0];
     const ggml_tensor* y = dst->src[1];
+    // a bias of N values added to every row (bias_fuses), or none
+    const float* bias = dst->src[2] ? static_cast<const float*>(dst->src[2]->data) : nullptr;
     const int64_t K = x->ne[0], N = x->ne[1], M = y->ne[1];
     const int64_t batches = dst->ne[2] * dst->ne[3];
     const int64_t r2 = y->ne[2] / x->ne[2], r3 = y->ne[3] / x->ne[3];
@@ -84,23 +102,30 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
         const auto* A = reinterpret_cast<const float*>(static_cast<const char*>(y->data) + i2 * y->nb[2] + i3 * y->nb[3]);
         const char* W = static_cast<const char*>(x->data) + (i2 / r2) * x->nb[2] + (i3 / r3) * x->nb[3] + n0 * x->nb[1];
         auto* C = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3]);
-        // C[M, N] = A[M, K] . B[N, K]^T, row-major
+        // C[M, N] = A[M, K] . B[N, K]^T (+ bias), row-major
+        const int64_t n = n1 - n0;
+        bool bias_added = false;  // sgemm adds the product to the bias written first
         if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
-            quant_rows_nt(x->type, int(M), n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
+            quant_rows_nt(x->type, int(M), n, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && quant_gemm_supports(x->type)) {
-            quant_gemm_nt(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
+            quant_gemm_nt(x->type, M, n, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32) {
-            dequant_sgemm(x->type, M, n1 - n0, K, A, lda, W, x->nb[1], C + n0, ldc);
+            if (bias) fill_bias(M, n, bias + n0, C + n0, ldc);
+            dequant_sgemm(x->type, M, n, K, A, lda, W, x->nb[1], C + n0, ldc, bias ? 1.0f : 0.0f);
+            bias_added = true;
         } else if (M <= kSmallGemmMaxRows) {
-            small_gemm_nt(int(M), n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
+            small_gemm_nt(int(M), n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else if (M < kSgemmRows && kernel_isa() == Isa::avx2) {
-            row_blocks_nt(M, n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
+            row_blocks_nt(M, n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else if (M < kF32GemmMaxRows && kernel_isa() >= Isa::avx512) {
-            f32_gemm_nt(M, n1 - n0, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
+            f32_gemm_nt(M, n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else {
-            scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n1 - n0), int(K), 1.0f, A, lda,
-                              reinterpret_cast<const float*>(W), ldb, 0.0f, C + n0, ldc);
+            if (bias) fill_bias(M, n, bias + n0, C + n0, ldc);
+            scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(n), int(K), 1.0f, A, lda,
+                              reinterpret_cast<const float*>(W), ldb, bias ? 1.0f : 0.0f, C + n0, ldc);
+            bias_added = true;
         }
+        if (bias && !bias_added) add_bias(M, n, bias + n0, C + n0, ldc);
     }
 }
 
@@ -125,11 +150,11 @@ void sgemm_in_ggml_threads() {
     std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
 }
 
-ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
+ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias) {
     sgemm_in_ggml_threads();
-    ggml_tensor* args[2] = {x, y};
-    return gg::custom_4d(ctx, GGML_TYPE_F32, x->ne[1], y->ne[1], y->ne[2], y->ne[3], args, 2, f32_matmul_kernel,
-                          GGML_N_TASKS_MAX, nullptr);
+    ggml_tensor* args[3] = {x, y, bias};
+    return gg::custom_4d(ctx, GGML_TYPE_F32, x->ne[1], y->ne[1], y->ne[2], y->ne[3], args, bias ? 3 : 2,
+                         f32_matmul_kernel, GGML_N_TASKS_MAX, nullptr);
 }
 
 bool prefer_ggml_repack(ggml_type type) {
@@ -142,12 +167,30 @@ bool half_weights_to_ggml(ggml_type type) {
     return llamafile && (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16);
 }
 
-ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
-    if (half_weights_to_ggml(x->type)) return gg::mul_mat(ctx, x, y);
+namespace {
+
+// Whether mul_mat(x, y) is ours (f32_mul_mat) rather than ggml's.
+bool ours(const ggml_tensor* x, const ggml_tensor* y) {
+    if (half_weights_to_ggml(x->type)) return false;
     const int64_t min_rows = x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx512 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;
-    return f32_matmul_applies(x, y, min_rows) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);
+    return f32_matmul_applies(x, y, min_rows);
+}
+
+}  // namespace
+
+bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* bias) {
+    return bias != nullptr && bias->type == GGML_TYPE_F32 && ggml_is_contiguous(bias) && bias->ne[0] == x->ne[1] &&
+           ggml_nelements(bias) == bias->ne[0] && ours(x, y);
+}
+
+ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias) {
+    if (bias != nullptr) {
+        if (bias_fuses(x, y, bias)) return f32_mul_mat(ctx, x, y, bias);
+        return gg::add(ctx, mul_mat(ctx, x, y), bias);
+    }
+    return ours(x, y) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);
 }
 
 }  // namespace dg::kernels

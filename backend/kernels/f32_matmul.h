@@ -52,8 +52,16 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 
 // The same result as ggml_mul_mat(x, y) (x [K, N, b2, b3], y [K, M, B2, B3] ->
 // [N, M, B2, B3]), ggml's threads sharing the output columns (or the batches,
-// when there are enough), each running single-threaded code.
-ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
+// when there are enough), each running single-threaded code. With a bias (N
+// f32 values, bias_fuses) it is added to every row in the same pass: sgemm
+// adds its product to the bias it finds in C (beta 1) where it would have
+// written zeros first, the other kernels add it to their block while it is in
+// cache (MLP 256 -> 1024 -> 256 at 256 rows, 1 thread: see kernels.md).
+ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias = nullptr);
+
+// Whether mul_mat(x, y, bias) adds the bias inside the product: a contiguous
+// f32 bias of x->ne[1] values, a product f32_mul_mat computes.
+bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* bias);
 
 // Whether quantized matmul weights of `type` go to ggml's CPU_REPACK layout
 // (where ggml's buffer type takes them, and the partition asks for it): not
@@ -74,7 +82,8 @@ void sgemm_in_ggml_threads();
 // ggml_mul_mat(x, y) as dyngraph computes it (the choice above): f32_mul_mat
 // where it applies (from kF32KernelMinRows rows on for f32 weights, from one
 // row for the types quant_rows.h has, kDequantMinRows for others), else
-// ggml's own product.
-ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
+// ggml's own product. A bias (any shape ggml_add broadcasts over the result)
+// is added: inside the product where bias_fuses, else by ggml_add.
+ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias = nullptr);
 
 }  // namespace dg::kernels

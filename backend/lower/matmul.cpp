@@ -62,14 +62,17 @@ void lower_matmul(LowerCtx& c) {
     const int64_t ne_y[4] = {y->ne[0], y->ne[1], y->ne[2], y->ne[3]};
     const bool fold = x->ne[2] == 1 && x->ne[3] == 1 && (y->ne[2] > 1 || y->ne[3] > 1) && ggml_is_contiguous(y);
     if (fold) y = gg::reshape_2d(c.ctx, y, ne_y[0], ne_y[1] * ne_y[2] * ne_y[3]);
-    // f32 from two rows: our kernels on the host CPU (f32_matmul.h); ggml's product on other devices
-    ggml_tensor* r = c.host() ? kernels::mul_mat(c.ctx, x, y) : gg::mul_mat(c.ctx, x, y);
-    if (fold) r = gg::reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
+    ggml_tensor* bias = nullptr;
     if (c.n_in() == 3) {
-        ggml_tensor* bias = c.cont(c.in[2]);
+        bias = c.cont(c.in[2]);
         if (bias->type != GGML_TYPE_F32) bias = gg::cast(c.ctx, bias, GGML_TYPE_F32);
-        r = gg::add(c.ctx, r, bias);
     }
+    // f32 from two rows: our kernels on the host CPU (f32_matmul.h), which add a bias of one value per
+    // column in the same pass; ggml's product on other devices
+    const bool fused = bias != nullptr && c.host() && kernels::bias_fuses(x, y, bias);
+    ggml_tensor* r = c.host() ? kernels::mul_mat(c.ctx, x, y, fused ? bias : nullptr) : gg::mul_mat(c.ctx, x, y);
+    if (fold) r = gg::reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
+    if (bias != nullptr && !fused) r = gg::add(c.ctx, r, bias);
     c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
 }
 
