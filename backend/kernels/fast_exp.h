@@ -33,14 +33,12 @@ inline float exp_nonpositive(float y) {
     const float n = k - kShift;
     const int32_t ni = int32_t(float_bits(k) - float_bits(kShift));
     const float r = (yc - n * 0.693145751953125f) - n * 1.428606765330187e-06f;  // ln2 in two parts
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    // the polynomial in Estrin's order: pairs of terms, then pairs of pairs, a chain of 4 multiply-adds
+    // where Horner's is 7 (a loop of these is bound by its latency, not by its multiply-adds)
+    const float r2 = r * r, r4 = r2 * r2;
+    const float a0 = r + 1.0f, a1 = r * (1.0f / 6.0f) + 0.5f;
+    const float a2 = r * (1.0f / 120.0f) + 1.0f / 24.0f, a3 = r * (1.0f / 5040.0f) + 1.0f / 720.0f;
+    const float p = (r2 * a1 + a0) + r4 * (r2 * a3 + a2);
     const float scale = float_from_bits(uint32_t(ni + 127) << 23);
     return y < -87.0f ? 0.0f : p * scale;
 }
