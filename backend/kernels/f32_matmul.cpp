@@ -185,11 +185,7 @@ bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* b
            ggml_nelements(bias) == bias->ne[0] && ours(x, y);
 }
 
-ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias) {
-    if (bias != nullptr) {
-        if (bias_fuses(x, y, bias)) return f32_mul_mat(ctx, x, y, bias);
-        return gg::add(ctx, mul_mat(ctx, x, y), bias);
-    }
+ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
     return ours(x, y) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);
 }
 

@@ -59,8 +59,8 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 // cache (MLP 256 -> 1024 -> 256 at 256 rows, 1 thread: see kernels.md).
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias = nullptr);
 
-// Whether mul_mat(x, y, bias) adds the bias inside the product: a contiguous
-// f32 bias of x->ne[1] values, a product f32_mul_mat computes.
+// Whether f32_mul_mat(x, y, bias) is mul_mat(x, y) + bias: a contiguous f32
+// bias of x->ne[1] values, and a product mul_mat gives to f32_mul_mat.
 bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* bias);
 
 // Whether quantized matmul weights of `type` go to ggml's CPU_REPACK layout
@@ -82,8 +82,7 @@ void sgemm_in_ggml_threads();
 // ggml_mul_mat(x, y) as dyngraph computes it (the choice above): f32_mul_mat
 // where it applies (from kF32KernelMinRows rows on for f32 weights, from one
 // row for the types quant_rows.h has, kDequantMinRows for others), else
-// ggml's own product. A bias (any shape ggml_add broadcasts over the result)
-// is added: inside the product where bias_fuses, else by ggml_add.
-ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias = nullptr);
+// ggml's own product (with a bias where bias_fuses: f32_mul_mat(x, y, bias)).
+ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y);
 
 }  // namespace dg::kernels

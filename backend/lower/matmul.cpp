@@ -70,7 +70,9 @@ void lower_matmul(LowerCtx& c) {
     // f32 from two rows: our kernels on the host CPU (f32_matmul.h), which add a bias of one value per
     // column in the same pass; ggml's product on other devices
     const bool fused = bias != nullptr && c.host() && kernels::bias_fuses(x, y, bias);
-    ggml_tensor* r = c.host() ? kernels::mul_mat(c.ctx, x, y, fused ? bias : nullptr) : gg::mul_mat(c.ctx, x, y);
+    ggml_tensor* r = fused ? kernels::f32_mul_mat(c.ctx, x, y, bias)
+                     : c.host() ? kernels::mul_mat(c.ctx, x, y)
+                                : gg::mul_mat(c.ctx, x, y);
     if (fold) r = gg::reshape_4d(c.ctx, r, r->ne[0], ne_y[1], ne_y[2], ne_y[3]);
     if (bias != nullptr && !fused) r = gg::add(c.ctx, r, bias);
     c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
