@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "gg.h"
 #include "ggml-cpu.h"
 #include "verbose.h"
 
@@ -535,6 +536,45 @@ double CompiledPartition::time_compute(const HostTensor* const* in, size_t n_in,
     }
     std::nth_element(ns.begin(), ns.begin() + long(ns.size() / 2), ns.end());
     return ns[ns.size() / 2];
+}
+
+std::vector<CompiledPartition::NodeTime> CompiledPartition::time_nodes(const HostTensor* const* in, size_t n_in,
+                                                                       const HostTensor* const* out, size_t n_out,
+                                                                       int iters) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (placement_) fail<ExecutionError>("time_nodes measures the host CPU path; this partition runs on devices");
+    BuiltGraph& g = prepare(in, n_in, out, n_out);
+    const int n = ggml_graph_n_nodes(g.graph);
+    ggml_init_params ip{ggml_graph_overhead_custom(1, false), nullptr, true};
+    std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(ip), &ggml_free);
+    if (!ctx) fail<ExecutionError>("time_nodes: no memory for a one-node graph");
+    ggml_cgraph* one = ggml_new_graph_custom(ctx.get(), 1, false);
+    const size_t rounds = size_t(std::max(iters, 1));
+    std::vector<std::vector<double>> ns(static_cast<size_t>(n), std::vector<double>(rounds));
+    for (size_t it = 0; it < rounds; ++it) {
+        for (int i = 0; i < n; ++i) {
+            ggml_graph_clear(one);
+            ggml_graph_add_node(one, ggml_graph_node(g.graph, i));
+            auto t0 = std::chrono::steady_clock::now();
+            engine_->compute(one, g.cplan);
+            ns[size_t(i)][it] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+        }
+        if (g.journal) g.journal->clear();
+    }
+    std::vector<NodeTime> r;
+    for (int i = 0; i < n; ++i) {
+        const ggml_tensor* t = ggml_graph_node(g.graph, i);
+        std::vector<double>& v = ns[size_t(i)];
+        std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+        std::string srcs;
+        for (const ggml_tensor* s : t->src)
+            if (s)
+                srcs += cat(srcs.empty() ? "" : " ", gg::describe(s), " nb [", s->nb[0], ", ", s->nb[1], ", ", s->nb[2],
+                            ", ", s->nb[3], "]");
+        r.push_back({ggml_op_desc(t), ggml_get_name(t), ggml_type_name(t->type), {t->ne[0], t->ne[1], t->ne[2], t->ne[3]},
+                     srcs, v[v.size() / 2]});
+    }
+    return r;
 }
 
 CacheStats CompiledPartition::stats() const {

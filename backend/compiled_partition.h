@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -106,6 +107,19 @@ public:
     // `iters` bare ggml graph computes of it (no binding, no lookup, no
     // Python). Median ns.
     double time_compute(const HostTensor* const* in, size_t n_in, const HostTensor* const* out, size_t n_out, int iters);
+    // Benchmark baseline, per node: as time_compute, but each ggml node of the
+    // graph computed alone, in order, `iters` times over the graph (a node
+    // meets its inputs as the node before it left them). Median ns per node.
+    struct NodeTime {
+        std::string op;  // ggml_op_desc: "MUL_MAT", "CUSTOM", ...
+        std::string name;
+        std::string type;
+        int64_t ne[4];
+        std::string srcs;  // each source's type, ne and byte strides nb
+        double ns;
+    };
+    std::vector<NodeTime> time_nodes(const HostTensor* const* in, size_t n_in, const HostTensor* const* out,
+                                     size_t n_out, int iters);
 
     CacheStats stats() const;
     void clear_cache();

@@ -586,6 +586,23 @@ PYBIND11_MODULE(_backend, m) {
                 return cp.time_compute(hi.ptr, hi.n, ho.ptr, ho.n, iters);
             },
             "Benchmark baseline: median ns of the bare ggml compute of this execution's graph.")
+        .def(
+            "time_nodes",
+            [](CompiledPartition& cp, const py::sequence& in, const py::sequence& out, int iters) {
+                HostList<8> hi(in, "input");
+                HostList<8> ho(out, "output", true);
+                std::vector<CompiledPartition::NodeTime> r;
+                {
+                    py::gil_scoped_release release;
+                    r = cp.time_nodes(hi.ptr, hi.n, ho.ptr, ho.n, iters);
+                }
+                py::list l;
+                for (const auto& t : r)
+                    l.append(py::make_tuple(t.op, t.name, t.type, py::make_tuple(t.ne[0], t.ne[1], t.ne[2], t.ne[3]), t.srcs, t.ns));
+                return l;
+            },
+            "Profiling aid: (op, name, type, ne, sources, median ns) of each ggml node of this execution's graph, "
+            "each computed alone.")
         .def("stats", [](const CompiledPartition& cp) { return stats_dict(cp.stats()); })
         .def("clear_cache", &CompiledPartition::clear_cache)
         .def("use_engine", &CompiledPartition::use_engine, py::arg("engine"))

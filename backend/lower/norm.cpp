@@ -2,6 +2,7 @@
 // axes are brought innermost (softmax) or merged into one (norms).
 #include "../generated/dyngraph_ir_generated.h"
 #include "../gg.h"
+#include "../kernels/row_norm.h"
 #include "families.h"
 
 namespace dg {
@@ -48,6 +49,14 @@ void lower_norm(LowerCtx& c, int64_t begin, float eps, ggml_tensor* gamma, ggml_
     ggml_type t = c.in[0]->type;
     ggml_tensor* x = to_f32(c, c.in[0]);
     x = c.flatten_tail(x, s, int(begin < 0 ? begin + s.rank : begin));
+    // on the host, one pass with gamma and beta (kernels/row_norm.h) where they are dense rows of the
+    // normalized size, as the shape rule makes them
+    ggml_tensor* g = gamma && c.host() ? to_f32(c, gamma) : nullptr;
+    ggml_tensor* b = beta && c.host() ? to_f32(c, beta) : nullptr;
+    if (c.host() && kernels::row_norm_ok(x, g, b) && (g || !gamma) && (b || !beta)) {
+        c.out = {c.cast(c.reshape(kernels::row_norm(c.ctx, x, g, b, eps, NORM == gg::rms_norm), s), t)};
+        return;
+    }
     x = NORM(c.ctx, x, eps);
     x = c.reshape(x, s);
     // gamma and beta have the normalized shape (the shape rule's guards);

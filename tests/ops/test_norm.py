@@ -304,6 +304,73 @@ def test_rms_norm_of_integers_is_a_dtype_error():
         compile_op(K.RMSNorm, [[D, 8]], in_dtypes=dg.i32)
 
 
+# -- the host's one-pass kernel (kernels/row_norm.h) ----------------------------------
+# On the CPU, LayerNorm and RMSNorm with their gamma and beta are one custom node (ggml's
+# NORM + MUL + ADD otherwise). Its sums are taken in double with the mean held in float,
+# as ggml's are, so the bounds above hold: a stress run of rows of 2 to 5000 values,
+# spreads 1e-3 to 100, offsets 0 and 10, reaches 0.44 of the LayerNorm bound and a
+# relative error of 1.6e-7 for RMSNorm.
+
+WIDE_ROWS = (2, 15, 16, 17, 384, 1000, 5000)  # the kernel's 16-value blocks, their tails, long rows
+
+
+def graph_nodes(cp):
+    return cp.cache_info().last_graph_nodes
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_layer_norm_on_the_host_is_one_node_within_the_bound(threads, rng):
+    hidden = dg.Dim("hidden", max=8192)
+    eng = dg.Engine(dg.Engine.CPU, num_threads=threads)
+    cp = compile_op(K.LayerNorm, [[D, hidden], [hidden], [hidden]], engine=eng)
+    for h in WIDE_ROWS:
+        for spread, offset in [(1e-3, 10.0), (1.0, 0.0), (100.0, 10.0)]:
+            x = (offset + spread * rng.standard_normal((5, h))).astype(np.float32)
+            gamma = rng.standard_normal(h).astype(np.float32)
+            beta = rng.standard_normal(h).astype(np.float32)
+            (y,) = run(cp, x, gamma, beta)
+            assert_layer_norm_close(y, x, -1, 1e-5, gamma, beta)
+            assert graph_nodes(cp) == 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rms_norm_on_the_host_is_one_node_within_the_bound(threads, rng):
+    hidden = dg.Dim("hidden", max=8192)
+    eng = dg.Engine(dg.Engine.CPU, num_threads=threads)
+    cp = compile_op(K.RMSNorm, [[D, hidden], [hidden]], engine=eng)
+    for h in WIDE_ROWS:
+        for scale in (1e-3, 1.0, 100.0):
+            x = (scale * rng.standard_normal((5, h)) + scale).astype(np.float32)
+            gamma = rng.standard_normal(h).astype(np.float32)
+            (y,) = run(cp, x, gamma)
+            np.testing.assert_allclose(y, rms_norm_ref(x, -1, 1e-6, gamma), rtol=RMS_RTOL, atol=0)
+            assert graph_nodes(cp) == 1
+
+
+def test_layer_norm_rows_are_independent_of_the_thread_count(rng):
+    """Each row is one thread's, start to end: the same bits at 1, 2 and 3 threads."""
+    x = (3 + rng.standard_normal((37, 384))).astype(np.float32)
+    gamma, beta = rng.standard_normal(384).astype(np.float32), rng.standard_normal(384).astype(np.float32)
+    ys = []
+    for threads in (1, 2, 3):
+        cp = compile_op(K.LayerNorm, [[D, 384], [384], [384]], engine=dg.Engine(dg.Engine.CPU, num_threads=threads),
+                        constants={1: gamma, 2: beta})
+        ys.append(run(cp, x)[0])
+    np.testing.assert_array_equal(ys[0], ys[1])
+    np.testing.assert_array_equal(ys[0], ys[2])
+
+
+def test_layer_norm_of_special_values_follows_numpy():
+    """A NaN or inf in a row makes that row NaN (its mean and variance are), and only that row."""
+    x = np.ones((4, 20), np.float32)
+    x[:, ::2] = -1.0
+    x[1, 3], x[2, 0], x[3, 19] = np.nan, np.inf, -np.inf
+    cp = compile_op(K.LayerNorm, [[D, 20]], attrs={"use_affine": False})
+    (y,) = run(cp, x)
+    assert np.isnan(y[1:]).all()
+    np.testing.assert_allclose(y[0], layer_norm_ref(x[:1], -1, 1e-5)[0], rtol=1e-6)
+
+
 # -- strided inputs ------------------------------------------------------------------
 
 
