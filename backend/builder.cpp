@@ -178,6 +178,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
             in.push_back(v);
         }
         if (pl) {
+            env.placed = true;
             env.host = pl->slots[size_t(slot)].host;
             env.device = pl->slots[size_t(slot)].name;
             env.backend = pl->slots[size_t(slot)].backend;

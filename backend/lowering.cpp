@@ -70,6 +70,21 @@ static bool dense(const ggml_tensor* t) {
 
 ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return dense(t) ? t : gg::cont(ctx, t); }
 
+bool LowerCtx::output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size_t input)) const {
+    if (!env.host || env.placed || k >= op.outputs.size()) return false;
+    const int32_t t = op.outputs[k];
+    for (int32_t o : prog.outputs)
+        if (o == t) return false;
+    bool read = false;
+    for (const OpDef& other : prog.ops)
+        for (size_t i = 0; i < other.inputs.size(); ++i)
+            if (other.inputs[i] == t) {
+                if (!reads(other, i)) return false;
+                read = true;
+            }
+    return read;
+}
+
 ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {
     return t->type == type ? t : gg::cast(ctx, t, type);
 }

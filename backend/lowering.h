@@ -91,6 +91,7 @@ struct BuildEnv {
     // Where the op being lowered runs: the host CPU (dyngraph's kernels as ggml custom ops may be used,
     // tensors' data is host memory) or another device (portable ggml ops only; its name for messages).
     bool host = true;
+    bool placed = false;  // the partition runs on devices (a placement): every op's output is dense
     std::string device;
     ggml_backend_t backend = nullptr;  // device mode: the op's device (lowerings may ask what it supports)
 };
@@ -178,6 +179,10 @@ struct LowerCtx {
     // needs them undoable.
     ggml_tensor* write_state_rows(ggml_tensor* dst, ggml_tensor* src, ggml_tensor* idx) const;
     ggml_tensor* write_state_view(ggml_tensor* src, ggml_tensor* view) const;
+    // Whether the op's output `k` may stay a view (not made dense) for its readers: the host CPU path
+    // of an unplaced partition, not a partition output, and every op that reads it passes
+    // `reads(op, input index)`.
+    bool output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size_t input)) const;
 };
 
 using LowerFn = void (*)(LowerCtx&);

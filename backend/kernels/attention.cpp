@@ -139,6 +139,8 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const ggml_tensor* mask = dst->src[3];
     const int64_t D = q->ne[0], Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3];
     const int64_t Skv = k->ne[1], Hkv = k->ne[2], group = Hq / Hkv, Dv = v->ne[0];
+    // byte steps of the output between query rows and between heads ([Dv, Sq, Hq, B] or [Dv, Hq, Sq, B])
+    const size_t out_row = p.heads_inner ? dst->nb[2] : dst->nb[1], out_head = p.heads_inner ? dst->nb[1] : dst->nb[2];
     const float neg_inf = -std::numeric_limits<float>::infinity();
     // decoding (one query row): the query heads that share a kv head are one task's rows (in chunks
     // of at most kSmallGemmMaxRows: the small products, whose sums do not depend on the rows beside
@@ -159,16 +161,17 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         if (by_group) {
             const int64_t c = t % chunks, g = (t / chunks) % Hkv;
             rw = Rows{t / (chunks * Hkv), std::min(chunk, group - c * chunk), 0, 0, g * group + c * chunk, 1,
-                      floats(q->nb[2]), floats(dst->nb[2])};
+                      floats(q->nb[2]), floats(out_head)};
         } else {
             const int64_t qb = t % nqb, h = (t / nqb) % Hq;
-            rw = Rows{t / (nqb * Hq), std::min(bq, Sq - qb * bq), qb * bq, 1, h, 0, floats(q->nb[1]), floats(dst->nb[1])};
+            rw = Rows{t / (nqb * Hq), std::min(bq, Sq - qb * bq), qb * bq, 1, h, 0, floats(q->nb[1]), floats(out_row)};
         }
         const int64_t nq = rw.nq;
         const float* Q = row<const float>(q, rw.i0, rw.h0, rw.b);
         const float* K = row<const float>(k, 0, rw.h0 / group, rw.b);
         const float* V = row<const float>(v, 0, rw.h0 / group, rw.b);
-        float* O = row<float>(dst, rw.i0, rw.h0, rw.b);
+        float* O = reinterpret_cast<float*>(static_cast<char*>(dst->data) + rw.i0 * out_row + rw.h0 * out_head +
+                                            rw.b * dst->nb[3]);
         const int64_t ldk = floats(k->nb[1]), ldv = floats(v->nb[1]);
         for (int64_t r = 0; r < nq; ++r) {
             run_max[size_t(r)] = neg_inf;
@@ -237,8 +240,12 @@ ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, gg
                            const AttentionParams* params) {
     sgemm_in_ggml_threads();
     ggml_tensor* args[4] = {q, k, v, mask};
-    return gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[1], q->ne[2], q->ne[3], args, mask ? 4 : 3,
-                         attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
+    if (!params->heads_inner)
+        return gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[1], q->ne[2], q->ne[3], args, mask ? 4 : 3,
+                             attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
+    ggml_tensor* r = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[1], q->ne[3], args, mask ? 4 : 3,
+                                   attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
+    return gg::permute(ctx, r, 0, 2, 1, 3);
 }
 
 }  // namespace dg::kernels

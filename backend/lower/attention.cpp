@@ -77,6 +77,18 @@ ggml_tensor* f32_input(LowerCtx& c, ggml_tensor* t) {
     return c.host() && kernels::attention_rows_ok(t) ? t : to_f32(c, t);
 }
 
+// A rank-4 transpose of axes 1 and 2 ([B, H, S, D] -> [B, S, H, D]).
+bool swaps_heads_and_rows(const OpDef& op, size_t input) {
+    if (op.kind != uint16_t(dyngraph::fb::OpKind::StaticTranspose) || input != 0) return false;
+    const auto* a = std::get_if<ops::StaticTransposeAttrs>(&op.attrs);
+    if (!a || a->order.size() != 4) return false;
+    const std::vector<int64_t>& order = a->order;
+    const int64_t want[4] = {0, 2, 1, 3};
+    for (size_t i = 0; i < 4; ++i)
+        if ((order[i] < 0 ? order[i] + 4 : order[i]) != want[i]) return false;
+    return true;
+}
+
 void lower_sdpa(LowerCtx& c) {
     ggml_tensor* q = f32_input(c, c.in[0]);
     ggml_tensor* k = f32_input(c, c.in[1]);
@@ -100,7 +112,11 @@ void lower_sdpa(LowerCtx& c) {
         (!kernel_mask || kernels::attention_mask_ok(kernel_mask))) {
         ggml_tensor* mask = kernel_mask;
         check_heads(mask);
-        ggml_tensor* r = kernels::f32_attention(c.ctx, q, k, v, mask, c.keep(kernels::AttentionParams{float(scale), causal}));
+        // read only by a transpose of heads and rows (a model merging its heads): written in that order
+        const bool heads_inner = c.out_dtype(0) == DType::F32 && c.out_shape(0).rank == 4 &&
+                                 c.output_read_only_by(0, swaps_heads_and_rows);
+        ggml_tensor* r = kernels::f32_attention(c.ctx, q, k, v, mask,
+                                                c.keep(kernels::AttentionParams{float(scale), causal, heads_inner}));
         c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
         return;
     }

@@ -92,3 +92,51 @@ def test_strided_inputs_from_a_permute(rng, threads):
         qt, kt, vt = (np.swapaxes(x, 1, 2) for x in (q, k, v))
         np.testing.assert_allclose(out, reference(qt, kt, vt, is_causal=True), rtol=0,
                                    atol=tolerance(qt, kt, vt, is_causal=True))
+
+
+def _merge_heads_graph(threads, both=False):
+    """SDPA -> transpose(1, 2) -> ReLU: a model merging its heads ([b, h, s, d] -> [b, s, h, d]).
+    With `both`, the attention's output is also a partition output."""
+    b, s, t = dg.Dim("b"), dg.Dim("s"), dg.Dim("t")
+    g = dg.GraphBuilder()
+    q, k, v = g.input("q", dg.f32, [b, 9, s, 16]), g.input("k", dg.f32, [b, 3, t, 16]), g.input("v", dg.f32, [b, 3, t, 8])
+    o = g.op(SDPA, [q, k, v], {})
+    merged = g.op(dg.OpKind.ReLU, [g.op(dg.OpKind.StaticTranspose, [o], {"order": [0, 2, 1, 3]})], {})
+    g.output(*([merged, o] if both else [merged]))
+    return g.compile(dg.Engine(dg.Engine.CPU, num_threads=threads))
+
+
+def _nodes(cp, arrays):
+    eng = cp.engine
+    ins = [dg.Tensor(lt, eng, a) for lt, a in zip(cp.get_inputs(), arrays)]
+    outs = [dg.Tensor(lt, eng, np.empty(lt.shape, lt.dtype.numpy)) for lt in cp.infer_outputs(ins)]
+    return [(op, ne) for op, _, _, ne, _, _ in cp._impl.time_nodes(ins, outs, 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_output_written_with_heads_inner_for_a_merge_of_heads(rng, threads):
+    """The kernel writes [b, s, h, dv] itself when a transpose of heads and rows is all that reads its
+    output (no copy after it): decoding (a kv group's heads as one task's rows), one query block and
+    several, each against the float64 reference."""
+    cp = _merge_heads_graph(threads)
+    for B, S, T in ((1, 1, 1), (2, 1, 37), (1, 5, 5), (2, 140, 140), (1, 300, 600)):
+        q, k, v = qkv(rng, B, 9, 3, S, T, 16, 8)
+        (out,) = cp(q, k, v)
+        want = np.maximum(np.swapaxes(reference(q, k, v), 1, 2), 0.0)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tolerance(q, k, v))
+        nodes = _nodes(cp, (q, k, v))
+        assert ("CUSTOM", (8, 9, S, B)) in nodes  # the attention's own result: [dv, h, s, b] in ggml's order
+        assert not [n for n in nodes if n[0] in ("CONT", "CPY", "DUP")], nodes
+
+
+def test_output_read_by_others_keeps_its_layout(rng):
+    """Where another op (here: the partition's output) reads the attention's result too, it is
+    written as [b, h, s, dv] and the transpose copies."""
+    cp = _merge_heads_graph(2, both=True)
+    for B, S, T in ((1, 1, 9), (2, 40, 40)):
+        q, k, v = qkv(rng, B, 9, 3, S, T, 16, 8)
+        merged, o = cp(q, k, v)
+        want = reference(q, k, v)
+        np.testing.assert_allclose(o, want, rtol=0, atol=tolerance(q, k, v))
+        np.testing.assert_allclose(merged, np.maximum(np.swapaxes(want, 1, 2), 0.0), rtol=0, atol=tolerance(q, k, v))
+        assert ("CUSTOM", (8, S, 9, B)) in _nodes(cp, (q, k, v))
