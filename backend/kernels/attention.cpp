@@ -28,15 +28,28 @@ constexpr int64_t kKeyBlock = 512;  // a block of scores (rows x keys) stays in 
 // the thread count.
 int64_t query_block(int64_t sq) { return sq >= 1024 ? 256 : sq >= 96 ? 128 : 32; }
 
-// s[j] = s[j] * scale + mask[j] for j < n (mask may be null); returns max(s[0..n)) (-inf for n = 0).
+// s[j] = s[j] * scale + mask[j] for j < n (mask may be null; scale 1: the product already scaled);
+// returns max(s[0..n)) (-inf for n = 0). One pass: the max is taken as each score is written.
 DG_VECTOR_BODY float scale_mask_max_body(float* s, float scale, const float* mask, int64_t n) {
-    if (mask)
-        for (int64_t j = 0; j < n; ++j) s[j] = s[j] * scale + mask[j];
-    else
-        for (int64_t j = 0; j < n; ++j) s[j] *= scale;
     float m = -std::numeric_limits<float>::infinity();
+    if (mask) {
 #pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+        for (int64_t j = 0; j < n; ++j) {
+            const float v = s[j] * scale + mask[j];
+            s[j] = v;
+            m = v > m ? v : m;
+        }
+    } else if (scale != 1.0f) {
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < n; ++j) {
+            const float v = s[j] * scale;
+            s[j] = v;
+            m = v > m ? v : m;
+        }
+    } else {
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+    }
     return m;
 }
 DG_VECTORIZED(float, scale_mask_max, (float* s, float scale, const float* mask, int64_t n), (s, scale, mask, n))
@@ -44,10 +57,13 @@ DG_VECTORIZED(float, scale_mask_max, (float* s, float scale, const float* mask, 
 // s[j] = s[j] * scale where keep[j] != 0, else -inf, for j < n (a bool mask); returns max(s[0..n)).
 DG_VECTOR_BODY float scale_keep_max_body(float* s, float scale, const int32_t* keep, int64_t n) {
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) s[j] = keep[j] != 0 ? s[j] * scale : neg_inf;
     float m = neg_inf;
 #pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+    for (int64_t j = 0; j < n; ++j) {
+        const float v = keep[j] != 0 ? s[j] * scale : neg_inf;
+        s[j] = v;
+        m = v > m ? v : m;
+    }
     return m;
 }
 DG_VECTORIZED(float, scale_keep_max, (float* s, float scale, const int32_t* keep, int64_t n), (s, scale, keep, n))
@@ -183,10 +199,13 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
             const int64_t nk = std::min(kKeyBlock, kend - j0);
             float* S = scores.data();
-            if (nq <= kSmallGemmMaxRows)
+            // the scale: sgemm's alpha (the scores come out scaled), the small products' after them
+            const bool small = nq <= kSmallGemmMaxRows;
+            const float scale = small ? p.scale : 1.0f;
+            if (small)
                 small_gemm_nt(int(nq), nk, D, Q, rw.ldq, K + j0 * ldk, ldk, S, nk);
             else
-                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nq), int(nk), int(D), 1.0f, Q,
+                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nq), int(nk), int(D), p.scale, Q,
                                   int(rw.ldq), K + j0 * ldk, int(ldk), 0.0f, S, int(nk));
             for (int64_t r = 0; r < nq; ++r) {
                 float* s = S + r * nk;
@@ -196,8 +215,8 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
                                                          rw.b % mask->ne[3]) + j0 * 4
                                      : nullptr;
                 const float block_max = mask && mask->type == GGML_TYPE_I32
-                                            ? scale_keep_max(s, p.scale, reinterpret_cast<const int32_t*>(m), keep)
-                                            : scale_mask_max(s, p.scale, reinterpret_cast<const float*>(m), keep);
+                                            ? scale_keep_max(s, scale, reinterpret_cast<const int32_t*>(m), keep)
+                                            : scale_mask_max(s, scale, reinterpret_cast<const float*>(m), keep);
                 const float old = run_max[size_t(r)], top = std::max(old, block_max);
                 if (top == neg_inf) {  // every key so far masked out: nothing to add
                     std::fill(s, s + nk, 0.0f);
@@ -211,7 +230,7 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
                 run_sum[size_t(r)] += exp_sum(s, keep, nk, top);
                 run_max[size_t(r)] = top;
             }
-            if (nq <= kSmallGemmMaxRows)
+            if (small)
                 few_rows_pv(nq, nk, Dv, S, nk, V + j0 * ldv, ldv, O, rw.ldo);
             else
                 scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nq), int(Dv), int(nk), 1.0f, S,
