@@ -91,7 +91,7 @@ struct BuildEnv {
     // Where the op being lowered runs: the host CPU (dyngraph's kernels as ggml custom ops may be used,
     // tensors' data is host memory) or another device (portable ggml ops only; its name for messages).
     bool host = true;
-    bool placed = false;  // the partition runs on devices (a placement): every op's output is dense
+    bool placed = false;  // the partition runs on devices (a placement): no output is left a view for its readers
     std::string device;
     ggml_backend_t backend = nullptr;  // device mode: the op's device (lowerings may ask what it supports)
 };

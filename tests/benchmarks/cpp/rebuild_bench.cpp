@@ -33,6 +33,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "kernels/f32_matmul.h"
+#include "kernels/row_norm.h"
 #include "program.h"
 #include "resident.h"
 
@@ -119,7 +120,8 @@ void build_by_hand(HandGraph& g, const HandWeights& w, const Sizes& s, int64_t s
     ggml_tensor* mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, seq, seq);
     ggml_set_input(x);
     ggml_set_input(mask);
-    auto norm = [&](ggml_tensor* t, ggml_tensor* gamma) { return ggml_mul(ctx, ggml_rms_norm(ctx, t, s.eps), gamma); };
+    // RMSNorm with its gamma in one node, as the norm lowering makes it on the host (kernels/row_norm.h)
+    auto norm = [&](ggml_tensor* t, ggml_tensor* gamma) { return dg::kernels::row_norm(ctx, t, gamma, nullptr, s.eps, true); };
     auto split_heads = [&](ggml_tensor* t) {  // [seq, hidden] -> [heads, seq, d]
         t = ggml_reshape_4d(ctx, t, d, heads, seq, 1);
         return ggml_cont(ctx, ggml_permute(ctx, t, 0, 2, 1, 3));
