@@ -85,6 +85,17 @@ bool LowerCtx::output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size
     return read;
 }
 
+bool LowerCtx::input_read_only_here(size_t k) const {
+    if (!env.host || env.placed || k >= op.inputs.size()) return false;
+    const int32_t t = op.inputs[k];
+    for (int32_t o : prog.outputs)
+        if (o == t) return false;
+    for (const OpDef& other : prog.ops)
+        for (size_t i = 0; i < other.inputs.size(); ++i)
+            if (other.inputs[i] == t && (&other != &op || i != k)) return false;
+    return true;
+}
+
 ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {
     return t->type == type ? t : gg::cast(ctx, t, type);
 }

@@ -183,6 +183,9 @@ struct LowerCtx {
     // of an unplaced partition, not a partition output, and every op that reads it passes
     // `reads(op, input index)`.
     bool output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size_t input)) const;
+    // Whether the op's input `k` is read by this op alone (no other op, not a partition output), on
+    // the host CPU path of an unplaced partition: what made it may be folded into this op.
+    bool input_read_only_here(size_t k) const;
 };
 
 using LowerFn = void (*)(LowerCtx&);

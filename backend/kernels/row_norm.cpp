@@ -70,9 +70,15 @@ DG_VECTORIZED(void, row_scale, (const float* x, float* y, int64_t n, float shift
                                 const float* b),
               (x, y, n, shift, scale, g, b))
 
+// y[j] = x[j] + a[j]
+DG_VECTOR_BODY void row_add_body(const float* x, const float* a, float* y, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) y[j] = x[j] + a[j];
+}
+DG_VECTORIZED(void, row_add, (const float* x, const float* a, float* y, int64_t n), (x, a, y, n))
+
 struct Params {
     float eps;
-    bool rms, gamma, beta;  // which of gamma and beta follow x in the sources
+    bool rms, add, gamma, beta;  // which of the addend, gamma and beta follow x in the sources, in that order
 };
 static_assert(sizeof(Params) <= sizeof(void*), "the parameters travel in a pointer");
 
@@ -80,13 +86,19 @@ void row_norm_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     Params p;
     std::memcpy(&p, &ud, sizeof p);
     const ggml_tensor* x = dst->src[0];
-    const float* g = p.gamma ? static_cast<const float*>(dst->src[1]->data) : nullptr;
-    const float* b = p.beta ? static_cast<const float*>(dst->src[p.gamma ? 2 : 1]->data) : nullptr;
+    int src = 1;
+    const float* a = p.add ? static_cast<const float*>(dst->src[src++]->data) : nullptr;
+    const float* g = p.gamma ? static_cast<const float*>(dst->src[src++]->data) : nullptr;
+    const float* b = p.beta ? static_cast<const float*>(dst->src[src++]->data) : nullptr;
     const int64_t n = x->ne[0], rows = x->ne[1] * x->ne[2] * x->ne[3];
     const int64_t r0 = rows * ith / nth, r1 = rows * (ith + 1) / nth;
     for (int64_t r = r0; r < r1; ++r) {
         const float* xr = static_cast<const float*>(x->data) + r * n;
         float* yr = static_cast<float*>(dst->data) + r * n;
+        if (a) {  // the row of x + a, written to the output and normalized there in place
+            row_add(xr, a + r * n, yr, n);
+            xr = yr;
+        }
         float mean = 0.0f;
         if (!p.rms) mean = float(row_sum(xr, n, 0.0f, false) / double(n));
         const double var = row_sum(xr, n, mean, true) / double(n);
@@ -106,12 +118,14 @@ bool row_norm_ok(const ggml_tensor* x, const ggml_tensor* gamma, const ggml_tens
     return true;
 }
 
-ggml_tensor* row_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gamma, ggml_tensor* beta, float eps, bool rms) {
-    Params p{eps, rms, gamma != nullptr, beta != nullptr};
+ggml_tensor* row_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gamma, ggml_tensor* beta, float eps, bool rms,
+                      ggml_tensor* addend) {
+    Params p{eps, rms, addend != nullptr, gamma != nullptr, beta != nullptr};
     void* ud = nullptr;
     std::memcpy(&ud, &p, sizeof p);
-    ggml_tensor* args[3] = {x, nullptr, nullptr};
+    ggml_tensor* args[4] = {x, nullptr, nullptr, nullptr};
     int n_args = 1;
+    if (addend) args[n_args++] = addend;
     if (gamma) args[n_args++] = gamma;
     if (beta) args[n_args++] = beta;
     return gg::custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, n_args, row_norm_kernel,

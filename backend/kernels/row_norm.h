@@ -12,8 +12,12 @@ namespace dg::kernels {
 // x[r, :] / sqrt(mean(x^2) + eps) * gamma (rms = true; beta must be null), over
 // each row r of x. The sums are taken in double and the mean held in float, as
 // ggml's own norm does, so the error bounds of its tests hold unchanged. x: F32,
-// dense; gamma, beta: null or F32, dense, ne0 values each.
-ggml_tensor* row_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gamma, ggml_tensor* beta, float eps, bool rms);
+// dense; gamma, beta: null or F32, dense, ne0 values each. With `addend` (F32,
+// dense, x's shape) the rows normalized are those of x + addend, each sum
+// rounded to f32 as ggml's ADD rounds it (a residual added just before the
+// norm: one pass less, the same bits).
+ggml_tensor* row_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gamma, ggml_tensor* beta, float eps, bool rms,
+                      ggml_tensor* addend = nullptr);
 
 // Whether row_norm takes these operands (x dense f32; gamma and beta null or
 // dense f32 of exactly x->ne[0] values).

@@ -43,18 +43,36 @@ void lower_softmax(LowerCtx& c) {
     c.out = {c.cast(c.reshape(x, s), t)};
 }
 
+// The norm's input is ggml's sum of two dense f32 tensors of its shape that nothing else reads (a
+// residual added just before a post-LN norm, as in BERT and PyTorch's encoder layers).
+bool residual_sum(const LowerCtx& c) {
+    const ggml_tensor* t = c.in[0];
+    if (t->op != GGML_OP_ADD || t->type != GGML_TYPE_F32 || t->view_src) return false;  // (not an in-place add)
+    for (const ggml_tensor* a : {t->src[0], t->src[1]})
+        if (!a || a->type != GGML_TYPE_F32 || !ggml_is_contiguous(a) || a->ne[0] != t->ne[0] || a->ne[1] != t->ne[1] ||
+            a->ne[2] != t->ne[2] || a->ne[3] != t->ne[3])
+            return false;
+    return c.input_read_only_here(0);
+}
+
 template <ggml_tensor* (*NORM)(ggml_context*, ggml_tensor*, float)>
 void lower_norm(LowerCtx& c, int64_t begin, float eps, ggml_tensor* gamma, ggml_tensor* beta) {
     Dims s = c.in_shape(0);
     ggml_type t = c.in[0]->type;
     ggml_tensor* x = to_f32(c, c.in[0]);
-    x = c.flatten_tail(x, s, int(begin < 0 ? begin + s.rank : begin));
+    const int first = int(begin < 0 ? begin + s.rank : begin);
+    x = c.flatten_tail(x, s, first);
     // on the host, one pass with gamma and beta (kernels/row_norm.h) where they are dense rows of the
     // normalized size, as the shape rule makes them
     ggml_tensor* g = gamma && c.host() ? to_f32(c, gamma) : nullptr;
     ggml_tensor* b = beta && c.host() ? to_f32(c, beta) : nullptr;
     if (c.host() && kernels::row_norm_ok(x, g, b) && (g || !gamma) && (b || !beta)) {
-        c.out = {c.cast(c.reshape(kernels::row_norm(c.ctx, x, g, b, eps, NORM == gg::rms_norm), s), t)};
+        ggml_tensor* addend = nullptr;
+        if (residual_sum(c)) {  // the kernel adds the two instead (the ADD node is then unused)
+            x = c.flatten_tail(c.in[0]->src[0], s, first);
+            addend = c.flatten_tail(c.in[0]->src[1], s, first);
+        }
+        c.out = {c.cast(c.reshape(kernels::row_norm(c.ctx, x, g, b, eps, NORM == gg::rms_norm, addend), s), t)};
         return;
     }
     x = NORM(c.ctx, x, eps);

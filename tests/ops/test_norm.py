@@ -371,6 +371,62 @@ def test_layer_norm_of_special_values_follows_numpy():
     np.testing.assert_allclose(y[0], layer_norm_ref(x[:1], -1, 1e-5)[0], rtol=1e-6)
 
 
+def _gamma_beta(hidden):
+    """gamma and beta of the residual tests: no zero in either (the bound of a 0 * 0 term is 0)."""
+    return np.linspace(-2, 2.5, hidden, dtype=np.float32), np.linspace(1, -1.3, hidden, dtype=np.float32)
+
+
+def _norm_after_add(kind, hidden, both=False, bias_add=False, threads=1):
+    """kind(x + r) with gamma (and beta): a residual added just before the norm. With `both`, the
+    sum is also a partition output; with `bias_add`, r is a row vector [hidden] (broadcast)."""
+    g, n = dg.GraphBuilder(), dg.Dim("n")
+    x = g.input("x", dg.f32, [n, hidden])
+    r = g.input("r", dg.f32, [hidden] if bias_add else [n, hidden])
+    total = g.op(K.Add, [x, r], {})
+    gamma, beta = _gamma_beta(hidden)
+    params = [g.constant("gamma", gamma)] + ([g.constant("beta", beta)] if kind == K.LayerNorm else [])
+    y = g.op(kind, [total] + params, {})
+    g.output(*([y, total] if both else [y]))
+    return g.compile(dg.Engine(dg.Engine.CPU, num_threads=threads))
+
+
+@pytest.mark.parametrize("kind", [K.LayerNorm, K.RMSNorm])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_residual_added_before_the_norm_is_added_in_its_pass(kind, threads, rng):
+    """Read by the norm alone, the sum is made by the norm's kernel (one node, no ADD) with the same
+    bits as the sum made first: ggml's ADD rounds each sum to f32 as the kernel does."""
+    hidden = 67  # whole blocks of 16 and a tail
+    fused = _norm_after_add(kind, hidden, threads=threads)
+    unfused = _norm_after_add(kind, hidden, both=True, threads=threads)
+    gamma, beta = _gamma_beta(hidden)
+    for n in (1, 5, 33):
+        x = (3 + rng.standard_normal((n, hidden))).astype(np.float32)
+        r = rng.standard_normal((n, hidden)).astype(np.float32)
+        (y,) = run(fused, x, r)
+        assert graph_nodes(fused) == 1
+        y_unfused, total = run(unfused, x, r)
+        assert graph_nodes(unfused) == 2
+        np.testing.assert_array_equal(total, x + r)
+        np.testing.assert_array_equal(y, y_unfused)
+        if kind == K.LayerNorm:
+            assert_layer_norm_close(y, x + r, -1, 1e-5, gamma, beta)
+        else:
+            np.testing.assert_allclose(y, rms_norm_ref(x + r, -1, 1e-6, gamma), rtol=RMS_RTOL, atol=0)
+
+
+def test_a_broadcast_add_before_the_norm_stays_an_add(rng):
+    """x + r with r one row: not the kernel's addend (x's shape, from two rows on); ggml's ADD makes
+    the sum first."""
+    cp = _norm_after_add(K.LayerNorm, 40, bias_add=True)
+    gamma, beta = _gamma_beta(40)
+    for n in (2, 6):
+        x = rng.standard_normal((n, 40)).astype(np.float32)
+        r = rng.standard_normal(40).astype(np.float32)
+        (y,) = run(cp, x, r)
+        assert graph_nodes(cp) == 2
+        assert_layer_norm_close(y, x + r, -1, 1e-5, gamma, beta)
+
+
 # -- strided inputs ------------------------------------------------------------------
 
 

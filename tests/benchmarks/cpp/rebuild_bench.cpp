@@ -129,6 +129,7 @@ void build_by_hand(HandGraph& g, const HandWeights& w, const Sizes& s, int64_t s
     // every product as the MatMul lowering makes it (from 2 rows, dyngraph's f32 kernels)
     auto mm = [&](ggml_tensor* a, ggml_tensor* b) { return dg::kernels::mul_mat(ctx, a, b); };
     ggml_tensor* cur = x;
+    ggml_tensor *last_residual = nullptr, *last_mlp = nullptr;  // the last layer's sum, read by the final norm only
     for (const auto& l : w.layers) {
         ggml_tensor* a = norm(cur, l.g_attn);
         ggml_tensor* q = split_heads(mm(l.wq, a));
@@ -144,9 +145,12 @@ void build_by_hand(HandGraph& g, const HandWeights& w, const Sizes& s, int64_t s
         cur = ggml_add(ctx, cur, mm(l.wo, o));
         ggml_tensor* m = mm(l.w1, norm(cur, l.g_mlp));
         m = mm(l.w2, ggml_silu(ctx, m));
+        last_residual = cur, last_mlp = m;
         cur = ggml_add(ctx, cur, m);
     }
-    ggml_tensor* y = norm(cur, w.g_final);
+    // the final norm adds the last layer's sum itself, as the norm lowering does when nothing else reads it
+    ggml_tensor* y = last_mlp ? dg::kernels::row_norm(ctx, last_residual, w.g_final, nullptr, s.eps, true, last_mlp)
+                              : norm(cur, w.g_final);
     ggml_set_output(y);
     g.graph = ggml_new_graph_custom(ctx, graph_size, false);
     ggml_build_forward_expand(g.graph, y);
