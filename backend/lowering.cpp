@@ -70,30 +70,32 @@ static bool dense(const ggml_tensor* t) {
 
 ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return dense(t) ? t : gg::cont(ctx, t); }
 
-bool LowerCtx::output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size_t input)) const {
-    if (!env.host || env.placed || k >= op.outputs.size()) return false;
-    const int32_t t = op.outputs[k];
-    for (int32_t o : prog.outputs)
+// Whether tensor `t` of the host CPU path of an unplaced partition is not a partition output and
+// every (op, input index) reading it passes `ok`; how many readers it has goes to `readers`.
+template <class Ok>
+static bool readers_all(const LowerCtx& c, int32_t t, Ok ok, int* readers) {
+    *readers = 0;
+    if (!c.env.host || c.env.placed) return false;
+    for (int32_t o : c.prog.outputs)
         if (o == t) return false;
-    bool read = false;
-    for (const OpDef& other : prog.ops)
+    for (const OpDef& other : c.prog.ops)
         for (size_t i = 0; i < other.inputs.size(); ++i)
             if (other.inputs[i] == t) {
-                if (!reads(other, i)) return false;
-                read = true;
+                if (!ok(other, i)) return false;
+                ++*readers;
             }
-    return read;
+    return true;
+}
+
+bool LowerCtx::output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size_t input)) const {
+    int readers = 0;
+    return k < op.outputs.size() && readers_all(*this, op.outputs[k], reads, &readers) && readers > 0;
 }
 
 bool LowerCtx::input_read_only_here(size_t k) const {
-    if (!env.host || env.placed || k >= op.inputs.size()) return false;
-    const int32_t t = op.inputs[k];
-    for (int32_t o : prog.outputs)
-        if (o == t) return false;
-    for (const OpDef& other : prog.ops)
-        for (size_t i = 0; i < other.inputs.size(); ++i)
-            if (other.inputs[i] == t && (&other != &op || i != k)) return false;
-    return true;
+    int readers = 0;
+    auto here = [&](const OpDef& other, size_t i) { return &other == &op && i == k; };
+    return k < op.inputs.size() && readers_all(*this, op.inputs[k], here, &readers);
 }
 
 ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {
