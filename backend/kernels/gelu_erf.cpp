@@ -8,7 +8,10 @@ namespace dg::kernels {
 namespace {
 
 inline float gelu_erf(float x) {
-    const float ax = x < 0.0f ? -x : x;
+    // |x|, held below 1e4 (where the result is max(x, 0) to f32 precision) so that x = +-inf gives
+    // the finite 0.5 |x| t below; written as a select that keeps NaN
+    float ax = x < 0.0f ? -x : x;
+    ax = 1e4f < ax ? 1e4f : ax;
     const float z = ax * 0.70710678118654752f;  // |x| / sqrt(2)
     const float t = 1.0f / (1.0f + 0.5f * z);
     // c0 + c1 t + ... + c9 t^9 in Estrin's order (fast_exp.h): a chain of 4 multiply-adds, not 9
@@ -17,10 +20,11 @@ inline float gelu_erf(float x) {
     const float b2 = t * 0.27886807f - 0.18628806f, b3 = t * 1.48851587f - 1.13520398f;
     const float b4 = t * 0.17087277f - 0.82215223f;
     const float q = ((t2 * b1 + b0) + t4 * (t2 * b3 + b2)) + t8 * b4;
-    const float e = t * exp_nonpositive(q - z * z);  // erfc(|x| / sqrt(2))
-    // erfc(-x / sqrt(2)) is 2 - e for x >= 0 and e for x < 0; NaN propagates through x
-    const float c = x < 0.0f ? e : 2.0f - e;
-    return x == x ? 0.5f * x * c : x;
+    // erfc(|x| / sqrt(2)) = t exp(q - z^2); 0.5 x erfc(-x / sqrt(2)) is 0.5 |x| (2 - erfc) for x >= 0 and
+    // -0.5 |x| erfc for x < 0: max(x, 0) - 0.5 |x| t exp(...) both ways, with no select on the sign.
+    // NaN: max gives 0, and the product NaN
+    const float pos = x > 0.0f ? x : 0.0f;
+    return pos - (0.5f * ax * t) * exp_nonpositive(q - z * z);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace dg::kernels {
 // the Chebyshev fit of Press et al., Numerical Recipes 6.2, fractional error
 // < 1.2e-7, with an exp of our own), growing to 2e-5 in the negative tail
 // (x < -4) with the f32 rounding of x^2 / 2 in exp(-x^2 / 2). NaN stays NaN;
-// +-inf give +inf and 0.
+// +inf gives +inf, -inf 0 (the limit; PyTorch's erf form gives NaN there), -0 gives +0.
 void gelu_erf_row(const float* in, float* out, int64_t n);
 
 }  // namespace dg::kernels

@@ -343,6 +343,13 @@ def test_gelu_limits(mode):
     np.testing.assert_array_equal(out, want)
 
 
+def test_gelu_erf_of_minus_infinity_is_its_limit():
+    # 0, as GELU(x) -> 0 for x -> -inf (PyTorch's x * (1 + erf(x / sqrt 2)) / 2 gives -inf * 0 = NaN)
+    cp = compile_shapes(K.GELU, [["n"]], attrs={"mode": "erf"})
+    (out,) = run(cp, np.array([-np.inf, -1e4, -1e5, np.inf, 1e5], np.float32))
+    np.testing.assert_array_equal(out, np.array([0, 0, 0, np.inf, 1e5], np.float32))
+
+
 @pytest.mark.parametrize("dtype", [dg.i32, dg.i64, dg.boolean])
 @pytest.mark.parametrize("name", ["ReLU", "GELU_tanh", "Exp", "Abs"])
 def test_unary_on_integers_raises_dtype_error(name, dtype):
