@@ -125,6 +125,7 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     }
 
     BuildEnv env;
+    if (!pl) env.vals = &vals;
     if (journal) {
         g->journal = std::make_unique<kernels::Journal>();
         env.journal = g->journal.get();

@@ -57,7 +57,7 @@ ggml_tensor* LowerCtx::reshape(ggml_tensor* t, const Dims& shape) const {
 
 // Dense row-major strides. (ggml_is_contiguous accepts a permuted view when the
 // permuted dimensions have size 1, but kernels such as mul_mat still reject it.)
-static bool dense(const ggml_tensor* t) {
+bool is_dense(const ggml_tensor* t) {
     size_t nb = ggml_type_size(t->type);
     if (t->nb[0] != nb) return false;
     nb = t->nb[0] * size_t(t->ne[0] / ggml_blck_size(t->type));
@@ -68,7 +68,7 @@ static bool dense(const ggml_tensor* t) {
     return true;
 }
 
-ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return dense(t) ? t : gg::cont(ctx, t); }
+ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return is_dense(t) ? t : gg::cont(ctx, t); }
 
 // Whether tensor `t` of the host CPU path of an unplaced partition is not a partition output and
 // every (op, input index) reading it passes `ok`; how many readers it has goes to `readers`.

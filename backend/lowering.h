@@ -92,6 +92,9 @@ struct BuildEnv {
     // tensors' data is host memory) or another device (portable ggml ops only; its name for messages).
     bool host = true;
     bool placed = false;  // the partition runs on devices (a placement): no output is left a view for its readers
+    // Unplaced partitions: every tensor's ggml value so far, by tensor index (what a lowering may read
+    // back to: lower/view_chain.h); nullptr in device mode.
+    const std::vector<ggml_tensor*>* vals = nullptr;
     std::string device;
     ggml_backend_t backend = nullptr;  // device mode: the op's device (lowerings may ask what it supports)
 };
@@ -102,6 +105,9 @@ struct BuildEnv {
 struct NotOnDevice : CompileError {
     using CompileError::CompileError;
 };
+
+// Dense row-major strides (what cont() makes; ggml_is_contiguous also accepts size-1 dims permuted).
+bool is_dense(const ggml_tensor* t);
 
 struct LowerCtx {
     ggml_context* ctx;

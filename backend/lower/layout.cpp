@@ -6,6 +6,7 @@
 #include "../gg.h"
 #include "families.h"
 #include "portable.h"
+#include "view_chain.h"
 
 namespace dg {
 
@@ -17,7 +18,16 @@ void lower_reshape(LowerCtx& c) {
     // The shape rule's guards make the counts equal; ggml_reshape would abort if they were not.
     Dims in = c.in_shape(0), out = c.out_shape(0);
     if (in.numel() != out.numel()) c.unsupported("reshape of " + in.str() + " to " + out.str() + " changes the element count");
-    c.out = {c.reshape(c.in[0], out)};
+    // a strided input (a slice) at the end of a chain with a transpose: one copy from the chain's start
+    ggml_tensor* x = c.in[0];
+    auto ne = out.ne();
+    const bool same = x->ne[0] == ne[0] && x->ne[1] == ne[1] && x->ne[2] == ne[2] && x->ne[3] == ne[3];
+    if (!same && !is_dense(x))
+        if (ggml_tensor* t = composed_copy(c)) {
+            c.out = {t};
+            return;
+        }
+    c.out = {c.reshape(x, out)};
 }
 
 void lower_transpose(LowerCtx& c) {
@@ -28,6 +38,11 @@ void lower_transpose(LowerCtx& c) {
         int64_t a = order.empty() ? s.rank - 1 - i : order[size_t(i)];
         perm[i] = int(a < 0 ? a + s.rank : a);
     }
+    if (s.rank <= kGgmlRank)
+        if (ggml_tensor* t = composed_copy(c)) {  // the end of a chain with another transpose: one copy
+            c.out = {t};
+            return;
+        }
     c.out = {c.transposed(c.in[0], s, perm)};
 }
 
