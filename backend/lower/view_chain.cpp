@@ -195,6 +195,12 @@ ggml_tensor* composed_copy(const LowerCtx& c) {
         if (ne[g] == 1) nb[g] = nb[g - 1] * size_t(ne[g - 1]);
         dense = dense && nb[g] == nb[g - 1] * size_t(ne[g - 1]);
     }
+    // ggml measures a view by its offset and its dense size (ggml_view_4d aborts past the buffer, and
+    // gg::view_4d refuses it). This view passes: its elements are distinct addresses of X from its
+    // offset on. Checked, not assumed: one that did not would go the usual way, not fail the build.
+    const ggml_tensor* root = base->view_src ? base->view_src : base;
+    const size_t start = (base->view_src ? base->view_offs : 0) + size_t(l.offset);
+    if (start + size_t(ne[0] * ne[1] * ne[2] * ne[3]) * elem > ggml_nbytes(root)) return nullptr;
     ggml_tensor* v = gg::view_4d(c.ctx, base, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], size_t(l.offset));
     if (!dense) v = gg::cont(c.ctx, v);
     const auto one = out.ne();
