@@ -155,8 +155,11 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const ggml_tensor* mask = dst->src[3];
     const int64_t D = q->ne[0], Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3];
     const int64_t Skv = k->ne[1], Hkv = k->ne[2], group = Hq / Hkv, Dv = v->ne[0];
-    // byte steps of the output between query rows and between heads ([Dv, Sq, Hq, B] or [Dv, Hq, Sq, B])
-    const size_t out_row = p.heads_inner ? dst->nb[2] : dst->nb[1], out_head = p.heads_inner ? dst->nb[1] : dst->nb[2];
+    // byte steps of the output between query rows, heads and batches ([Dv, Sq, Hq, B], [Dv, Hq, Sq, B]
+    // or [Dv, Hq, B, Sq])
+    const size_t out_row = p.rows_outer ? dst->nb[3] : p.heads_inner ? dst->nb[2] : dst->nb[1];
+    const size_t out_head = p.rows_outer || p.heads_inner ? dst->nb[1] : dst->nb[2];
+    const size_t out_batch = p.rows_outer ? dst->nb[2] : dst->nb[3];
     const float neg_inf = -std::numeric_limits<float>::infinity();
     // decoding (one query row): the query heads that share a kv head are one task's rows (in chunks
     // of at most kSmallGemmMaxRows: the small products, whose sums do not depend on the rows beside
@@ -187,7 +190,7 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         const float* K = row<const float>(k, 0, rw.h0 / group, rw.b);
         const float* V = row<const float>(v, 0, rw.h0 / group, rw.b);
         float* O = reinterpret_cast<float*>(static_cast<char*>(dst->data) + rw.i0 * out_row + rw.h0 * out_head +
-                                            rw.b * dst->nb[3]);
+                                            rw.b * out_batch);
         const int64_t ldk = floats(k->nb[1]), ldv = floats(v->nb[1]);
         for (int64_t r = 0; r < nq; ++r) {
             run_max[size_t(r)] = neg_inf;
@@ -259,6 +262,11 @@ ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, gg
                            const AttentionParams* params) {
     sgemm_in_ggml_threads();
     ggml_tensor* args[4] = {q, k, v, mask};
+    if (params->rows_outer) {
+        ggml_tensor* r = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[3], q->ne[1], args, mask ? 4 : 3,
+                                       attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
+        return gg::permute(ctx, r, 0, 2, 3, 1);
+    }
     if (!params->heads_inner)
         return gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[1], q->ne[2], q->ne[3], args, mask ? 4 : 3,
                              attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));

@@ -23,6 +23,9 @@ struct AttentionParams {
     // the result written as [Dv, Hq, Sq, B] (a transpose of the heads and the rows: the layout a model
     // merges its heads from), returned as a permuted view of it with the usual [Dv, Sq, Hq, B] shape
     bool heads_inner = false;
+    // the result written as [Dv, Hq, B, Sq] (rows outermost: the order of a sequence-first model,
+    // PyTorch's nn.MultiheadAttention), returned as a permuted view of it; with heads_inner unset
+    bool rows_outer = false;
 };
 
 // Whether f32_attention reads `t` where it lies: f32, elements contiguous in each row, strides whole floats.
@@ -36,7 +39,8 @@ bool attention_mask_ok(const ggml_tensor* t);
 // f32 mask or a bool one as I32 (0: the key is masked out), of [Skv, Sq or 1,
 // Hm, Bm] (head h reads h % Hm, batch b reads b % Bm), q, k and v passing
 // attention_rows_ok, the mask attention_mask_ok. Returns [Dv, Sq, Hq, B], contiguous
-// (with params->heads_inner: a permuted view of a contiguous [Dv, Hq, Sq, B]).
+// (with params->heads_inner: a permuted view of a contiguous [Dv, Hq, Sq, B]; with rows_outer, of a
+// contiguous [Dv, Hq, B, Sq]).
 // A query row whose keys are all masked out (-inf) is 0, as in ggml's flash
 // attention and PyTorch. The caller checks the shapes fit together.
 ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,

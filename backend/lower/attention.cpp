@@ -77,17 +77,22 @@ ggml_tensor* f32_input(LowerCtx& c, ggml_tensor* t) {
     return c.host() && kernels::attention_rows_ok(t) ? t : to_f32(c, t);
 }
 
-// A rank-4 transpose of axes 1 and 2 ([B, H, S, D] -> [B, S, H, D]).
-bool swaps_heads_and_rows(const OpDef& op, size_t input) {
+// Whether `op` is a rank-4 transpose of `order` reading its input 0.
+bool transposes(const OpDef& op, size_t input, const int64_t (&want)[4]) {
     if (op.kind != uint16_t(dyngraph::fb::OpKind::StaticTranspose) || input != 0) return false;
     const auto* a = std::get_if<ops::StaticTransposeAttrs>(&op.attrs);
     if (!a || a->order.size() != 4) return false;
     const std::vector<int64_t>& order = a->order;
-    const int64_t want[4] = {0, 2, 1, 3};
     for (size_t i = 0; i < 4; ++i)
         if ((order[i] < 0 ? order[i] + 4 : order[i]) != want[i]) return false;
     return true;
 }
+
+// [B, H, S, D] -> [B, S, H, D]: a model merging its heads.
+bool swaps_heads_and_rows(const OpDef& op, size_t input) { return transposes(op, input, {0, 2, 1, 3}); }
+
+// [B, H, S, D] -> [S, B, H, D]: a sequence-first model merging its heads (nn.MultiheadAttention).
+bool brings_rows_first(const OpDef& op, size_t input) { return transposes(op, input, {2, 0, 1, 3}); }
 
 void lower_sdpa(LowerCtx& c) {
     ggml_tensor* q = f32_input(c, c.in[0]);
@@ -113,10 +118,12 @@ void lower_sdpa(LowerCtx& c) {
         ggml_tensor* mask = kernel_mask;
         check_heads(mask);
         // read only by a transpose of heads and rows (a model merging its heads): written in that order
-        const bool heads_inner = c.out_dtype(0) == DType::F32 && c.out_shape(0).rank == 4 &&
-                                 c.output_read_only_by(0, swaps_heads_and_rows);
-        ggml_tensor* r = kernels::f32_attention(c.ctx, q, k, v, mask,
-                                                c.keep(kernels::AttentionParams{float(scale), causal, heads_inner}));
+        // (or by a transpose that brings the rows to the front: [s, b, h, dv])
+        const bool merged = c.out_dtype(0) == DType::F32 && c.out_shape(0).rank == 4;
+        const bool heads_inner = merged && c.output_read_only_by(0, swaps_heads_and_rows);
+        const bool rows_outer = merged && !heads_inner && c.output_read_only_by(0, brings_rows_first);
+        ggml_tensor* r = kernels::f32_attention(
+            c.ctx, q, k, v, mask, c.keep(kernels::AttentionParams{float(scale), causal, heads_inner, rows_outer}));
         c.out = {c.cast(r, ggml_type_of(c.out_dtype(0)))};
         return;
     }

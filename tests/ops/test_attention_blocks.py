@@ -94,14 +94,15 @@ def test_strided_inputs_from_a_permute(rng, threads):
                                    atol=tolerance(qt, kt, vt, is_causal=True))
 
 
-def _merge_heads_graph(threads, both=False):
-    """SDPA -> transpose(1, 2) -> ReLU: a model merging its heads ([b, h, s, d] -> [b, s, h, d]).
-    With `both`, the attention's output is also a partition output."""
+def _merge_heads_graph(threads, both=False, order=(0, 2, 1, 3)):
+    """SDPA -> transpose(1, 2) -> ReLU: a model merging its heads ([b, h, s, d] -> [b, s, h, d]; with
+    order (2, 0, 1, 3) a sequence-first one's, [s, b, h, d]). With `both`, the attention's output is
+    also a partition output."""
     b, s, t = dg.Dim("b"), dg.Dim("s"), dg.Dim("t")
     g = dg.GraphBuilder()
     q, k, v = g.input("q", dg.f32, [b, 9, s, 16]), g.input("k", dg.f32, [b, 3, t, 16]), g.input("v", dg.f32, [b, 3, t, 8])
     o = g.op(SDPA, [q, k, v], {})
-    merged = g.op(dg.OpKind.ReLU, [g.op(dg.OpKind.StaticTranspose, [o], {"order": [0, 2, 1, 3]})], {})
+    merged = g.op(dg.OpKind.ReLU, [g.op(dg.OpKind.StaticTranspose, [o], {"order": list(order)})], {})
     g.output(*([merged, o] if both else [merged]))
     return g.compile(dg.Engine(dg.Engine.CPU, num_threads=threads))
 
@@ -126,6 +127,21 @@ def test_output_written_with_heads_inner_for_a_merge_of_heads(rng, threads):
         np.testing.assert_allclose(out, want, rtol=0, atol=tolerance(q, k, v))
         nodes = _nodes(cp, (q, k, v))
         assert ("CUSTOM", (8, 9, S, B)) in nodes  # the attention's own result: [dv, h, s, b] in ggml's order
+        assert not [n for n in nodes if n[0] in ("CONT", "CPY", "DUP")], nodes
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_output_written_rows_first_for_a_sequence_first_merge_of_heads(rng, threads):
+    """The same for a transpose to [s, b, h, dv] (nn.MultiheadAttention's order): the kernel writes
+    the rows outermost and the transpose copies nothing."""
+    cp = _merge_heads_graph(threads, order=(2, 0, 1, 3))
+    for B, S, T in ((1, 1, 1), (3, 1, 37), (2, 5, 5), (3, 140, 140)):
+        q, k, v = qkv(rng, B, 9, 3, S, T, 16, 8)
+        (out,) = cp(q, k, v)
+        want = np.maximum(np.transpose(reference(q, k, v), (2, 0, 1, 3)), 0.0)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tolerance(q, k, v))
+        nodes = _nodes(cp, (q, k, v))
+        assert ("CUSTOM", (8, 9, B, S)) in nodes  # [dv, h, b, s] in ggml's order
         assert not [n for n in nodes if n[0] in ("CONT", "CPY", "DUP")], nodes
 
 
