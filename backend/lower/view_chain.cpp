@@ -136,7 +136,10 @@ bool apply(const LowerCtx& c, const OpDef& op, const Dims& in, const Dims& out, 
         const int64_t start = c.eval(a->starts[size_t(ax)]), step = a->strides[size_t(ax)], count = out.d[ax];
         if (start == 0 && step == 1 && count == in.d[ax]) continue;
         // the shape rule resolved these; a slice reaching past the axis is not composed
-        if (start < 0 || step < 1 || count < 1 || start + (count - 1) * step >= in.d[ax]) return false;
+        int64_t last = 0;
+        if (start < 0 || step < 1 || count < 1 || __builtin_mul_overflow(count - 1, step, &last) ||
+            __builtin_add_overflow(last, start, &last) || last >= in.d[ax])
+            return false;
         if (!l.slice(size_t(ax), start, step, count)) return false;
     }
     return true;
