@@ -28,27 +28,48 @@ inline void fill(float* p, int64_t n, float v) { std::fill(p, p + n, v); }
 
 // -- Convolution -------------------------------------------------------------------------------
 
-// Row (kh, kw) of the columns of one NCX channel plane `x` (H x W), output positions [p0, p1).
-void gather_row_ncx(const float* x, const ConvShape& s, int64_t kh, int64_t kw, int64_t p0, int64_t p1, float* out) {
+// The output rows a tile of positions [p0, p1) covers: row oh, its outputs [ow0, ow1), at column
+// `at` of the tile. Computed once per tile; every row of the columns walks them.
+struct Segment {
+    int64_t oh, ow0, ow1, at;
+};
+
+void tile_segments(const ConvShape& s, int64_t p0, int64_t p1, std::vector<Segment>& segs) {
+    segs.clear();
+    for (int64_t p = p0; p < p1;) {
+        const int64_t oh = p / s.OW, ow0 = p - oh * s.OW, ow1 = std::min(s.OW, ow0 + (p1 - p));
+        segs.push_back({oh, ow0, ow1, p - p0});
+        p += ow1 - ow0;
+    }
+}
+
+// o[ow] = xr[ow * stride] for ow in [lo, hi); strides 1 and 2 as constants, which the compiler
+// vectorizes (a copy; pairs of loads and a permute)
+inline void take_every(float* __restrict o, const float* __restrict xr, int64_t lo, int64_t hi, int64_t stride) {
+    if (stride == 1) std::memcpy(o + lo, xr + lo, size_t(hi - lo) * sizeof(float));
+    else if (stride == 2)
+        for (int64_t ow = lo; ow < hi; ++ow) o[ow] = xr[2 * ow];
+    else
+        for (int64_t ow = lo; ow < hi; ++ow) o[ow] = xr[ow * stride];
+}
+
+// Row (kh, kw) of the columns of one NCX channel plane `x` (H x W) over a tile's segments.
+void gather_row_ncx(const float* x, const ConvShape& s, int64_t kh, int64_t kw, const std::vector<Segment>& segs,
+                    float* out) {
     const int64_t offw = kw * s.dw - s.pw;
     int64_t lo_all, hi_all;
     inside(offw, s.sw, s.W, s.OW, lo_all, hi_all);
-    for (int64_t p = p0; p < p1;) {
-        const int64_t oh = p / s.OW, ow0 = p - oh * s.OW, ow1 = std::min(s.OW, ow0 + (p1 - p));
-        float* o = out + (p - p0) - ow0;  // o[ow]
-        const int64_t ih = oh * s.sh + kh * s.dh - s.ph;
+    for (const Segment& g : segs) {
+        float* o = out + g.at - g.ow0;  // o[ow]
+        const int64_t ih = g.oh * s.sh + kh * s.dh - s.ph;
         if (ih < 0 || ih >= s.H) {
-            fill(o + ow0, ow1 - ow0, 0.0f);
+            fill(o + g.ow0, g.ow1 - g.ow0, 0.0f);
         } else {
-            const float* xr = x + ih * s.W + offw;  // xr[ow * sw]
-            const int64_t lo = std::clamp(lo_all, ow0, ow1), hi = std::clamp(hi_all, lo, ow1);
-            fill(o + ow0, lo - ow0, 0.0f);
-            if (s.sw == 1) std::memcpy(o + lo, xr + lo, size_t(hi - lo) * sizeof(float));
-            else
-                for (int64_t ow = lo; ow < hi; ++ow) o[ow] = xr[ow * s.sw];
-            fill(o + hi, ow1 - hi, 0.0f);
+            const int64_t lo = std::clamp(lo_all, g.ow0, g.ow1), hi = std::clamp(hi_all, lo, g.ow1);
+            fill(o + g.ow0, lo - g.ow0, 0.0f);
+            take_every(o, x + ih * s.W + offw, lo, hi, s.sw);  // the input row from ow = 0 on
+            fill(o + hi, g.ow1 - hi, 0.0f);
         }
-        p += ow1 - ow0;
     }
 }
 
@@ -56,11 +77,13 @@ void gather_row_ncx(const float* x, const ConvShape& s, int64_t kh, int64_t kw, 
 // OIX (c, kh, kw), XIO (kh, kw, c).
 void gather_ncx(const float* xg, const ConvShape& s, int64_t Ig, int64_t p0, int64_t p1, float* col) {
     const int64_t pt = p1 - p0, hw = s.H * s.W;
+    thread_local std::vector<Segment> segs;
+    tile_segments(s, p0, p1, segs);
     for (int64_t c = 0; c < Ig; ++c)
         for (int64_t kh = 0; kh < s.KH; ++kh)
             for (int64_t kw = 0; kw < s.KW; ++kw) {
                 const int64_t r = s.channels_first_weights ? (c * s.KH + kh) * s.KW + kw : (kh * s.KW + kw) * Ig + c;
-                gather_row_ncx(xg + c * hw, s, kh, kw, p0, p1, col + r * pt);
+                gather_row_ncx(xg + c * hw, s, kh, kw, segs, col + r * pt);
             }
 }
 

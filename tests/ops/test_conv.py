@@ -97,6 +97,40 @@ def test_grouped_and_depthwise_conv2d(fmt, groups, C, O, rng):
                               wfmt=wfmt)
 
 
+@pytest.mark.parametrize("wfmt", ["OIX", "XIO"])
+@pytest.mark.parametrize("stride,dilation", [(2, 1), (2, 2), (3, 1)])
+def test_strided_columns_over_tiles_that_split_output_rows(wfmt, stride, dilation, rng):
+    """NCX columns gathered tile by tile: 64 channels x 3x3 make a tile of
+    227 positions (conv_gather::tile_positions), so tiles start and end inside
+    output rows; strides 2 (its own vectorized copy) and 3, with and without
+    dilation, at 1 and 2 threads, the edges padded."""
+    for threads in (1, 2):
+        eng = dg.Engine(dg.Engine.CPU, num_threads=threads)
+        w = rng.standard_normal(weight_shape(wfmt, 24, 64, (3, 3))).astype(np.float32)
+        b = rng.standard_normal(24).astype(np.float32)
+        a = {**conv_attrs(2, strides=[stride, stride], dilations=[dilation, dilation], pb=[1, 2], pe=[2, 1]),
+             "groups": 1, "data_format": "NCX", "weights_format": wfmt}
+        cp = compile_op(K.Convolution, [[D, 64, D, D], list(w.shape), [24]], attrs=a, constants={1: w, 2: b},
+                        engine=eng)
+        for n, h, wd in [(1, 41, 47), (2, 30, 57)]:
+            x = rng.standard_normal((n, 64, h, wd)).astype(np.float32)
+            (y,) = run(cp, x)
+            assert_conv_close(y, x, w, b, strides=[stride, stride], dilations=[dilation, dilation], pads_begin=[1, 2],
+                              pads_end=[2, 1], wfmt=wfmt)
+
+
+@pytest.mark.parametrize("fmt", ["NCX", "NXC"])
+@pytest.mark.parametrize("strides", [[2, 2], [1, 2], [3, 3]])
+def test_depthwise_conv2d_strided_along_rows(fmt, strides, rng):
+    """The depthwise loop's row kernel (madd_row) with a column stride of 2
+    (a vectorized case of its own) and 3, against numpy."""
+    cp, w, b = compile_conv(fmt, "OIX", 8, 8, (3, 3), 8, strides=strides, pb=[1, 1], pe=[1, 1], rng=rng)
+    for n, h in [(1, 7), (2, 19), (3, 36)]:
+        x = rng.standard_normal(shape_of(fmt, n, 8, (h, h + 5))).astype(np.float32)
+        (y,) = run(cp, x)
+        assert_conv_close(y, x, w, b, strides=strides, pads_begin=[1, 1], pads_end=[1, 1], groups=8, fmt=fmt)
+
+
 @pytest.mark.parametrize("fmt", ["NCX", "NXC"])
 @pytest.mark.parametrize("case", [
     dict(k=3, strides=[1], pb=[1], pe=[1], groups=1),   # Whisper's first conv
