@@ -125,7 +125,10 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
     }
 
     BuildEnv env;
-    if (!pl) env.vals = &vals;
+    if (!pl) {
+        env.vals = &vals;
+        env.derived = opts.derived;
+    }
     if (journal) {
         g->journal = std::make_unique<kernels::Journal>();
         env.journal = g->journal.get();

@@ -76,6 +76,7 @@ struct BuildOptions {
     AlignedBuffer* recycled = nullptr;  // a metadata buffer to reuse, if large enough (taken)
     size_t tensor_hint = 0;             // tensors the previous graph of this program needed (0: unknown)
     const Placement* placement = nullptr;  // device mode: ops on devices, run by a ggml_backend_sched
+    DerivedConstants* derived = nullptr;   // the partition's tensors computed once from its constants (host path)
 };
 
 // Graphs of more ggml tensors than this are refused (CompileError).

@@ -301,6 +301,7 @@ BuiltGraph& CompiledPartition::lookup(const Binding& b) {
     while (lru_.size() >= capacity_) evict_last();  // first: its metadata buffer can serve the new graph
     opts.recycled = &spare_meta_;
     opts.tensor_hint = tensor_hint_;
+    opts.derived = &derived_;
     std::unique_ptr<BuiltGraph> g;
     if (placement_) {
         opts.placement = placement_.get();
@@ -589,6 +590,7 @@ CacheStats CompiledPartition::stats() const {
     s.borrowed_bytes = resident_->borrowed_bytes();
     s.repacked_bytes = resident_->repacked_bytes();
     s.state_bytes = resident_->state_bytes();
+    s.derived_bytes = derived_.bytes();
     for (const auto& r : dev_resident_)
         if (r) {
             s.constant_bytes += r->constant_bytes();

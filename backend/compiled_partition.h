@@ -45,6 +45,7 @@ struct CacheStats {
     size_t borrowed_bytes = 0;  // constants used in place in the loaded file
     size_t repacked_bytes = 0;  // quantized weights in ggml's repacked layout
     size_t state_bytes = 0;
+    size_t derived_bytes = 0;  // computed once from constants in a kernel's layout (Winograd's weights)
 };
 
 struct KeyHash {
@@ -152,6 +153,7 @@ private:
     Program prog_;
     Binder binder_;
     std::unique_ptr<ResidentTensors> resident_;  // the host CPU path
+    DerivedConstants derived_;                   // computed once from its constants (before the graphs: outlives them)
     std::shared_ptr<Engine> engine_;             // the engine tensors are made for (device mode: the first)
     // device mode
     std::vector<std::shared_ptr<Engine>> engines_;

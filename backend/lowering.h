@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "derived_constants.h"
 #include "dtype.h"
 #include "errors.h"
 #include "ggml-backend.h"
@@ -95,6 +96,8 @@ struct BuildEnv {
     // Unplaced partitions: every tensor's ggml value so far, by tensor index (what a lowering may read
     // back to: lower/view_chain.h); nullptr in device mode.
     const std::vector<ggml_tensor*>* vals = nullptr;
+    // Unplaced partitions: tensors computed once from its constants (derived_constants.h); else nullptr.
+    DerivedConstants* derived = nullptr;
     std::string device;
     ggml_backend_t backend = nullptr;  // device mode: the op's device (lowerings may ask what it supports)
 };

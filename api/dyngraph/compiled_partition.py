@@ -52,6 +52,7 @@ class CacheInfo(NamedTuple):
     borrowed_bytes: int  # constants used in place in a loaded file (part of constant_bytes)
     repacked_bytes: int  # quantized weights in ggml's repacked layout (part of constant_bytes)
     state_bytes: int
+    derived_bytes: int  # computed once from constants in a kernel's own layout (Winograd's transformed weights)
 
     @property
     def builds(self) -> int:

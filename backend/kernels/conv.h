@@ -41,8 +41,9 @@ constexpr int64_t kColumnBytes = 512 << 10;
 
 // dst = Convolution(src, weights) + bias. `shape` must outlive the graph
 // (LowerCtx::keep); the caller has checked its sizes against the tensors.
+// `winograd_weights`: where winograd_fits(*shape), the weights already transformed (winograd.h), if at hand.
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias, const ConvShape* shape,
-                    const int64_t dst_ne[4]);
+                    const int64_t dst_ne[4], ggml_tensor* winograd_weights = nullptr);
 
 // dst = ConvTranspose(src, weights) + bias (the same conventions).
 ggml_tensor* conv_transpose2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,

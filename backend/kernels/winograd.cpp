@@ -55,18 +55,14 @@ DG_VECTOR_BODY void transform_kernels_body(const float* __restrict k, int64_t n,
 DG_VECTORIZED(void, transform_kernels, (const float* __restrict k, int64_t n, float* __restrict u, int64_t ustep),
               (k, n, u, ustep))
 
-// Threads split the rows of U (OIX: output channels, each along Ig; XIO: (g, c), each along Og); each
-// row's kernels are copied tap by tap (in chunks), then transformed along the row.
-void transform_weights(ggml_tensor* dst, int ith, int nth, void* ud) {
-    const ConvShape& s = *static_cast<const ConvShape*>(ud);
-    const auto* w = static_cast<const float*>(dst->src[0]->data);
-    auto* u = static_cast<float*>(dst->data);
+// Rows [r0, r1) of U (OIX: output channels, each along Ig; XIO: (g, c), each along Og); each row's
+// kernels are copied tap by tap (in chunks), then transformed along the row.
+void transform_rows(const float* w, const ConvShape& s, float* u, int64_t r0, int64_t r1) {
     const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
     const bool oix = s.channels_first_weights;
     constexpr int64_t kChunk = 256;
     float taps[9 * kChunk];
-    const int64_t rows = oix ? s.O : G * Ig, len = oix ? Ig : Og;
-    const auto [r0, r1] = thread_share(rows, ith, nth);
+    const int64_t len = oix ? Ig : Og;
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t g = oix ? r / Og : r / Ig;
         float* row = oix ? u + (g * kXi * Og + r % Og) * Ig : u + (g * kXi * Ig + r % Ig) * Og;
@@ -83,6 +79,15 @@ void transform_weights(ggml_tensor* dst, int ith, int nth, void* ud) {
             transform_kernels(taps, n, row + i0, Og * Ig);
         }
     }
+}
+
+int64_t transform_row_count(const ConvShape& s) { return s.channels_first_weights ? s.O : s.C; }
+
+// The weights' transform as an op of its own (weights that are not constant): the threads split U's rows.
+void transform_weights(ggml_tensor* dst, int ith, int nth, void* ud) {
+    const ConvShape& s = *static_cast<const ConvShape*>(ud);
+    const auto [r0, r1] = thread_share(transform_row_count(s), ith, nth);
+    transform_rows(static_cast<const float*>(dst->src[0]->data), s, static_cast<float*>(dst->data), r0, r1);
 }
 
 // -- The data: V = B^T d B, Y = A^T M A -----------------------------------------------------------------
@@ -355,13 +360,24 @@ bool winograd_fits(const ConvShape& s) {
            row_bytes <= kWinogradMaxRowBytes;
 }
 
-ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
-                              const ConvShape* shape, const int64_t dst_ne[4]) {
-    const ConvShape& s = *shape;
+std::array<int64_t, 4> winograd_weights_ne(const ConvShape& s) {
     const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
-    ggml_tensor* wargs[1] = {weights};
-    ggml_tensor* u = gg::custom_4d(ctx, GGML_TYPE_F32, Ig * Og, kXi, G, 1, wargs, 1, transform_weights,
-                                   GGML_N_TASKS_MAX, const_cast<ConvShape*>(shape));
+    return {Ig * Og, kXi, G, 1};
+}
+
+void winograd_transform_weights(const float* weights, const ConvShape& s, float* u) {
+    transform_rows(weights, s, u, 0, transform_row_count(s));
+}
+
+ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
+                              const ConvShape* shape, const int64_t dst_ne[4], ggml_tensor* transformed) {
+    ggml_tensor* u = transformed;
+    if (!u) {
+        const auto une = winograd_weights_ne(*shape);
+        ggml_tensor* wargs[1] = {weights};
+        u = gg::custom_4d(ctx, GGML_TYPE_F32, une[0], une[1], une[2], une[3], wargs, 1, transform_weights,
+                          GGML_N_TASKS_MAX, const_cast<ConvShape*>(shape));
+    }
     ggml_tensor* args[3] = {src, u, bias};
     return gg::custom_4d(ctx, GGML_TYPE_F32, dst_ne[0], dst_ne[1], dst_ne[2], dst_ne[3], args, bias ? 3 : 2,
                          winograd_kernel, GGML_N_TASKS_MAX, const_cast<ConvShape*>(shape));

@@ -15,13 +15,16 @@
 // output a sum of 9 values of M, besides the product's sum over C. The
 // bound tests/ops/test_winograd.py checks is derived from those sums.
 //
-// The weights are transformed by an op of their own before the convolution
-// (every call, split over the threads: 16 values per 9 weights). Where the
-// tiles are few, that and the short products cost more than the 2.25x saves:
+// Constant weights are transformed once per compiled partition (16 values per
+// 9 weights, held beside them: lower/conv.cpp, derived_constants.h); other
+// weights by an op of their own before the convolution, every call, split
+// over the threads. Where the tiles are few, the short products (and that
+// transform) cost more than the 2.25x saves:
 // winograd_fits() takes this path only where the outputs are many
 // (docs/design/kernels.md, "Convolutions", has the measurement).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "conv.h"
@@ -39,8 +42,14 @@ constexpr int64_t kWinogradMinOutputs = 96;
 constexpr int64_t kWinogradMaxRowBytes = 16 << 20;
 bool winograd_fits(const ConvShape& s);
 
+// The transformed weights U of a shape winograd_fits() takes: ggml ne {Ig * Og, 16, G, 1}, and U computed
+// from the weights (in the layout s says) at once, on the calling thread.
+std::array<int64_t, 4> winograd_weights_ne(const ConvShape& s);
+void winograd_transform_weights(const float* weights, const ConvShape& s, float* u);
+
 // dst = Convolution(src, weights) + bias for a shape winograd_fits() takes; the conventions of conv2d.
+// `transformed`: U already computed (winograd_weights_ne), else an op computes it from `weights` every call.
 ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
-                              const ConvShape* shape, const int64_t dst_ne[4]);
+                              const ConvShape* shape, const int64_t dst_ne[4], ggml_tensor* transformed = nullptr);
 
 }  // namespace dg::kernels

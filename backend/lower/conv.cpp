@@ -5,6 +5,7 @@
 #include "../generated/dyngraph_ir_generated.h"
 #include "../kernels/conv.h"
 #include "../kernels/int8_conv.h"
+#include "../kernels/winograd.h"
 #include "families.h"
 #include "int8_params.h"
 #include "portable.h"
@@ -241,6 +242,18 @@ void lower_convolution_3d(LowerCtx& c, const ops::ConvolutionAttrs& a, bool nxc,
     c.out = {c.cast(c.reshape(r, ys), ggml_type_of(c.out_dtype(0)))};
 }
 
+// Winograd's transformed weights held by the partition (computed at the first build that needs them)
+// where the weights are one of its constants as uploaded; else nullptr (the convolution transforms them).
+ggml_tensor* winograd_weights(LowerCtx& c, const kernels::ConvShape& s, ggml_tensor* w) {
+    if (!c.env.derived || !kernels::winograd_fits(s) || w != c.in[1] || !w->data ||
+        c.prog.tensors[size_t(c.op.inputs[1])].property != Property::Constant)
+        return nullptr;
+    const auto ne = kernels::winograd_weights_ne(s);
+    const auto* wd = static_cast<const float*>(w->data);
+    return c.env.derived->get(w, kWinogradWeights, {s.groups, s.channels_first_weights}, ne.data(),
+                              [&](float* u) { kernels::winograd_transform_weights(wd, s, u); });
+}
+
 void lower_convolution(LowerCtx& c) {
     const auto& a = c.attrs<ops::ConvolutionAttrs>();
     using A = ops::ConvolutionAttrs;
@@ -252,7 +265,7 @@ void lower_convolution(LowerCtx& c) {
     ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
     ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
     const auto ne = c.out_shape(0).ne();
-    ggml_tensor* y = kernels::conv2d(c.ctx, x, w, bias_of(c, s.O), c.keep(s), ne.data());
+    ggml_tensor* y = kernels::conv2d(c.ctx, x, w, bias_of(c, s.O), c.keep(s), ne.data(), winograd_weights(c, s, w));
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
 }
 

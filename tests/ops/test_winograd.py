@@ -123,39 +123,63 @@ def test_winograd_on_several_threads(threads, rng):
             assert_winograd_close(y, x, w, b, [1, 1], [1, 1], 1, fmt, "XIO")
 
 
-def _nodes(cp, x):
-    run(cp, x)
+def _nodes(cp, x, *weights):
+    run(cp, x, *weights)
     return cp.cache_info().last_graph_nodes
 
 
 def test_the_rule_takes_winograd_for_3x3_stride_1_with_enough_channels_and_outputs(rng):
-    """Winograd adds one node to the graph (the weights' transform). It is taken at a 3x3 kernel of stride and
-    dilation 1 with at least 16 input and output channels per group and at least 96 outputs over the batch
-    (backend/kernels/winograd.h); elsewhere the im2col kernel runs, as one node."""
-    cp, _, _ = compile_conv("NCX", "OIX", 16, 16, 1, [1, 1], [1, 1], rng)
-    few = _nodes(cp, rng.standard_normal([1, 16, 9, 10]).astype(np.float32))    # 90 outputs
-    many = _nodes(cp, rng.standard_normal([1, 16, 8, 12]).astype(np.float32))   # 96 outputs
-    batch = _nodes(cp, rng.standard_normal([2, 16, 7, 7]).astype(np.float32))   # 98 over the batch
+    """Weights given at run time: Winograd adds one node to the graph (the weights' transform). It is taken
+    at a 3x3 kernel of stride and dilation 1 with at least 16 input and output channels per group and at
+    least 96 outputs over the batch (backend/kernels/winograd.h); elsewhere the im2col kernel runs, as one
+    node."""
+    cp, w, b = compile_conv("NCX", "OIX", 16, 16, 1, [1, 1], [1, 1], rng, constant=False)
+    few = _nodes(cp, rng.standard_normal([1, 16, 9, 10]).astype(np.float32), w, b)    # 90 outputs
+    many = _nodes(cp, rng.standard_normal([1, 16, 8, 12]).astype(np.float32), w, b)   # 96 outputs
+    batch = _nodes(cp, rng.standard_normal([2, 16, 7, 7]).astype(np.float32), w, b)   # 98 over the batch
     assert (many, batch) == (few + 1, few + 1)
     x = rng.standard_normal([1, 16, 16, 16]).astype(np.float32)
-    narrow, _, _ = compile_conv("NCX", "OIX", 16, 30, 2, [1, 1], [1, 1], rng)  # 15 output channels per group
-    strided = compile_op(K.Convolution, [[D, 16, D, D], [16, 16, 3, 3]], attrs=dict(
-        strides=[2, 2], dilations=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], groups=1, data_format="NCX",
-        weights_format="OIX"), constants={1: rng.standard_normal([16, 16, 3, 3]).astype(np.float32)})
-    dilated = compile_op(K.Convolution, [[D, 16, D, D], [16, 16, 3, 3]], attrs=dict(
-        strides=[1, 1], dilations=[2, 2], pads_begin=[2, 2], pads_end=[2, 2], groups=1, data_format="NCX",
-        weights_format="OIX"), constants={1: rng.standard_normal([16, 16, 3, 3]).astype(np.float32)})
-    taken = compile_conv("NCX", "OIX", 16, 32, 1, [1, 1], [1, 1], rng, bias=False)[0]
-    assert _nodes(narrow, x) == _nodes(strided, x) == _nodes(dilated, x) == _nodes(taken, x) - 1
+
+    def conv(O, groups, strides, dilations):
+        w = rng.standard_normal([O, 16 // groups, 3, 3]).astype(np.float32)
+        cp = compile_op(K.Convolution, [[D, 16, D, D], list(w.shape)], attrs=dict(
+            strides=strides, dilations=dilations, pads_begin=dilations, pads_end=dilations, groups=groups,
+            data_format="NCX", weights_format="OIX"))
+        return _nodes(cp, x, w)
+
+    narrow = conv(30, 2, [1, 1], [1, 1])  # 15 output channels per group
+    strided, dilated, taken = conv(16, 1, [2, 2], [1, 1]), conv(16, 1, [1, 1], [2, 2]), conv(32, 1, [1, 1], [1, 1])
+    assert narrow == strided == dilated == taken - 1
+
+
+@pytest.mark.parametrize("fmt,wfmt,groups", [("NCX", "OIX", 1), ("NXC", "XIO", 2), ("NCX", "XIO", 1)])
+def test_constant_weights_are_transformed_once_per_partition(fmt, wfmt, groups, rng):
+    """Constant weights: the partition transforms them at the first graph that takes Winograd (16 values
+    per 9 weights, cache_info().derived_bytes) and every later graph reads them: no transform node, no
+    second copy. The result is the same bits as with the weights given at run time (transformed by the op,
+    every call)."""
+    held, w, b = compile_conv(fmt, wfmt, 32, 48, groups, [1, 1], [1, 1], rng)
+    given = compile_conv(fmt, wfmt, 32, 48, groups, [1, 1], [1, 1], rng, constant=False)[0]
+    small = rng.standard_normal(shape_of(fmt, 1, 32, 5, 5)).astype(np.float32)  # 25 outputs: im2col
+    assert _nodes(held, small) == 1 and held.cache_info().derived_bytes == 0
+    u_bytes = 16 * 48 * (32 // groups) * 4
+    for n, h, wd in [(1, 12, 12), (2, 17, 9), (3, 8, 30)]:
+        x = rng.standard_normal(shape_of(fmt, n, 32, h, wd)).astype(np.float32)
+        assert _nodes(held, x) == 1 and _nodes(given, x, w, b) == 2
+        assert held.cache_info().derived_bytes == u_bytes
+        (y,) = run(held, x)
+        assert np.array_equal(y, run(given, x, w, b)[0])
+        assert_winograd_close(y, x, w, b, [1, 1], [1, 1], groups, fmt, wfmt)
+    assert held.cache_info().misses == 4
 
 
 def test_the_rule_leaves_images_too_wide_for_one_task_to_im2col(rng):
     """A task holds a whole row of tiles: 16 transformed values of 4 bytes per tile and channel, at most
     16 MiB (kWinogradMaxRowBytes); 16 channels fill that at 16384 tiles, 32768 columns."""
-    cp, w, b = compile_conv("NCX", "OIX", 16, 16, 1, [1, 1], [1, 1], rng)
+    cp, w, b = compile_conv("NCX", "OIX", 16, 16, 1, [1, 1], [1, 1], rng, constant=False)
     x = rng.standard_normal([1, 16, 2, 32768]).astype(np.float32)
-    at_limit = _nodes(cp, x)
-    (y,) = run(cp, x)
+    at_limit = _nodes(cp, x, w, b)
+    (y,) = run(cp, x, w, b)
     assert_winograd_close(y, x, w, b, [1, 1], [1, 1], 1, "NCX", "OIX")
-    beyond = _nodes(cp, rng.standard_normal([1, 16, 2, 32770]).astype(np.float32))
+    beyond = _nodes(cp, rng.standard_normal([1, 16, 2, 32770]).astype(np.float32), w, b)
     assert at_limit == beyond + 1
