@@ -305,7 +305,8 @@ ggml_tensor* custom(ggml_context* ctx, ggml_custom_op_t fn, ggml_tensor* src, gg
 
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias, const ConvShape* shape,
                     const int64_t dst_ne[4], ggml_tensor* winograd_weights) {
-    if (winograd_fits(*shape)) return winograd_conv3x3(ctx, src, weights, bias, shape, dst_ne, winograd_weights);
+    if (winograd_weights || winograd_fits(*shape))
+        return winograd_conv3x3(ctx, src, weights, bias, shape, dst_ne, winograd_weights);
     return custom(ctx, conv_kernel, src, weights, bias, shape, dst_ne);
 }
 

@@ -348,7 +348,7 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
 
 }  // namespace
 
-bool winograd_fits(const ConvShape& s) {
+bool winograd_fits(const ConvShape& s, bool weights_held) {
     const int64_t G = s.groups;
     if (!(s.KH == 3 && s.KW == 3 && s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && G >= 1 && s.C % G == 0 &&
           s.O % G == 0))
@@ -356,7 +356,7 @@ bool winograd_fits(const ConvShape& s) {
     const int64_t Ig = s.C / G, Og = s.O / G;
     // a task holds at least one tile row's transformed windows and products (kXi floats per tile and channel)
     const int64_t row_bytes = kXi * int64_t(sizeof(float)) * ((s.OW + 1) / 2) * std::max(Ig, Og);
-    return Ig >= kWinogradMinChannels && Og >= kWinogradMinChannels && s.N * s.OH * s.OW >= kWinogradMinOutputs &&
+    return Ig >= kWinogradMinChannels && Og >= kWinogradMinChannels && s.N * s.OH * s.OW >= (weights_held ? kWinogradMinOutputsHeld : kWinogradMinOutputs) &&
            row_bytes <= kWinogradMaxRowBytes;
 }
 

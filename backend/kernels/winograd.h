@@ -19,9 +19,9 @@
 // 9 weights, held beside them: lower/conv.cpp, derived_constants.h); other
 // weights by an op of their own before the convolution, every call, split
 // over the threads. Where the tiles are few, the short products (and that
-// transform) cost more than the 2.25x saves:
-// winograd_fits() takes this path only where the outputs are many
-// (docs/design/kernels.md, "Convolutions", has the measurement).
+// transform) cost more than the 2.25x saves: winograd_fits() takes this path
+// only where the outputs are many, fewer of them where the weights are held
+// (docs/design/kernels.md, "Convolutions", has the measurements).
 #pragma once
 
 #include <array>
@@ -34,13 +34,15 @@ namespace dg::kernels {
 
 // Whether conv2d computes `s` by winograd_conv3x3: a 3x3 kernel, stride and dilation 1, at least
 // kWinogradMinChannels input and output channels per group, at least kWinogradMinOutputs output
-// positions over the batch, and a row of tiles whose transformed windows (and products) take at most
+// positions over the batch (kWinogradMinOutputsHeld where the partition holds the weights transformed:
+// `weights_held`), and a row of tiles whose transformed windows (and products) take at most
 // kWinogradMaxRowBytes each (a task's buffers hold one row at least; wider images go to im2col, whose
 // buffers are bounded by its tiles).
 constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinOutputs = 96;
+constexpr int64_t kWinogradMinOutputsHeld = 32;
 constexpr int64_t kWinogradMaxRowBytes = 16 << 20;
-bool winograd_fits(const ConvShape& s);
+bool winograd_fits(const ConvShape& s, bool weights_held = false);
 
 // The transformed weights U of a shape winograd_fits() takes: ggml ne {Ig * Og, 16, G, 1}, and U computed
 // from the weights (in the layout s says) at once, on the calling thread.

@@ -245,7 +245,7 @@ void lower_convolution_3d(LowerCtx& c, const ops::ConvolutionAttrs& a, bool nxc,
 // Winograd's transformed weights held by the partition (computed at the first build that needs them)
 // where the weights are one of its constants as uploaded; else nullptr (the convolution transforms them).
 ggml_tensor* winograd_weights(LowerCtx& c, const kernels::ConvShape& s, ggml_tensor* w) {
-    if (!c.env.derived || !kernels::winograd_fits(s) || w != c.in[1] || !w->data ||
+    if (!c.env.derived || !kernels::winograd_fits(s, true) || w != c.in[1] || !w->data ||
         c.prog.tensors[size_t(c.op.inputs[1])].property != Property::Constant)
         return nullptr;
     const auto ne = kernels::winograd_weights_ne(s);
