@@ -99,7 +99,8 @@ void transform_weights(ggml_tensor* dst, int ith, int nth, void* ud) {
 
 struct Tiles {
     int64_t TH, TW;  // tile rows and columns of an image
-    int64_t rows;    // tile rows per task
+    int64_t blocks;  // tasks per group: block b is tile rows [R b / blocks, R (b + 1) / blocks) of R = N TH
+    int64_t rows;    // tile rows of the largest block
 };
 
 Tiles plan(const ConvShape& s, int nth) {
@@ -109,11 +110,13 @@ Tiles plan(const ConvShape& s, int nth) {
     // at most kWinogradMaxRowBytes of windows (and of products) a task, whatever the channels
     const int64_t per_tile = kXi * int64_t(sizeof(float)) * std::max(Ig, Og);
     const int64_t tiles = std::min(std::max(kMinTiles, kTransformedBytes / per_tile), kWinogradMaxRowBytes / per_tile);
-    t.rows = std::clamp<int64_t>(tiles / t.TW, 1, R);  // one row at least: winograd_fits bounds its bytes
-    if (G * ((R + t.rows - 1) / t.rows) < nth) {  // every thread a task, where there are rows enough
-        const int64_t per_group = (nth + G - 1) / G;
-        t.rows = std::max<int64_t>(1, (R + per_group - 1) / per_group);
-    }
+    const int64_t rows = std::clamp<int64_t>(tiles / t.TW, 1, R);  // one row at least: winograd_fits bounds its bytes
+    // the tasks (G x blocks) a multiple of the threads where there are rows enough, so that each thread
+    // gets as many rows as another (14 tile rows in two blocks of 9 and 5 kept one of two threads idle a
+    // third of the time); more blocks only make each smaller
+    const int64_t per_thread = (G * ((R + rows - 1) / rows) + nth - 1) / nth;
+    t.blocks = std::min(R, (per_thread * nth + G - 1) / G);
+    t.rows = (R + t.blocks - 1) / t.blocks;
     return t;
 }
 
@@ -317,7 +320,7 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
     const bool oix = s.channels_first_weights;  // U[xi][Og][Ig], else U[xi][Ig][Og]
     const Tiles t = plan(s, nth);
-    const int64_t R = s.N * t.TH, blocks = (R + t.rows - 1) / t.rows, tb_max = t.rows * t.TW;
+    const int64_t R = s.N * t.TH, blocks = t.blocks, tb_max = t.rows * t.TW;
     thread_local std::vector<float> vbuf, mbuf;
     if (vbuf.size() < size_t(kXi * Ig * tb_max)) vbuf.resize(size_t(kXi * Ig * tb_max));
     if (mbuf.size() < size_t(kXi * Og * tb_max)) mbuf.resize(size_t(kXi * Og * tb_max));
@@ -325,7 +328,7 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     sgemm_in_ggml_threads();
     const auto [t0, t1] = thread_share(G * blocks, ith, nth);
     for (int64_t task = t0; task < t1; ++task) {
-        const int64_t g = task / blocks, r0 = (task % blocks) * t.rows, r1 = std::min(R, r0 + t.rows);
+        const int64_t g = task / blocks, b = task % blocks, r0 = R * b / blocks, r1 = R * (b + 1) / blocks;
         const int tb = int((r1 - r0) * t.TW);
         const float* Ug = U + g * kXi * Og * Ig;
         if (!s.nxc) {

@@ -100,11 +100,12 @@ def test_grouped_and_depthwise_conv2d(fmt, groups, C, O, rng):
 @pytest.mark.parametrize("wfmt", ["OIX", "XIO"])
 @pytest.mark.parametrize("stride,dilation", [(2, 1), (2, 2), (3, 1)])
 def test_strided_columns_over_tiles_that_split_output_rows(wfmt, stride, dilation, rng):
-    """NCX columns gathered tile by tile: 64 channels x 3x3 make a tile of
-    227 positions (conv_gather::tile_positions), so tiles start and end inside
-    output rows; strides 2 (its own vectorized copy) and 3, with and without
-    dilation, at 1 and 2 threads, the edges padded."""
-    for threads in (1, 2):
+    """NCX columns gathered tile by tile: 64 channels x 3x3 make tiles of at
+    most 227 positions, evened out over the image and the threads
+    (conv_gather::tile_positions), so most start and end inside output rows;
+    strides 2 (its own vectorized copy) and 3, with and without dilation, at 1,
+    2 and 3 threads, the edges padded."""
+    for threads in (1, 2, 3):
         eng = dg.Engine(dg.Engine.CPU, num_threads=threads)
         w = rng.standard_normal(weight_shape(wfmt, 24, 64, (3, 3))).astype(np.float32)
         b = rng.standard_normal(24).astype(np.float32)
