@@ -471,6 +471,7 @@ BuiltGraph& CompiledPartition::prepare(const HostTensor* const* in, size_t n_in,
 // Device mode: the staged inputs into the graph's input tensors (which the scheduler placed in host
 // memory; it copies them on to the devices that read them), the compute, the outputs back.
 void CompiledPartition::compute_on_devices(BuiltGraph& g) {
+    for (const auto& e : engines_) e->check_process();
     on_devices("computing", [&] {
         for (size_t i = 0; i < prog_.inputs.size(); ++i)
             if (in_ptr_[i]) {

@@ -1,12 +1,14 @@
 #include "engine.h"
 
+#include <unistd.h>
+
 #include "device.h"
 #include "errors.h"
 
 namespace dg {
 
 Engine::Engine(int n_threads, std::vector<std::shared_ptr<Device>> devices)
-    : n_threads_(n_threads), devices_(std::move(devices)) {
+    : n_threads_(n_threads), owner_pid_(long(getpid())), devices_(std::move(devices)) {
     if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS) fail<ExecutionError>("invalid thread count ", n_threads);
     ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
     threadpool_ = ggml_threadpool_new(&p);
@@ -14,7 +16,9 @@ Engine::Engine(int n_threads, std::vector<std::shared_ptr<Device>> devices)
 }
 
 Engine::~Engine() {
-    if (threadpool_) ggml_threadpool_free(threadpool_);
+    // In a forked child the pool's worker threads do not exist: freeing it would wait for them forever.
+    // The child leaks the parent's pool instead.
+    if (threadpool_ && long(getpid()) == owner_pid_) ggml_threadpool_free(threadpool_);
 }
 
 bool Engine::same_as(const Engine& other) const {
@@ -34,7 +38,15 @@ std::string Engine::describe() const {
     return cat(r, "CPU (", n_threads_, n_threads_ == 1 ? " thread)" : " threads)");
 }
 
+void Engine::check_process() const {
+    if (n_threads_ > 1 && long(getpid()) != owner_pid_)
+        fail<ExecutionError>("this ", describe(), " was made in process ", owner_pid_, "; process ", long(getpid()),
+                             " (a child made by fork) has its thread pool but none of its threads: make an engine "
+                             "in the child (dyngraph.Engine.shared() does) and compile there");
+}
+
 ggml_status Engine::compute(ggml_cgraph* graph, ggml_cplan& plan) {
+    check_process();
     std::lock_guard<std::mutex> lock(mu_);
     if (plan.work_size > 0) {
         try {

@@ -38,6 +38,9 @@ public:
     bool same_as(const Engine& other) const;
     // For messages: "CPU engine (2 threads)", "engine of RPC0 (host:port), CPU (2 threads)".
     std::string describe() const;
+    // A forked child has the pool but not its worker threads: computing would wait for them forever.
+    // ExecutionError there instead (a one-thread engine has no workers and runs anywhere).
+    void check_process() const;
     // Held while the thread pool computes (compute() takes it itself).
     std::mutex& mutex() { return mu_; }
 
@@ -46,6 +49,7 @@ public:
 
 private:
     int n_threads_;
+    long owner_pid_;  // the process that made the thread pool
     ggml_threadpool* threadpool_ = nullptr;
     std::mutex mu_;
     AlignedBuffer work_;

@@ -222,7 +222,8 @@ class GraphBuilder:
         """Finalize and compile the graph's one partition (``options``: those of
         ``Partition.compile``: weight_type, cache_capacity...). A graph that
         splits into several partitions is compiled partition by partition
-        through ``b.partitions()`` instead."""
+        through ``b.partitions()`` instead. ``engine`` defaults to the process's
+        shared CPU engine (``Engine.shared()``)."""
         from .engine import Engine
 
         if not self.outputs:
@@ -235,8 +236,8 @@ class GraphBuilder:
         ports = {lt.id for lt in part.get_input_ports()}
         ins = [lt for lt in self.compile_inputs if lt.id in ports]
         consts = {tid: v for tid, v in self.constants.items() if tid in ports}
-        return part.compile(ins, list(self.outputs), engine if engine is not None else Engine(), constants=consts,
-                            **options)
+        engine = engine if engine is not None else Engine.shared()
+        return part.compile(ins, list(self.outputs), engine, constants=consts, **options)
 
 
 def _dtype_of(arr: np.ndarray, name: str) -> DataType:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+import threading
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import CompileError, DeviceError
@@ -52,6 +53,14 @@ def default_num_threads() -> int:
     except AttributeError:  # pragma: no cover - not Linux
         n = os.cpu_count() or 1
     return max(1, min(n, 8))
+
+
+def _threads(num_threads) -> int:
+    if num_threads is None:
+        return default_num_threads()
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+    return num_threads
 
 
 def _seconds(name: str, value, upper: float) -> float:
@@ -90,10 +99,7 @@ class Engine:
                 raise ValueError(f"unknown engine kind {kind!r} (one of 'cpu', 'gpu', 'rpc')") from None
         if not isinstance(kind, EngineKind):
             raise ValueError(f"unknown engine kind {kind!r}")
-        if num_threads is None:
-            num_threads = default_num_threads()
-        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        num_threads = _threads(num_threads)
         self.kind = kind
         self.num_threads = num_threads
         self.endpoints: Tuple[str, ...] = ()
@@ -136,6 +142,23 @@ class Engine:
                 raise ValueError(f"device must be a device name such as 'CUDA0', got {device!r}")
             self._devices = [_backend.open_local_device(device)]
         self._impl = _backend.Engine(self.num_threads, self._devices)
+
+    @staticmethod
+    def shared(num_threads: Optional[int] = None) -> "Engine":
+        """The process's CPU engine of ``num_threads`` threads (default: ``default_num_threads()``),
+        made on first use. ``dyngraph.torch.compile``, ``GraphBuilder.compile`` and ``dyngraph.load``
+        use it when given no engine (``dyngraph.torch`` also for a thread count), so a process's
+        programs share one thread pool, as PyTorch's share one: after each call a ggml pool's
+        workers spin for their next task (about 0.2 s), and the spinners of a second pool take the
+        cores from the program that runs next. Programs on one engine compute one at a time; give a
+        program its own ``Engine(...)`` to run it beside others. A child process made by ``fork``
+        makes its own."""
+        num_threads = _threads(num_threads)
+        with _shared_lock:
+            e = _shared.get(num_threads)
+            if e is None:
+                e = _shared[num_threads] = Engine(EngineKind.CPU, num_threads)
+            return e
 
     @staticmethod
     def devices() -> List[DeviceInfo]:
@@ -206,6 +229,25 @@ class Engine:
         if self.kind is EngineKind.GPU:
             return f"Engine(GPU, device={self.device_names[0]!r}, num_threads={self.num_threads})"
         return f"Engine({self.kind.name}, num_threads={self.num_threads})"
+
+
+_shared: dict = {}  # num_threads -> Engine: Engine.shared's
+_shared_lock = threading.Lock()
+_parents: list = []  # in a forked child: the parent's shared engines, kept (see below)
+
+
+def _forget_shared_in_child() -> None:
+    # A forked child has the parent's pools but none of their threads: computing on them would wait
+    # forever, so the child makes its own. The parent's are kept, not freed: this runs inside fork
+    # (subprocess's preexec_fn too), where no destructor should run.
+    global _shared_lock
+    _shared_lock = threading.Lock()
+    _parents.extend(_shared.values())
+    _shared.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_shared_in_child)
 
 
 class Stream:

@@ -34,12 +34,15 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
     mapped file makes reads of it fault). ``mmap_weights=False`` reads the
     file into memory and keeps no tie to it.
 
-    ``engine`` (default: a CPU engine), ``split``, ``shares`` and ``placement`` are those of
-    ``Partition.compile``: an RPC or GPU engine, or a list of engines, runs
-    the loaded partition on those devices (its weights are uploaded there;
-    ``mmap_weights`` then only says how the file is read).
+    ``engine`` (default: the process's shared CPU engine, ``Engine.shared()``),
+    ``split``, ``shares`` and ``placement`` are those of ``Partition.compile``:
+    an RPC or GPU engine, or a list of engines, runs the loaded partition on
+    those devices (its weights are uploaded there; ``mmap_weights`` then only
+    says how the file is read).
     """
-    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine or Engine()]
+    if engine is None:
+        engine = Engine.shared()
+    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
     if not engines:
         raise TypeError("engine must be a dyngraph.Engine or a non-empty list of them")
     for e in engines:

@@ -210,7 +210,22 @@ def thread_rows(rounds: int) -> List[Row]:
         one, two = median(samples[f"{key}1"]), median(samples[f"{key}2"])
         rows.append(Row(f"threads: {name}, 2 threads vs 1", fmt(two), f"{fmt(one)} 1 thread", f"{one / two:.2f}x speedup",
                         "-", None))
-    return rows
+    return rows + shared_engine_rows(rounds)
+
+
+def shared_engine_rows(rounds: int) -> List[Row]:
+    """Two programs called in turn on 2 threads: on the process's shared engine (what compile
+    gives when it is given no engine or a thread count) and on an engine each, whose idle pool
+    spins while the other program runs. One timed call is both programs."""
+    shared, own = dg.Engine.shared(2), [dg.Engine(dg.Engine.CPU, num_threads=2) for _ in range(2)]
+    pairs = {}
+    for name, (ea, eb) in (("shared", (shared, shared)), ("own", own)):
+        a, b = stack_cases(ea)["cached"].fn, llama_cases(eb)["decode"].fn
+        pairs[name] = lambda a=a, b=b: (a(), b())
+    samples = interleaved(pairs, rounds, settle=SETTLE_THREADS)
+    sh, ow = median(samples["shared"]), median(samples["own"])
+    return [Row(f"threads: stack seq{STACK_SEQ} and Llama decode in turn, 2 threads, one engine vs one each", fmt(sh),
+                f"{fmt(ow)} engine each", f"{ow / sh:.2f}x speedup", "one <= each", sh <= ow)]
 
 
 # -- PyTorch eager, llama.cpp, compile time, memory --------------------------------------------

@@ -134,7 +134,7 @@ class LlamaRunner:
 
     def __init__(self, cfg: LlamaConfig, weights: Dict[str, np.ndarray], engine: Optional[Engine] = None, **options):
         self.cfg = cfg
-        self.engine = engine or Engine()
+        self.engine = engine if engine is not None else Engine.shared()
         self.cp: CompiledPartition = build(cfg, weights).compile(self.engine, **options)
         self.pos = 0
 

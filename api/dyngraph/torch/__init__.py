@@ -280,11 +280,11 @@ def _collect_ids(t, out: set) -> None:
 
 def _engine(engine) -> Engine:
     if engine is None:
-        return Engine()
+        return Engine.shared()
     if isinstance(engine, Engine):
         return engine
     if isinstance(engine, int) and not isinstance(engine, bool):
-        return Engine(num_threads=engine)
+        return Engine.shared(engine)
     raise CompileError(f"engine must be a dyngraph Engine or a thread count, got {engine!r}")
 
 
@@ -326,7 +326,9 @@ def compile(
     patterns on parameter names to types, where the first pattern that matches
     a parameter decides (``{"*.mlp.*": "q4_0", "*": "q8_0"}``); a parameter no
     pattern matches stays f32, a pattern that matches nothing is an error.
-    ``engine``: a dyngraph Engine or a thread count. ``weights``: parameters
+    ``engine``: a dyngraph Engine, or a thread count for the process's shared CPU
+    engine of that many threads (``Engine.shared``; the default: of
+    ``default_num_threads()``). ``weights``: parameters
     given already in a storage type, by name (``gguf.gguf_weights`` reads
     them from a GGUF file), used as they are.
     ``cache_capacity``: ggml graphs kept per compiled partition (one per
