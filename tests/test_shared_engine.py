@@ -1,7 +1,8 @@
 """The process's shared CPU engines (Engine.shared): compiles given no engine, or
 dyngraph.torch given a thread count, share one engine (one ggml thread pool) per
 thread count, so a process's programs do not keep each other's cores spinning.
-Programs on one engine compute one at a time; a forked child makes its own."""
+Programs on one engine compute one at a time; a forked child makes its own.
+(dyngraph.torch's thread counts: tests/torch/test_torch_api.py.)"""
 
 import threading
 
@@ -42,20 +43,6 @@ def test_compiles_without_an_engine_share_one():
     assert a.engine is b.engine is dg.Engine.shared()
     own = dg.Engine(num_threads=2)
     assert add_partition(own).engine is own
-
-
-def test_torch_thread_counts_share_the_engine_of_that_count():
-    torch = pytest.importorskip("torch")
-    import dyngraph.torch as dgt
-
-    m = torch.nn.Linear(8, 4)
-    x = torch.randn(3, 8)
-    p2, q2 = dgt.compile(m, (x,), engine=2), dgt.compile(m, (x,), engine=2)
-    assert p2.engine is q2.engine is dg.Engine.shared(2)
-    assert dgt.compile(m, (x,)).engine is dg.Engine.shared()
-    own = dg.Engine(num_threads=2)
-    assert dgt.compile(m, (x,), engine=own).engine is own
-    torch.testing.assert_close(p2(x), m(x), rtol=1e-5, atol=1e-5)
 
 
 def test_programs_on_the_shared_engine_run_from_several_threads():

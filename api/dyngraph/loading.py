@@ -40,9 +40,8 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
     those devices (its weights are uploaded there; ``mmap_weights`` then only
     says how the file is read).
     """
-    if engine is None:
-        engine = Engine.shared()
-    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine]
+    chosen = engine is not None  # else the first stream of another CPU engine may take the partition
+    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine if chosen else Engine.shared()]
     if not engines:
         raise TypeError("engine must be a dyngraph.Engine or a non-empty list of them")
     for e in engines:
@@ -72,4 +71,4 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
     log.info("loaded %s: %d ops, %d bytes of constants: %.1f ms", os.fspath(path), len(program.ops),
              impl.stats()["constant_bytes"], (time.perf_counter() - t0) * 1e3)
     return CompiledPartition(program, impl, engines[0], keepalive=keep if borrowed else None, engines=engines,
-                             engine_chosen=engine is not None)
+                             engine_chosen=chosen)

@@ -73,6 +73,18 @@ def test_engine_threads_and_cache_capacity_are_options():
     assert info.capacity == 2 and info.entries == 2 and info.evictions == 2
 
 
+def test_thread_counts_share_the_process_engine_of_that_count():
+    """engine=None and engine=N use Engine.shared: one thread pool per thread count per process,
+    so two programs do not keep each other's cores spinning; a user's own Engine stays its own."""
+    m, x = MLP().eval(), torch.randn(3, 64)
+    p2, q2 = dgt.compile(m, (x,), engine=2), dgt.compile(m, (x,), engine=2)
+    assert p2.engine is q2.engine is dg.Engine.shared(2)
+    assert dgt.compile(m, (x,)).engine is dg.Engine.shared()
+    own = dg.Engine(num_threads=2)
+    assert dgt.compile(m, (x,), engine=own).engine is own
+    assert_matches_eager(p2, m, [(x,), (torch.randn(3, 64),)])
+
+
 def test_contiguous_float_inputs_are_used_in_place():
     run = compile_module(MLP(), [torch.randn(4, 64)], ({0: n_dim()},))
     for n in (3, 5):
