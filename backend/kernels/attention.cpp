@@ -1,7 +1,5 @@
 #include "attention.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,7 +7,7 @@
 #include <vector>
 
 #include "../gg.h"
-#include "f32_matmul.h"
+#include "attention_lanes.h"
 #include "fast_exp.h"
 #include "small_gemm.h"
 #include "vector_clones.h"
@@ -18,15 +16,13 @@ namespace dg::kernels {
 
 namespace {
 
-constexpr int64_t kKeyBlock = 512;  // a block of scores (rows x keys) stays in L2
+constexpr int64_t kKeyBlock = 512;  // few_rows: a block of scores (rows x keys) stays in L1 / L2
 
-// Query rows per task: enough rows for sgemm to be efficient (each task packs
-// its kv head's keys and values again), few enough that (batch, head, block)
-// tasks keep threads busy. 12 heads of 32, seq 512, 1 thread, 4 alternations
-// (Zen 3): blocks of 64 rows 8.1-11.2 ms, 128 rows 7.9-10.8, 256 rows 8.1-10.9.
-// It depends on the query length only, so a row's result does not depend on
-// the thread count.
-int64_t query_block(int64_t sq) { return sq >= 1024 ? 256 : sq >= 96 ? 128 : 32; }
+// Query rows per task (several groups of kLanes rows, attention_lanes.h): enough tasks to keep threads
+// busy; a last block of fewer than 8 rows joins the one before it, so every row of a query of 8 rows
+// or more runs in lanes and its result does not depend on the query length, the blocks or the thread
+// count (the few-row path is for decoding).
+constexpr int64_t kQueryBlock = 64;
 
 // s[j] = s[j] * scale + mask[j] for j < n (mask may be null; scale 1: the product already scaled);
 // returns max(s[0..n)) (-inf for n = 0). One pass: the max is taken as each score is written.
@@ -141,11 +137,87 @@ T* row(const ggml_tensor* t, int64_t i1, int64_t i2, int64_t i3) {
 
 int64_t floats(size_t bytes) { return int64_t(bytes / sizeof(float)); }
 
-// One task's rows of queries: row r is query i0 + r * di of head h0 + r * dh, in batch b.
+// One task's rows of queries: row r is query i0 + r * di of head h0 + r * dh, in batch b; Q, O at
+// its first row, K, V at its kv head.
 struct Rows {
     int64_t b, nq, i0, di, h0, dh;
     int64_t ldq, ldo;  // row strides of the queries and outputs, in floats
+    const float *Q, *K, *V;
+    float* O;
 };
+
+// A task of 8 rows or more: groups of kLanes rows in vector lanes (attention_lanes.h).
+void lane_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const ggml_tensor* mask,
+               const AttentionParams& p) {
+    for (int64_t r0 = 0; r0 < rw.nq; r0 += kLanes) {
+        LaneGroup g;
+        g.nq = int(std::min<int64_t>(kLanes, rw.nq - r0));
+        g.Q = rw.Q + r0 * rw.ldq, g.ldq = rw.ldq, g.O = rw.O + r0 * rw.ldo, g.ldo = rw.ldo;
+        g.K = rw.K, g.ldk = floats(k->nb[1]), g.V = rw.V, g.ldv = floats(v->nb[1]);
+        g.D = k->ne[0], g.Dv = v->ne[0], g.nkeys = k->ne[1], g.scale = p.scale, g.causal = p.causal;
+        g.mask_i32 = mask && mask->type == GGML_TYPE_I32;
+        g.shared_mask = true;
+        for (int l = 0; l < g.nq; ++l) {
+            const int64_t i = rw.i0 + (r0 + l) * rw.di, h = rw.h0 + (r0 + l) * rw.dh;
+            g.last_key[l] = i;
+            if (mask) g.mask[l] = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
+            g.shared_mask = g.shared_mask && g.mask[l] == g.mask[0];
+        }
+        attention_lanes(g);
+    }
+}
+
+// A task of 1 to kSmallGemmMaxRows rows (decoding): key blocks of scores by the small products, an
+// online softmax row by row, the values added by few_rows_pv.
+void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const ggml_tensor* mask,
+              const AttentionParams& p) {
+    const int64_t D = k->ne[0], Skv = k->ne[1], Dv = v->ne[0], nq = rw.nq;
+    const int64_t ldk = floats(k->nb[1]), ldv = floats(v->nb[1]);
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    thread_local std::vector<float> scores;
+    float run_max[kSmallGemmMaxRows], run_sum[kSmallGemmMaxRows];
+    if (scores.size() < size_t(nq * std::min(kKeyBlock, Skv))) scores.resize(size_t(nq * std::min(kKeyBlock, Skv)));
+    for (int64_t r = 0; r < nq; ++r) {
+        run_max[r] = neg_inf;
+        run_sum[r] = 0.0f;
+        std::fill(rw.O + r * rw.ldo, rw.O + r * rw.ldo + Dv, 0.0f);
+    }
+    const int64_t last_row = rw.i0 + (nq - 1) * rw.di;
+    const int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
+    for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
+        const int64_t nk = std::min(kKeyBlock, kend - j0);
+        float* S = scores.data();
+        small_gemm_nt(int(nq), nk, D, rw.Q, rw.ldq, rw.K + j0 * ldk, ldk, S, nk);
+        for (int64_t r = 0; r < nq; ++r) {
+            float* s = S + r * nk;
+            const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
+            const int64_t keep = p.causal ? std::clamp<int64_t>(i - j0 + 1, 0, nk) : nk;
+            const char* m = mask ? row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2],
+                                                     rw.b % mask->ne[3]) + j0 * 4
+                                 : nullptr;
+            const float block_max = mask && mask->type == GGML_TYPE_I32
+                                        ? scale_keep_max(s, p.scale, reinterpret_cast<const int32_t*>(m), keep)
+                                        : scale_mask_max(s, p.scale, reinterpret_cast<const float*>(m), keep);
+            const float old = run_max[r], top = std::max(old, block_max);
+            if (top == neg_inf) {  // every key so far masked out: nothing to add
+                std::fill(s, s + nk, 0.0f);
+                continue;
+            }
+            if (old != top && old != neg_inf) {
+                const float a = exp_nonpositive(old - top);
+                scale_row(rw.O + r * rw.ldo, Dv, a);
+                run_sum[r] *= a;
+            }
+            run_sum[r] += exp_sum(s, keep, nk, top);
+            run_max[r] = top;
+        }
+        few_rows_pv(nq, nk, Dv, S, nk, rw.V + j0 * ldv, ldv, rw.O, rw.ldo);
+    }
+    for (int64_t r = 0; r < nq; ++r) {
+        const float sum = run_sum[r];
+        scale_row(rw.O + r * rw.ldo, Dv, sum > 0.0f ? 1.0f / sum : 0.0f);
+    }
+}
 
 void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const auto& p = *static_cast<const AttentionParams*>(userdata);
@@ -153,96 +225,42 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const ggml_tensor* k = dst->src[1];
     const ggml_tensor* v = dst->src[2];
     const ggml_tensor* mask = dst->src[3];
-    const int64_t D = q->ne[0], Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3];
-    const int64_t Skv = k->ne[1], Hkv = k->ne[2], group = Hq / Hkv, Dv = v->ne[0];
+    const int64_t Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3], Hkv = k->ne[2], group = Hq / Hkv;
     // byte steps of the output between query rows, heads and batches ([Dv, Sq, Hq, B], [Dv, Hq, Sq, B]
     // or [Dv, Hq, B, Sq])
     const size_t out_row = p.rows_outer ? dst->nb[3] : p.heads_inner ? dst->nb[2] : dst->nb[1];
     const size_t out_head = p.rows_outer || p.heads_inner ? dst->nb[1] : dst->nb[2];
     const size_t out_batch = p.rows_outer ? dst->nb[2] : dst->nb[3];
-    const float neg_inf = -std::numeric_limits<float>::infinity();
     // decoding (one query row): the query heads that share a kv head are one task's rows (in chunks
     // of at most kSmallGemmMaxRows: the small products, whose sums do not depend on the rows beside
     // them), so each kv head is read once, unless that leaves threads idle; either way a row's result
     // is the same, whatever the thread count
     const int64_t chunks = (group + kSmallGemmMaxRows - 1) / kSmallGemmMaxRows, chunk = (group + chunks - 1) / chunks;
     const bool by_group = Sq == 1 && group > 1 && B * Hkv * chunks >= nth;
-    const int64_t bq = by_group ? chunk : query_block(Sq), nqb = by_group ? chunks : (Sq + bq - 1) / bq;
+    const int64_t bq = by_group ? chunk : kQueryBlock;
+    int64_t nqb = by_group ? chunks : (Sq + bq - 1) / bq;
+    if (!by_group && nqb > 1 && Sq - (nqb - 1) * bq <= kSmallGemmMaxRows) --nqb;  // the last block takes the rest
     const int64_t tasks = by_group ? B * Hkv * chunks : B * Hq * nqb;
-
-    thread_local std::vector<float> scores, run_max, run_sum;
-    const size_t need = size_t(std::min(bq, by_group ? bq : Sq) * std::min(kKeyBlock, Skv));
-    if (scores.size() < need) scores.resize(need);
-    if (run_max.size() < size_t(bq)) run_max.resize(size_t(bq)), run_sum.resize(size_t(bq));
 
     for (int64_t t = ith; t < tasks; t += nth) {
         Rows rw{};
         if (by_group) {
             const int64_t c = t % chunks, g = (t / chunks) % Hkv;
             rw = Rows{t / (chunks * Hkv), std::min(chunk, group - c * chunk), 0, 0, g * group + c * chunk, 1,
-                      floats(q->nb[2]), floats(out_head)};
+                      floats(q->nb[2]), floats(out_head), nullptr, nullptr, nullptr, nullptr};
         } else {
             const int64_t qb = t % nqb, h = (t / nqb) % Hq;
-            rw = Rows{t / (nqb * Hq), std::min(bq, Sq - qb * bq), qb * bq, 1, h, 0, floats(q->nb[1]), floats(out_row)};
+            const int64_t nq = qb == nqb - 1 ? Sq - qb * bq : bq;
+            rw = Rows{t / (nqb * Hq), nq, qb * bq, 1, h, 0, floats(q->nb[1]), floats(out_row),
+                      nullptr, nullptr, nullptr, nullptr};
         }
-        const int64_t nq = rw.nq;
-        const float* Q = row<const float>(q, rw.i0, rw.h0, rw.b);
-        const float* K = row<const float>(k, 0, rw.h0 / group, rw.b);
-        const float* V = row<const float>(v, 0, rw.h0 / group, rw.b);
-        float* O = reinterpret_cast<float*>(static_cast<char*>(dst->data) + rw.i0 * out_row + rw.h0 * out_head +
-                                            rw.b * out_batch);
-        const int64_t ldk = floats(k->nb[1]), ldv = floats(v->nb[1]);
-        for (int64_t r = 0; r < nq; ++r) {
-            run_max[size_t(r)] = neg_inf;
-            run_sum[size_t(r)] = 0.0f;
-            std::fill(O + r * rw.ldo, O + r * rw.ldo + Dv, 0.0f);
-        }
-        const int64_t last_row = rw.i0 + (nq - 1) * rw.di;
-        const int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
-        for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
-            const int64_t nk = std::min(kKeyBlock, kend - j0);
-            float* S = scores.data();
-            // the scale: sgemm's alpha (the scores come out scaled), the small products' after them
-            const bool small = nq <= kSmallGemmMaxRows;
-            const float scale = small ? p.scale : 1.0f;
-            if (small)
-                small_gemm_nt(int(nq), nk, D, Q, rw.ldq, K + j0 * ldk, ldk, S, nk);
-            else
-                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nq), int(nk), int(D), p.scale, Q,
-                                  int(rw.ldq), K + j0 * ldk, int(ldk), 0.0f, S, int(nk));
-            for (int64_t r = 0; r < nq; ++r) {
-                float* s = S + r * nk;
-                const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
-                const int64_t keep = p.causal ? std::clamp<int64_t>(i - j0 + 1, 0, nk) : nk;
-                const char* m = mask ? row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2],
-                                                         rw.b % mask->ne[3]) + j0 * 4
-                                     : nullptr;
-                const float block_max = mask && mask->type == GGML_TYPE_I32
-                                            ? scale_keep_max(s, scale, reinterpret_cast<const int32_t*>(m), keep)
-                                            : scale_mask_max(s, scale, reinterpret_cast<const float*>(m), keep);
-                const float old = run_max[size_t(r)], top = std::max(old, block_max);
-                if (top == neg_inf) {  // every key so far masked out: nothing to add
-                    std::fill(s, s + nk, 0.0f);
-                    continue;
-                }
-                if (old != top && old != neg_inf) {
-                    const float a = exp_nonpositive(old - top);
-                    scale_row(O + r * rw.ldo, Dv, a);
-                    run_sum[size_t(r)] *= a;
-                }
-                run_sum[size_t(r)] += exp_sum(s, keep, nk, top);
-                run_max[size_t(r)] = top;
-            }
-            if (small)
-                few_rows_pv(nq, nk, Dv, S, nk, V + j0 * ldv, ldv, O, rw.ldo);
-            else
-                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nq), int(Dv), int(nk), 1.0f, S,
-                                  int(nk), V + j0 * ldv, int(ldv), 1.0f, O, int(rw.ldo));
-        }
-        for (int64_t r = 0; r < nq; ++r) {
-            const float sum = run_sum[size_t(r)];
-            scale_row(O + r * rw.ldo, Dv, sum > 0.0f ? 1.0f / sum : 0.0f);
-        }
+        rw.Q = row<const float>(q, rw.i0, rw.h0, rw.b);
+        rw.K = row<const float>(k, 0, rw.h0 / group, rw.b);
+        rw.V = row<const float>(v, 0, rw.h0 / group, rw.b);
+        rw.O = reinterpret_cast<float*>(static_cast<char*>(dst->data) + rw.i0 * out_row + rw.h0 * out_head +
+                                        rw.b * out_batch);
+        if (rw.nq > kSmallGemmMaxRows) lane_rows(rw, k, v, mask, p);
+        else few_rows(rw, k, v, mask, p);
     }
 }
 
@@ -260,7 +278,6 @@ bool attention_rows_ok(const ggml_tensor* t) { return t->type == GGML_TYPE_F32 &
 
 ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
                            const AttentionParams* params) {
-    sgemm_in_ggml_threads();
     ggml_tensor* args[4] = {q, k, v, mask};
     if (params->rows_outer) {
         ggml_tensor* r = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[3], q->ne[1], args, mask ? 4 : 3,

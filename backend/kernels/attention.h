@@ -1,16 +1,15 @@
 // Scaled dot-product attention of f32 tensors on the host CPU, as a ggml
-// custom op: flash attention in blocks whose products are OpenBLAS's sgemm
-// (or, for fewer than 8 query rows, small_gemm.h and a register-tiled loop).
-// For each (batch, head, block of query rows), key blocks of up to 512 keys:
-// scores S = Q K^T by sgemm, scaled, the mask added and the causal cut made
-// row by row, an online softmax (running max and sum, the output rows
-// rescaled when the max grows), O += P V; at the end O /= sum. A causal
-// block stops at its last row's key, so causal prefill does half the work.
-// Decoding (one query row), the query heads that share a kv head are one
-// task's rows, so the kv head is read once. ggml's CPU flash attention
+// custom op: flash attention with an online softmax (running max and sum, the
+// output rescaled when the max grows), by tasks of (batch, head, 64 query
+// rows). A task of 8 rows or more runs 16 rows at a time in vector lanes
+// (attention_lanes.h: no packing, every step per lane); decoding (1-7 rows)
+// runs key blocks of 512 through the small products (small_gemm.h) and a
+// register-tiled loop, the query heads that share a kv head as one task's
+// rows, so the kv head is read once. A causal group stops at its last row's
+// key, so causal prefill does half the work. ggml's CPU flash attention
 // computes every score as a separate dot product and takes its mask in f16;
-// this is exact for any f32 mask and 1.2-3.6x faster (numbers in
-// docs/design/kernels.md, "Attention").
+// this is exact for any f32 mask and faster (numbers in
+// docs/design/kernels.md, "Attention", and docs/performance.md).
 #pragma once
 
 #include "ggml.h"

@@ -5,8 +5,8 @@ Every numerics test compiles the op once, with named dynamic dimensions
 through that one compiled partition.
 
 On the host CPU the backend runs its own kernel (backend/kernels/attention.h,
-blocked flash attention on sgemm; test_attention_blocks.py tests it at the
-sizes where its blocks change); on other devices (test_device_ops.py) ggml
+flash attention with 16 query rows in vector lanes; test_attention_blocks.py
+and test_attention_lanes.py test it at the sizes where its blocks change); on other devices (test_device_ops.py) ggml
 flash attention (K/V in f32, the mask in f16) for no mask, a causal mask, a
 bool mask or an f16 mask, and mul_mat + soft_max_ext for an f32 mask, which
 f16 would round. All compute in f32, so the error scales with the size of

@@ -1,10 +1,11 @@
 """The host CPU's attention kernel (backend/kernels/attention.h) at the sizes where its blocks
-and tasks change: query blocks of 32, 128 and 256 rows with a partial last block, several key
-blocks of 512, the causal cut across blocks, decoding with the heads of a kv group as one
-task's rows (a group of 8 or more split into chunks of at most 7), every thread count from 1
-to 4 (tasks spread over threads, groups split when there are fewer of them than threads),
-masks broadcast over rows and heads, rows every key of which is masked, and inputs read where
-they lie (a transposed view from a permute). Reference: float64 numpy (test_attention)."""
+and tasks change: tasks of 64 query rows (a last block of fewer than 8 joined to the one before),
+groups of 16 rows in lanes with a partial last group, several key blocks of 512, the causal cut
+across blocks, decoding with the heads of a kv group as one task's rows (a group of 8 or more
+split into chunks of at most 7), every thread count from 1 to 4 (tasks spread over threads, groups
+split when there are fewer of them than threads), masks broadcast over rows and heads, rows every
+key of which is masked, and inputs read where they lie (a transposed view from a permute).
+Reference: float64 numpy (test_attention); the lanes' own edges: test_attention_lanes."""
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ def compile_sdpa(shapes, threads, mask_dtype=None, **attrs):
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_query_and_key_blocks(rng, threads, is_causal):
-    """Sq from 5 to 1100 rows (every query block size, partial last blocks), Skv up to 1100 keys."""
+    """Sq from 5 to 1100 rows (partial last blocks and groups), Skv up to 1100 keys."""
     b, s, t = dg.Dim("b"), dg.Dim("s"), dg.Dim("t")
     cp = compile_sdpa([[b, 4, s, 32], [b, 2, t, 32], [b, 2, t, 32]], threads, is_causal=is_causal)
     for B, S, T in ((1, 33, 40), (2, 200, 513), (1, 800, 1100), (1, 1100, 1100), (1, 5, 1025)):

@@ -1,0 +1,106 @@
+"""The host attention kernel's path for 8 query rows or more (backend/kernels/attention_lanes.h):
+16 query rows of a head in vector lanes, scores kept transposed, masks transposed per key block.
+Tested where its tiles and groups have edges (groups of 16 rows with a partial last one, Q K^T
+tiles of 6 keys, P V tiles of 6 value columns, mask blocks transposed 8 x 8 with keys left over,
+key blocks of 512), with every mask kind (none, one f32 row shared, an f32 row per query, a bool
+row per query or shared), the causal cut with fewer or more keys than rows, and its claim that a
+row's result does not depend on the rows beside it. Reference: float64 numpy (test_attention)."""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from ops.test_attention import check, qkv, randn
+
+SDPA = dg.OpKind.ScaledDotProductAttention
+
+
+def compile_sdpa(shapes, mask_dtype=None, threads=1, **attrs):
+    g = dg.GraphBuilder()
+    dts = [dg.f32] * 3 + ([mask_dtype] if mask_dtype else [])
+    ins = [g.input(f"in{i}", dt, s) for i, (s, dt) in enumerate(zip(shapes, dts))]
+    g.output(g.op(SDPA, ins, attrs))
+    return g.compile(dg.Engine(dg.Engine.CPU, num_threads=threads))
+
+
+def mask_of(rng, kind, hq, s, t):
+    """None, or a mask of `kind`: f32 shared by the rows [1,1,1,t] or one per row [1,hq,s,t]; bool the same."""
+    if kind is None:
+        return None
+    shape = (1, 1, 1, t) if kind.endswith("shared") else (1, hq, s, t)
+    if kind.startswith("f32"):
+        m = randn(rng, shape) * 2
+        m[rng.random(shape) < 0.2] = -np.inf
+        return m
+    return rng.random(shape) < 0.7
+
+
+KINDS = [None, "f32 shared", "f32 rows", "bool shared", "bool rows"]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: str(k))
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_group_and_tile_edges(rng, kind, is_causal):
+    """Rows 8 .. 33 (one group, a partial one, two and a bit), keys 1 .. 520 (tiles of 6 and the
+    8 x 8 mask blocks with keys left over, a second key block), head sizes that fill no tile."""
+    s, t = dg.Dim("s"), dg.Dim("t")
+    for d, dv in ((1, 13), (7, 6), (80, 5)):
+        mshape = None if kind is None else [1, 1, 1, t] if kind.endswith("shared") else [1, 2, s, t]
+        mdt = None if kind is None else dg.f32 if kind.startswith("f32") else dg.boolean
+        shapes = [[1, 2, s, d], [1, 1, t, d], [1, 1, t, dv]] + ([mshape] if mshape else [])
+        cp = compile_sdpa(shapes, mdt, is_causal=is_causal)
+        for S, T in ((8, 1), (15, 7), (16, 9), (17, 23), (33, 40), (20, 520)):
+            q, k, v = qkv(rng, 1, 2, 1, S, T, d, dv)
+            m = mask_of(rng, kind, 2, S, T)
+            out = cp(*((q, k, v) if m is None else (q, k, v, m)))[0]
+            check(out, q, k, v, m, is_causal=is_causal)
+
+
+def test_a_row_does_not_depend_on_its_neighbours(rng):
+    """The same query rows among 40 rows, among 9, among 70 and 130 (tasks of 64 rows, a last block
+    of 6 joined to the one before), with 2 threads, and with a NaN row beside them: bitwise the same
+    results (every operation is per lane); the NaN row is NaN and no other."""
+    s = dg.Dim("s")
+    cp = compile_sdpa([[1, 1, s, 32], [1, 1, 300, 32], [1, 1, 300, 32], [1, 1, 1, 300]], dg.f32)
+    cp2 = compile_sdpa([[1, 1, s, 32], [1, 1, 300, 32], [1, 1, 300, 32], [1, 1, 1, 300]], dg.f32, threads=2)
+    q, k, v = qkv(rng, 1, 1, 1, 130, 300, 32)
+    m = randn(rng, (1, 1, 1, 300))
+    all40 = cp(np.ascontiguousarray(q[:, :, :40]), k, v, m)[0]
+    for rows, run in ((slice(20, 29), cp), (slice(0, 70), cp), (slice(0, 130), cp), (slice(0, 130), cp2)):
+        got = run(np.ascontiguousarray(q[:, :, rows]), k, v, m)[0]
+        start = rows.start
+        np.testing.assert_array_equal(got[:, :, 20 - start:29 - start], all40[:, :, 20:29])
+    q = np.ascontiguousarray(q[:, :, :40])
+    qn = q.copy()
+    qn[0, 0, 21, 3] = np.nan
+    with_nan = cp(qn, k, v, m)[0]
+    assert np.isnan(with_nan[0, 0, 21]).all()
+    rest = np.r_[0:21, 22:40]
+    np.testing.assert_array_equal(with_nan[:, :, rest], all40[:, :, rest])
+    check(all40, q, k, v, m)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_causal_with_more_keys_than_rows(rng, threads):
+    """Causal with the keys longer than the rows (key j is cut from row i when j > i, counted from 0)
+    and shorter, rows of one group seeing different numbers of keys, across key blocks."""
+    s, t = dg.Dim("s"), dg.Dim("t")
+    cp = compile_sdpa([[1, 3, s, 16], [1, 3, t, 16], [1, 3, t, 16]], threads=threads, is_causal=True)
+    for S, T in ((24, 700), (40, 10), (530, 530), (17, 1030)):
+        q, k, v = qkv(rng, 1, 3, 3, S, T, 16)
+        check(cp(q, k, v)[0], q, k, v, is_causal=True)
+
+
+def test_rows_whose_keys_are_all_masked_in_a_group(rng):
+    """Within one group of 16: rows every key of which is masked (zeros), rows masked in the first
+    key block only, and rows that see everything, with a bool and an f32 mask."""
+    for mdt in (dg.boolean, dg.f32):
+        cp = compile_sdpa([[1, 1, 16, 8], [1, 1, 600, 8], [1, 1, 600, 8], [1, 1, 16, 600]], mdt)
+        q, k, v = qkv(rng, 1, 1, 1, 16, 600, 8)
+        keep = np.ones((1, 1, 16, 600), bool)
+        keep[:, :, 3] = False
+        keep[:, :, 5:9, :512] = False
+        m = keep if mdt is dg.boolean else np.where(keep, 0.0, -np.inf).astype(np.float32)
+        out = cp(q, k, v, m)[0]
+        check(out, q, k, v, m)
+        assert not out[0, 0, 3].any()
