@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 
 #include "build_info.h"
 #include "compiled_partition.h"
@@ -14,6 +15,7 @@
 #include "ggml.h"
 #include "ir_limits.h"
 #include "ggml_log.h"
+#include "kernels/amx.h"
 #include "kernels/isa.h"
 #include "kernels/vector_clones.h"
 #include "lowering.h"
@@ -285,6 +287,41 @@ int32_t checked_index(const CompiledPartition& cp, int64_t idx, Property want, c
     return int32_t(idx);
 }
 
+// -- AMX: the rule and this process's answer (tests/ops/test_amx.py) --
+kernels::Isa isa_named(const std::string& name) {
+    for (kernels::Isa i : {kernels::Isa::generic, kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512vnni})
+        if (name == kernels::isa_name(i)) return i;
+    throw py::value_error("no kernel level named '" + name + "'");
+}
+
+void bind_amx(py::module_& m) {
+    m.def(
+        "amx_rule",
+        [](uint32_t leaf7_edx, uint32_t leaf1_ecx, uint64_t xcr0, bool permitted, const std::string& isa,
+           std::optional<std::string> env) {
+            kernels::AmxInputs in;
+            in.leaf7_edx = leaf7_edx, in.leaf1_ecx = leaf1_ecx, in.xcr0 = xcr0, in.permitted = permitted;
+            in.isa = isa_named(isa), in.env = std::move(env);
+            return kernels::amx_int8_rule(in);
+        },
+        py::arg("leaf7_edx"), py::arg("leaf1_ecx"), py::arg("xcr0"), py::arg("permitted"), py::arg("isa"),
+        py::arg("env") = py::none(), "The AMX int8 rule (kernels/amx.h) on the inputs given.");
+    m.def("amx_int8", &kernels::amx_int8, "Whether this process runs the AMX int8 products (kernels/amx.h).");
+    m.def("amx_compiled", &kernels::amx_compiled, "Whether the AMX tile code is built in.");
+    m.def(
+        "amx_probe",
+        [] {
+            const kernels::AmxProbe& p = kernels::amx_probe();
+            py::dict d;
+            d["leaf7_edx"] = p.inputs.leaf7_edx, d["leaf1_ecx"] = p.inputs.leaf1_ecx, d["xcr0"] = p.inputs.xcr0;
+            d["permitted"] = p.inputs.permitted, d["isa"] = std::string(kernels::isa_name(p.inputs.isa));
+            d["env"] = p.inputs.env ? py::object(py::str(*p.inputs.env)) : py::object(py::none());
+            d["requested"] = p.requested;
+            return d;
+        },
+        "What the AMX probe read in this process (the rule's inputs) and whether it requested the permission.");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_backend, m) {
@@ -312,6 +349,7 @@ PYBIND11_MODULE(_backend, m) {
           "The level of the loops kernels/vector_clones.h compiles several times: 2 x86-64-v4, 1 x86-64-v3, 0 baseline.");
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
+    bind_amx(m);
     m.def(
         "build_info",
         [] {
