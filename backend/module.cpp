@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 
 #include "build_info.h"
 #include "compiled_partition.h"
@@ -14,7 +15,10 @@
 #include "ggml.h"
 #include "ir_limits.h"
 #include "ggml_log.h"
+#include "kernels/amx.h"
+#include "kernels/amx_emulated.h"
 #include "kernels/isa.h"
+#include "kernels/quant_amx.h"
 #include "kernels/vector_clones.h"
 #include "lowering.h"
 #include "rpc_caps.h"
@@ -285,6 +289,88 @@ int32_t checked_index(const CompiledPartition& cp, int64_t idx, Property want, c
     return int32_t(idx);
 }
 
+// -- AMX: the rule, this process's answer, and the products on emulated tiles (tests/ops/test_amx.py) --
+kernels::Isa isa_named(const std::string& name) {
+    for (kernels::Isa i : {kernels::Isa::generic, kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512vnni})
+        if (name == kernels::isa_name(i)) return i;
+    throw py::value_error("no kernel level named '" + name + "'");
+}
+
+void bind_amx(py::module_& m) {
+    m.def(
+        "amx_rule",
+        [](uint32_t leaf7_edx, uint32_t leaf1_ecx, uint64_t xcr0, bool permitted, const std::string& isa,
+           std::optional<std::string> env) {
+            kernels::AmxInputs in;
+            in.leaf7_edx = leaf7_edx, in.leaf1_ecx = leaf1_ecx, in.xcr0 = xcr0, in.permitted = permitted;
+            in.isa = isa_named(isa), in.env = std::move(env);
+            return kernels::amx_int8_rule(in);
+        },
+        py::arg("leaf7_edx"), py::arg("leaf1_ecx"), py::arg("xcr0"), py::arg("permitted"), py::arg("isa"),
+        py::arg("env") = py::none(), "The AMX int8 rule (kernels/amx.h) on the inputs given.");
+    m.def("amx_int8", &kernels::amx_int8, "Whether this process runs the AMX int8 products (kernels/amx.h).");
+    m.def("amx_compiled", &kernels::amx_compiled, "Whether the AMX tile code is built in.");
+    m.def(
+        "amx_probe",
+        [] {
+            const kernels::AmxProbe& p = kernels::amx_probe();
+            py::dict d;
+            d["leaf7_edx"] = p.inputs.leaf7_edx, d["leaf1_ecx"] = p.inputs.leaf1_ecx, d["xcr0"] = p.inputs.xcr0;
+            d["permitted"] = p.inputs.permitted, d["isa"] = std::string(kernels::isa_name(p.inputs.isa));
+            d["env"] = p.inputs.env ? py::object(py::str(*p.inputs.env)) : py::object(py::none());
+            d["requested"] = p.requested;
+            return d;
+        },
+        "What the AMX probe read in this process (the rule's inputs) and whether it requested the permission.");
+    m.def(
+        "quant_gemm_emulated_amx",
+        [](const std::string& type, py::array_t<float> a, py::array_t<uint8_t, py::array::c_style> w, int64_t n,
+           py::array_t<float> out) {
+            const ggml_type t = type == "q8_0" ? GGML_TYPE_Q8_0 : type == "q4_0" ? GGML_TYPE_Q4_0 : GGML_TYPE_COUNT;
+            if (t == GGML_TYPE_COUNT) throw py::value_error("the AMX products take q8_0 or q4_0 weights, not " + type);
+            if (a.ndim() != 2 || a.strides(1) != sizeof(float) || a.strides(0) % sizeof(float) != 0)
+                throw py::value_error("A: a 2-d float32 array with contiguous rows");
+            const int64_t M = a.shape(0), K = a.shape(1);
+            if (K % 32 != 0 || K == 0) throw py::value_error("K must be a positive multiple of 32");
+            const size_t ldw = size_t(K / 32) * ggml_type_size(t);
+            if (size_t(w.size()) != size_t(n) * ldw) throw py::value_error("W: N rows of K / 32 blocks");
+            if (out.ndim() != 2 || out.shape(0) != M || out.shape(1) < n || out.strides(1) != sizeof(float) ||
+                out.strides(0) % sizeof(float) != 0)
+                throw py::value_error("out: a float32 array of M rows of at least N contiguous values");
+            float* c = out.mutable_data();
+            kernels::amx::quant_gemm_nt_emulated(t, M, n, K, a.data(), a.strides(0) / 4,
+                                                 reinterpret_cast<const char*>(w.data()), ldw, c, out.strides(0) / 4);
+        },
+        py::arg("type"), py::arg("A"), py::arg("W"), py::arg("N"), py::arg("out"),
+        "out[:, :N] = A . W^T with the AMX products' algorithm on emulated tiles (W: N rows of q8_0 / q4_0 blocks).");
+    m.def(
+        "amx_emulated_dpbssd",
+        [](py::array_t<int32_t, py::array::c_style> c, py::array_t<int8_t, py::array::c_style> a,
+           py::array_t<int8_t, py::array::c_style> b) {
+            if (c.ndim() != 2 || a.ndim() != 2 || b.ndim() != 2) throw py::value_error("three 2-d arrays");
+            // tiles 0, 1, 2 shaped as the arrays: the emulation refuses what the hardware would
+            kernels::amx::TileConfig cfg;
+            cfg.palette = 1;
+            const py::array* arrays[3] = {&c, &a, &b};
+            for (int t = 0; t < 3; ++t) {
+                const py::ssize_t rows = arrays[t]->shape(0), colsb = arrays[t]->shape(1) * arrays[t]->itemsize();
+                if (rows > 255 || colsb > 65535) throw py::value_error("a tile of at most 255 rows");
+                cfg.rows[t] = uint8_t(rows), cfg.colsb[t] = uint16_t(colsb);
+            }
+            py::array_t<int32_t> out({c.shape(0), c.shape(1)});
+            kernels::amx::EmulatedTiles tiles;
+            tiles.config(cfg);
+            tiles.load<0>(c.data(), size_t(c.strides(0)));
+            tiles.load<1>(a.data(), size_t(a.strides(0)));
+            tiles.load<2>(b.data(), size_t(b.strides(0)));
+            tiles.dpbssd<0, 1, 2>();
+            tiles.store<0>(out.mutable_data(), size_t(out.strides(0)));
+            tiles.release();
+            return out;
+        },
+        py::arg("C"), py::arg("A"), py::arg("B"), "TDPBSSD on emulated tiles shaped as the arrays: C + A . B (int32).");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_backend, m) {
@@ -312,6 +398,7 @@ PYBIND11_MODULE(_backend, m) {
           "The level of the loops kernels/vector_clones.h compiles several times: 2 x86-64-v4, 1 x86-64-v3, 0 baseline.");
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
+    bind_amx(m);
     m.def(
         "build_info",
         [] {

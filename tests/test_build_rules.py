@@ -9,6 +9,12 @@ the compiler that built ggml is asked which macros those flags define when
 ggml's f16 vectors are __m512h exactly when __AVX512FP16__ is defined
 (ggml-cpu/simd-mappings.h) and its AMX kernels exist exactly when __AMX_INT8__
 is (ggml-cpu/amx/amx.h). Without the rule these tests fail.
+
+Our own kernels' levels (backend/kernels/isa.h) have no AMX either: AMX int8
+(backend/kernels/quant_amx.h) is a separate capability, compiled in functions
+of their own (target attributes, not flags) and taken only where a runtime
+check (backend/kernels/amx.h) says the OS enabled the tiles; it never makes
+ggml-cpu's build use AMX.
 """
 
 import platform
@@ -78,6 +84,13 @@ def test_ggml_cpu_as_built_here_has_neither():
     assert INFO["ggml_cpu_has"]["amx_int8"] is False
 
 
-def test_our_kernels_have_no_amx_level():
-    # backend/kernels/isa.h: no AMX variant to pick (any would first need the OS to enable the tiles)
+def test_our_kernels_levels_have_no_amx_and_amx_is_guarded_at_run_time():
+    # backend/kernels/isa.h: no AMX level to pick; AMX int8 is its own capability (kernels/amx.h),
+    # on only where the CPU lists it (and the OS enabled it: tests/ops/test_amx.py tests the rule)
     assert dg._backend.kernel_isa() in ("generic", "avx2", "avx512", "avx512vnni")
+    if dg._backend.amx_int8():
+        assert dg._backend.kernel_isa() == "avx512vnni"
+        with open("/proc/cpuinfo") as f:
+            assert "amx_int8" in f.read()
+    # and ggml-cpu's build still has none (the tests above); the capability does not change it
+    assert INFO["ggml_cpu_has"]["amx_int8"] is False

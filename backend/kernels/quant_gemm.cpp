@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "amx.h"
+#include "quant_amx.h"
 #include "quant_dispatch.h"
 #include "quant_vnni.h"
 
@@ -124,6 +126,11 @@ void gemm(int64_t M, int64_t N, int64_t nb, const ActBlock* act, const char* W, 
 
 void quant_gemm_nt(ggml_type type, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
                    size_t ldw, float* C, int64_t ldc) {
+    // prefill on AMX tiles where the OS enabled them (amx.h; kernel_isa() checked again for
+    // set_kernel_isa_for_benchmark). Never taken on a CPU without AMX, such as the one this was
+    // written and tested on: tests/ops/test_amx.py runs the same algorithm on emulated tiles.
+    if (M >= amx::kMinRows && amx::supports(type) && amx_int8() && kernel_isa() >= Isa::avx512vnni)
+        return amx::quant_gemm_nt(type, M, N, K, A, lda, W, ldw, C, ldc);
     quant_product(
         type, M, K, A, lda, [&] { vnni::quant_gemm_nt(type, M, N, K, A, lda, W, ldw, C, ldc); },
         [&](auto t, const ActBlock* act, int64_t nb) {

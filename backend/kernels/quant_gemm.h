@@ -7,7 +7,8 @@
 // the activation blocks' sums are a small f32 product added with sgemm.
 // Against dequantizing the weights and sgemm in f32 (what ran before), the
 // weights are read as stored (2-7x fewer bytes) and nothing is converted.
-// AVX2 only (isa.h); where the CPU has AVX-512 VNNI, quant_vnni.h computes it.
+// AVX2 only (isa.h); where the CPU has AVX-512 VNNI, quant_vnni.h computes it, and from 16
+// rows on q8_0 / q4_0 weights, where the OS enabled AMX (amx.h), quant_amx.h.
 #pragma once
 
 #include <cstddef>
