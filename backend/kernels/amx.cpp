@@ -60,8 +60,8 @@ AmxProbe probe() {
 bool amx_int8_rule(const AmxInputs& in) {
     const bool cpu = (in.leaf7_edx & kAmxTile) && (in.leaf7_edx & kAmxInt8);
     const bool os = (in.leaf1_ecx & kOsxsave) && (in.xcr0 & kXtileState) == kXtileState;
-    const bool off = in.env && *in.env == "0";
-    return cpu && os && in.permitted && in.isa >= Isa::avx512vnni && !off;
+    const bool asked = in.env && *in.env == "1";  // opt-in until the tiles have run on AMX hardware
+    return cpu && os && in.permitted && in.isa >= Isa::avx512vnni && asked;
 }
 
 bool amx_compiled() {
