@@ -34,6 +34,7 @@ DG_INLINE void max8(Vec8& m, const Vec8& v) { m = v > m ? v : m; }
 // What the scores of a block of keys add or cut besides the scale (key n counted from the block's first):
 struct BlockMask {
     const float* shared = nullptr;  // an f32 mask row all lanes share: shared[n] added to every lane
+    const int32_t* shared_keep = nullptr;  // a bool mask row all lanes share: shared_keep[n] != 0 keeps key n
     const float* add = nullptr;     // an f32 mask per lane, transposed: add[n * 16 + l]
     const int32_t* keep = nullptr;  // a bool mask per lane, transposed: keep[n * 16 + l] != 0 keeps key n
     // causal: lane l keeps key n when n <= last[l]; keys below cut_from are kept by every lane
@@ -66,6 +67,7 @@ DG_INLINE void scores_tile(int64_t D, const float* Qt, const float* K, int64_t l
         Vec8 s0 = a[n][0] * scale, s1 = a[n][1] * scale;
         const int64_t key = j + n, at = key * kLanes;
         if (bm.shared) s0 += bm.shared[key], s1 += bm.shared[key];
+        if (bm.shared_keep && bm.shared_keep[key] == 0) s0 = ninf, s1 = ninf;
         if (bm.add) {
             Vec8 m0, m1;
             load8(m0, bm.add + at);
@@ -230,6 +232,14 @@ void transpose_mask(int64_t nk, const LaneGroup& g, int64_t j0, uint32_t* out) {
     transpose_rows(nk, rows, out);
 }
 
+// Whether the group's mask rows hold the same words over keys j0 .. j0 + nk.
+bool rows_equal(const LaneGroup& g, int64_t j0, int64_t nk) {
+    const char* first = static_cast<const char*>(g.mask[0]) + j0 * 4;
+    for (int l = 1; l < g.nq; ++l)
+        if (std::memcmp(static_cast<const char*>(g.mask[l]) + j0 * 4, first, size_t(nk) * 4) != 0) return false;
+    return true;
+}
+
 }  // namespace
 
 void attention_lanes(const LaneGroup& g) {
@@ -253,7 +263,7 @@ void attention_lanes(const LaneGroup& g) {
         first_cut = lo + 1;
     }
     const bool any_mask = g.mask[0] != nullptr;
-    const bool per_lane = any_mask && (g.mask_i32 || !g.shared_mask);  // transposed into mt per block
+    const bool per_lane = any_mask && !g.shared_mask;  // transposed into mt per block
     thread_local std::vector<uint32_t> mt;
     if (per_lane && mt.size() < size_t(kKeyBlock * kLanes)) mt.resize(size_t(kKeyBlock * kLanes));
 
@@ -268,8 +278,12 @@ void attention_lanes(const LaneGroup& g) {
             bm.last = last;
             bm.cut_from = std::max<int64_t>(first_cut - j0, 0);
         }
-        if (any_mask && !per_lane) bm.shared = static_cast<const float*>(g.mask[0]) + j0;
-        if (per_lane) {
+        // a mask row per query whose rows are the same over this block (a padding mask expanded to
+        // [b, 1, s, s], as transformers passes it) is read as one shared row: a compare, not a transpose
+        const bool same = !per_lane || rows_equal(g, j0, nk);
+        if (any_mask && same && g.mask_i32) bm.shared_keep = static_cast<const int32_t*>(g.mask[0]) + j0;
+        else if (any_mask && same) bm.shared = static_cast<const float*>(g.mask[0]) + j0;
+        if (!same) {
             transpose_mask(nk, g, j0, mt.data());
             if (g.mask_i32) bm.keep = reinterpret_cast<const int32_t*>(mt.data());
             else bm.add = reinterpret_cast<const float*>(mt.data());

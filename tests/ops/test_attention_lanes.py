@@ -27,6 +27,8 @@ def mask_of(rng, kind, hq, s, t):
     """None, or a mask of `kind`: f32 shared by the rows [1,1,1,t] or one per row [1,hq,s,t]; bool the same."""
     if kind is None:
         return None
+    if kind.endswith("alike"):  # one row per query, all the same (a padding mask expanded, then copied)
+        return np.ascontiguousarray(np.broadcast_to(mask_of(rng, kind.split()[0] + " shared", hq, s, t), (1, hq, s, t)))
     shape = (1, 1, 1, t) if kind.endswith("shared") else (1, hq, s, t)
     if kind.startswith("f32"):
         m = randn(rng, shape) * 2
@@ -35,7 +37,7 @@ def mask_of(rng, kind, hq, s, t):
     return rng.random(shape) < 0.7
 
 
-KINDS = [None, "f32 shared", "f32 rows", "bool shared", "bool rows"]
+KINDS = [None, "f32 shared", "f32 rows", "f32 alike", "bool shared", "bool rows", "bool alike"]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: str(k))
@@ -104,3 +106,15 @@ def test_rows_whose_keys_are_all_masked_in_a_group(rng):
         out = cp(q, k, v, m)[0]
         check(out, q, k, v, m)
         assert not out[0, 0, 3].any()
+
+
+@pytest.mark.parametrize("mdt", [dg.boolean, dg.f32], ids=["bool", "f32"])
+def test_rows_alike_in_one_key_block_and_not_in_the_next(rng, mdt):
+    """A mask row per query whose rows are the same over the first key block (read as one shared row)
+    and differ in one row's key of the second (transposed): each block decides for itself."""
+    cp = compile_sdpa([[1, 1, 20, 16], [1, 1, 700, 16], [1, 1, 700, 16], [1, 1, 20, 700]], mdt)
+    q, k, v = qkv(rng, 1, 1, 1, 20, 700, 16)
+    keep = np.broadcast_to(rng.random((1, 1, 1, 700)) < 0.8, (1, 1, 20, 700)).copy()
+    keep[0, 0, 17, 600] = not keep[0, 0, 17, 600]
+    m = keep if mdt is dg.boolean else np.where(keep, 0.0, -np.inf).astype(np.float32)
+    check(cp(q, k, v, m)[0], q, k, v, m)
