@@ -23,6 +23,13 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 typedef float Vec8 __attribute__((vector_size(32)));
 typedef int32_t Vec8i __attribute__((vector_size(32)));
 
+// Two vectors' lanes picked by index (0-7 the first's, 8-15 the second's): GCC's and Clang's spellings.
+#if defined(__clang__)
+#define DG_SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define DG_SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, Vec8i{__VA_ARGS__})
+#endif
+
 // Everything a DG_VECTOR_BODY calls is always inlined: it is then compiled for the body's level (a
 // function merely inline may stay a call to its baseline SSE copy).
 #define DG_INLINE inline __attribute__((always_inline))
@@ -201,19 +208,19 @@ DG_VECTOR_BODY void transpose_rows_body(int64_t nk, const uint32_t* const* rows,
             Vec8i r[8], t[8], u[8];
             for (int i = 0; i < 8; ++i) std::memcpy(&r[i], rows[l0 + i] + n, sizeof(Vec8i));
             for (int i = 0; i < 8; i += 2) {
-                t[i] = __builtin_shuffle(r[i], r[i + 1], Vec8i{0, 8, 1, 9, 4, 12, 5, 13});
-                t[i + 1] = __builtin_shuffle(r[i], r[i + 1], Vec8i{2, 10, 3, 11, 6, 14, 7, 15});
+                t[i] = DG_SHUFFLE8(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+                t[i + 1] = DG_SHUFFLE8(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
             }
             for (int i = 0; i < 8; i += 4)
                 for (int h = 0; h < 2; ++h) {
-                    u[i + h] = __builtin_shuffle(t[i + h], t[i + h + 2], Vec8i{0, 1, 8, 9, 4, 5, 12, 13});
-                    u[i + h + 2] = __builtin_shuffle(t[i + h], t[i + h + 2], Vec8i{2, 3, 10, 11, 6, 7, 14, 15});
+                    u[i + h] = DG_SHUFFLE8(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+                    u[i + h + 2] = DG_SHUFFLE8(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
                 }
             // u[0]: keys 0 and 4 of rows 0..3; u[2]: keys 1 and 5; u[1]: 2 and 6; u[3]: 3 and 7 (u[4..7]: rows 4..7)
             constexpr int kKeyOf[4] = {0, 2, 1, 3};
             for (int i = 0; i < 4; ++i) {
-                const Vec8i lo = __builtin_shuffle(u[i], u[i + 4], Vec8i{0, 1, 2, 3, 8, 9, 10, 11});
-                const Vec8i hi = __builtin_shuffle(u[i], u[i + 4], Vec8i{4, 5, 6, 7, 12, 13, 14, 15});
+                const Vec8i lo = DG_SHUFFLE8(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+                const Vec8i hi = DG_SHUFFLE8(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
                 std::memcpy(out + (n + kKeyOf[i]) * kLanes + l0, &lo, sizeof lo);
                 std::memcpy(out + (n + kKeyOf[i] + 4) * kLanes + l0, &hi, sizeof hi);
             }
