@@ -1,5 +1,6 @@
 #include "builder.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "errors.h"
@@ -190,7 +191,10 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         LowerCtx lc{ctx, prog, op, b.values, in, out, env};
         g->guards->set_op(int(k));
         try {
-            lower_any_rank(lc, fns[k]->fn);
+            if (std::find(env.absorbed.begin(), env.absorbed.end(), &op) != env.absorbed.end())
+                out = {in[0]};  // computed by the kernel that made its input (LowerCtx::absorb)
+            else
+                lower_any_rank(lc, fns[k]->fn);
         } catch (const gg::Violation& e) {
             fail<CompileError>(op.label(), " cannot be lowered: ", e.what());
         }

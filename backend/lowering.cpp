@@ -98,6 +98,17 @@ bool LowerCtx::input_read_only_here(size_t k) const {
     return k < op.inputs.size() && readers_all(*this, op.inputs[k], here, &readers);
 }
 
+const OpDef* LowerCtx::sole_reader(size_t k) const {
+    if (k >= op.outputs.size()) return nullptr;
+    const OpDef* reader = nullptr;
+    int readers = 0;
+    auto only_input = [&](const OpDef& other, size_t i) {
+        reader = &other;
+        return i == 0 && other.inputs.size() == 1;
+    };
+    return readers_all(*this, op.outputs[k], only_input, &readers) && readers == 1 ? reader : nullptr;
+}
+
 ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {
     return t->type == type ? t : gg::cast(ctx, t, type);
 }

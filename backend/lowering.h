@@ -100,6 +100,9 @@ struct BuildEnv {
     DerivedConstants* derived = nullptr;
     std::string device;
     ggml_backend_t backend = nullptr;  // device mode: the op's device (lowerings may ask what it supports)
+    // Ops whose work the kernel that made their one input did too (LowerCtx::absorb): the builder passes
+    // that input on as their output instead of lowering them.
+    std::vector<const OpDef*> absorbed;
 };
 
 // Thrown by a lowering (or the builder's check of what it made) when the op
@@ -195,6 +198,12 @@ struct LowerCtx {
     // Whether the op's input `k` is read by this op alone (no other op, not a partition output), on
     // the host CPU path of an unplaced partition: what made it may be folded into this op.
     bool input_read_only_here(size_t k) const;
+    // The one op that reads the op's output `k` (once, as its only input), on the host CPU path of an
+    // unplaced partition, when the output is not a partition output; else nullptr.
+    const OpDef* sole_reader(size_t k) const;
+    // The kernel this lowering makes computes `reader` (the sole_reader of an output of the same shape
+    // and type) too: the builder passes that output on as the reader's.
+    void absorb(const OpDef& reader) const { env.absorbed.push_back(&reader); }
 };
 
 using LowerFn = void (*)(LowerCtx&);

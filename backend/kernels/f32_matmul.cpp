@@ -11,7 +11,9 @@
 
 #include "dequantize.h"
 #include "f32_gemm.h"
+#include "gelu_erf.h"
 #include "isa.h"
+#include "kernels.h"
 #include "quant_gemm.h"
 #include "quant_rows.h"
 #include "small_gemm.h"
@@ -77,7 +79,26 @@ DG_VECTOR_BODY void add_bias_body(int64_t M, int64_t n, const float* bias, float
 }
 DG_VECTORIZED(void, add_bias, (int64_t M, int64_t n, const float* bias, float* C, int ldc), (M, n, bias, C, ldc))
 
-void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
+DG_VECTOR_BODY void relu_rows_body(int64_t M, int64_t n, float* C, int ldc) {
+    for (int64_t m = 0; m < M; ++m) {
+        float* c = C + m * ldc;
+        for (int64_t j = 0; j < n; ++j) c[j] = relu(c[j]);
+    }
+}
+DG_VECTORIZED(void, relu_rows, (int64_t M, int64_t n, float* C, int ldc), (M, n, C, ldc))
+
+// C = act(C) on a block of M rows of n values (row stride ldc)
+void activate(Activation act, int64_t M, int64_t n, float* C, int ldc) {
+    if (act == Activation::Relu) return relu_rows(M, n, C, ldc);
+    if (act == Activation::GeluErf)
+        for (int64_t m = 0; m < M; ++m) gelu_erf_row(C + m * ldc, C + m * ldc, n);
+}
+
+// The custom op's userdata: a pointer to one of these (static, so a graph keeps no side storage).
+constexpr Activation kActivations[] = {Activation::None, Activation::Relu, Activation::GeluErf};
+
+void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
+    const Activation act = *static_cast<const Activation*>(userdata);
     const ggml_tensor* x = dst->src[0];
     const ggml_tensor* y = dst->src[1];
     // a bias of N values added to every row (bias_fuses), or none
@@ -126,6 +147,7 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void*) {
             bias_added = true;
         }
         if (bias && !bias_added) add_bias(M, n, bias + n0, C + n0, ldc);
+        activate(act, M, n, C + n0, ldc);
     }
 }
 
@@ -150,11 +172,12 @@ void sgemm_in_ggml_threads() {
     std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
 }
 
-ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias) {
+ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias, Activation act) {
     sgemm_in_ggml_threads();
     ggml_tensor* args[3] = {x, y, bias};
+    void* userdata = const_cast<Activation*>(&kActivations[int(act)]);
     return gg::custom_4d(ctx, GGML_TYPE_F32, x->ne[1], y->ne[1], y->ne[2], y->ne[3], args, bias ? 3 : 2,
-                         f32_matmul_kernel, GGML_N_TASKS_MAX, nullptr);
+                         f32_matmul_kernel, GGML_N_TASKS_MAX, userdata);
 }
 
 bool prefer_ggml_repack(ggml_type type) {
@@ -167,10 +190,7 @@ bool half_weights_to_ggml(ggml_type type) {
     return llamafile && (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16);
 }
 
-namespace {
-
-// Whether mul_mat(x, y) is ours (f32_mul_mat) rather than ggml's.
-bool ours(const ggml_tensor* x, const ggml_tensor* y) {
+bool computes(const ggml_tensor* x, const ggml_tensor* y) {
     if (half_weights_to_ggml(x->type)) return false;
     const int64_t min_rows = x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx512 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1
@@ -178,15 +198,13 @@ bool ours(const ggml_tensor* x, const ggml_tensor* y) {
     return f32_matmul_applies(x, y, min_rows);
 }
 
-}  // namespace
-
 bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* bias) {
     return bias != nullptr && bias->type == GGML_TYPE_F32 && ggml_is_contiguous(bias) && bias->ne[0] == x->ne[1] &&
-           ggml_nelements(bias) == bias->ne[0] && ours(x, y);
+           ggml_nelements(bias) == bias->ne[0] && computes(x, y);
 }
 
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
-    return ours(x, y) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);
+    return computes(x, y) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);
 }
 
 }  // namespace dg::kernels

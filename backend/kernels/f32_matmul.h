@@ -28,6 +28,8 @@
 //   dequantized + sgemm from there.
 #pragma once
 
+#include <cstdint>
+
 #include "ggml.h"
 
 namespace dg::kernels {
@@ -57,7 +59,18 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 // adds its product to the bias it finds in C (beta 1) where it would have
 // written zeros first, the other kernels add it to their block while it is in
 // cache (MLP 256 -> 1024 -> 256 at 256 rows, 1 thread: see kernels.md).
-ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias = nullptr);
+//
+// With an activation (`act`), each thread applies it to its block of the
+// result (after the bias) while the block is in cache, with the kernel of the
+// op it stands for (kernels.h's unary), so the values are those of the
+// product followed by that op: no pass and no barrier of its own (MLP 256 ->
+// 1024 -> GELU -> 256 at 256 rows, two threads: see kernels.md).
+enum class Activation : uint8_t { None, Relu, GeluErf };
+ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias = nullptr,
+                         Activation act = Activation::None);
+
+// Whether mul_mat(x, y) is f32_mul_mat(x, y) (our kernels), not ggml's product.
+bool computes(const ggml_tensor* x, const ggml_tensor* y);
 
 // Whether f32_mul_mat(x, y, bias) is mul_mat(x, y) + bias: a contiguous f32
 // bias of x->ne[1] values, and a product mul_mat gives to f32_mul_mat.

@@ -167,7 +167,7 @@ inline float softplus(float x) { return (x > 0.0f ? x : 0.0f) + std::log1p(std::
 template <Unary OP>
 void unary_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const Params p = unpack(ud);
-    if constexpr (OP == Unary::Relu) unary_rows(dst, ith, nth, [](float x) { return !(x <= 0.0f) ? x : 0.0f; });  // NaN stays NaN
+    if constexpr (OP == Unary::Relu) unary_rows(dst, ith, nth, [](float x) { return relu(x); });
     else if constexpr (OP == Unary::GeluTanh) unary_rows(dst, ith, nth, gelu_tanh);
     else if constexpr (OP == Unary::GeluErf) gelu_erf_rows(dst, ith, nth);
     else if constexpr (OP == Unary::Erf) unary_rows(dst, ith, nth, [](float x) { return std::erf(x); });

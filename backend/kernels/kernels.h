@@ -36,6 +36,9 @@ ggml_tensor* binary(ggml_context* ctx, Binary op, ggml_tensor* a, ggml_tensor* b
 // custom op's userdata (two floats), so a graph keeps no side storage.
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a, float p0 = 0.0f, float p1 = 0.0f);
 
+// ReLU as unary() computes it: NaN stays NaN.
+inline float relu(float x) { return !(x <= 0.0f) ? x : 0.0f; }
+
 // out (I32, 0/1) = a (cmp) b with numpy broadcasting; a, b: F32 or I32 (same type).
 ggml_tensor* compare(ggml_context* ctx, Compare op, ggml_tensor* a, ggml_tensor* b, const int64_t ne[4]);
 
