@@ -137,6 +137,21 @@ T* row(const ggml_tensor* t, int64_t i1, int64_t i2, int64_t i3) {
 
 int64_t floats(size_t bytes) { return int64_t(bytes / sizeof(float)); }
 
+// The keys a mask row leaves in: 1 + the last of its first nk keys that is not masked out (f32: not
+// -inf; I32: not 0), at least `floor` (scanning stops there: a group needs only its rows' largest).
+// The keys after it add nothing to the row, as ggml's flash attention skips them: a static KV cache's
+// empty slots, a batch's padding. They are not read at all (a NaN there is not seen).
+int64_t keys_seen(const void* m, bool i32, int64_t nk, int64_t floor) {
+    if (i32) {
+        const auto* keep = static_cast<const int32_t*>(m);
+        while (nk > floor && keep[nk - 1] == 0) --nk;
+    } else {
+        const auto* add = static_cast<const float*>(m);
+        while (nk > floor && add[nk - 1] == -std::numeric_limits<float>::infinity()) --nk;
+    }
+    return nk;
+}
+
 // One task's rows of queries: row r is query i0 + r * di of head h0 + r * dh, in batch b; Q, O at
 // its first row, K, V at its kv head.
 struct Rows {
@@ -163,6 +178,15 @@ void lane_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const
             if (mask) g.mask[l] = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
             g.shared_mask = g.shared_mask && g.mask[l] == g.mask[0];
         }
+        if (mask) {  // only the keys some row of the group sees (rows last first: a causal mask's widest)
+            int64_t seen = 0;
+            for (int l = g.nq - 1; l >= 0; --l) seen = keys_seen(g.mask[l], g.mask_i32, g.nkeys, seen);
+            g.nkeys = seen;
+        }
+        if (g.nkeys == 0) {  // every key masked out for every row: 0, as attention_lanes gives
+            for (int l = 0; l < g.nq; ++l) std::fill(g.O + l * g.ldo, g.O + l * g.ldo + g.Dv, 0.0f);
+            continue;
+        }
         attention_lanes(g);
     }
 }
@@ -183,7 +207,15 @@ void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const 
         std::fill(rw.O + r * rw.ldo, rw.O + r * rw.ldo + Dv, 0.0f);
     }
     const int64_t last_row = rw.i0 + (nq - 1) * rw.di;
-    const int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
+    int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
+    if (mask) {  // and those after every row's last unmasked one (keys_seen)
+        int64_t seen = 0;
+        for (int64_t r = nq - 1; r >= 0; --r)
+            seen = keys_seen(row<const char>(mask, mask->ne[1] == 1 ? 0 : rw.i0 + r * rw.di, (rw.h0 + r * rw.dh) % mask->ne[2],
+                                             rw.b % mask->ne[3]),
+                             mask->type == GGML_TYPE_I32, kend, seen);
+        kend = seen;
+    }
     for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
         const int64_t nk = std::min(kKeyBlock, kend - j0);
         float* S = scores.data();

@@ -41,7 +41,10 @@ bool attention_mask_ok(const ggml_tensor* t);
 // (with params->heads_inner: a permuted view of a contiguous [Dv, Hq, Sq, B]; with rows_outer, of a
 // contiguous [Dv, Hq, B, Sq]).
 // A query row whose keys are all masked out (-inf) is 0, as in ggml's flash
-// attention and PyTorch. The caller checks the shapes fit together.
+// attention and PyTorch. Keys after the last one that some row of a task
+// sees (masked out by the mask or the causal cut for every row) are not read,
+// as ggml's flash attention skips masked keys: a static KV cache's empty
+// slots cost nothing (a NaN there is not seen). The caller checks the shapes fit together.
 ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
                            const AttentionParams* params);
 

@@ -118,3 +118,62 @@ def test_rows_alike_in_one_key_block_and_not_in_the_next(rng, mdt):
     keep[0, 0, 17, 600] = not keep[0, 0, 17, 600]
     m = keep if mdt is dg.boolean else np.where(keep, 0.0, -np.inf).astype(np.float32)
     check(cp(q, k, v, m)[0], q, k, v, m)
+
+
+# -- keys masked out for every row of a task are not read (attention.cpp's keys_seen) --------------
+# A static KV cache of T slots with only the first `filled` written, its empty slots masked out (-inf
+# or False): the kernel reads the keys up to the last one some row of the task sees, as ggml's flash
+# attention skips masked keys. The empty slots hold NaN here: read, they would make every row NaN.
+
+
+def cache_mask(kind, hq, s, t, filled, rng):
+    """Rows i of the query (positions filled - s + i) see the keys up to their own position (a causal
+    mask over the cache), some of those masked at random; the slots from `filled` on are empty."""
+    pos = filled - s + np.arange(s)[:, None]
+    see = (np.arange(t)[None, :] <= pos) & (rng.random((hq, s, t)) < 0.8)
+    see[..., 0] = True  # every row sees a key (the all-masked case is its own test)
+    see = see[None]
+    return np.where(see, randn(rng, see.shape), -np.inf).astype(np.float32) if kind == "f32" else see
+
+
+@pytest.mark.parametrize("kind", ["f32", "bool"])
+@pytest.mark.parametrize("rows", [1, 3, 7, 8, 16, 33])  # the few-row path (decoding) and the lanes
+def test_empty_cache_slots_are_not_read(rng, kind, rows):
+    s, t = dg.Dim("s"), dg.Dim("t")
+    cp = compile_sdpa([[1, 6, s, 64], [1, 2, t, 64], [1, 2, t, 64], [1, 6, s, t]],
+                      dg.f32 if kind == "f32" else dg.boolean, threads=2)
+    T = 256
+    for filled in (rows, rows + 5, 100):
+        q, k, v = qkv(rng, 1, 6, 2, rows, T, 64)
+        k[:, :, filled:], v[:, :, filled:] = np.nan, np.nan
+        m = cache_mask(kind, 6, rows, T, filled, rng)
+        out = cp(q, k, v, m)[0]
+        assert not np.isnan(out).any(), (rows, filled)
+        sl = slice(0, filled)
+        check(out, q, k[:, :, sl], v[:, :, sl], m[..., sl])
+
+
+@pytest.mark.parametrize("kind", ["f32", "bool"])
+@pytest.mark.parametrize("rows", [1, 5, 8, 20])
+def test_rows_with_every_key_masked_are_zero_without_reading_a_key(rng, kind, rows):
+    s, t = dg.Dim("s"), dg.Dim("t")
+    cp = compile_sdpa([[1, 3, s, 16], [1, 3, t, 16], [1, 3, t, 16], [1, 1, s, t]],
+                      dg.f32 if kind == "f32" else dg.boolean)
+    q, k, v = qkv(rng, 1, 3, 3, rows, 40, 16)
+    k[:], v[:] = np.nan, np.nan
+    m = np.full((1, 1, rows, 40), -np.inf, np.float32) if kind == "f32" else np.zeros((1, 1, rows, 40), bool)
+    np.testing.assert_array_equal(cp(q, k, v, m)[0], np.zeros((1, 3, rows, 16), np.float32))
+
+
+@pytest.mark.parametrize("rows", [2, 12])
+def test_a_masked_key_before_the_last_seen_one_is_still_read(rng, rows):
+    """Only the tail is skipped: a NaN key masked out in the middle of the seen keys makes the rows NaN
+    (the f32 mask adds -inf to a NaN score), as before and as PyTorch computes it."""
+    s, t = dg.Dim("s"), dg.Dim("t")
+    cp = compile_sdpa([[1, 1, s, 8], [1, 1, t, 8], [1, 1, t, 8], [1, 1, 1, t]], dg.f32)
+    q, k, v = qkv(rng, 1, 1, 1, rows, 30, 8)
+    m = np.zeros((1, 1, 1, 30), np.float32)
+    m[..., 10], m[..., 20:] = -np.inf, -np.inf
+    k[:, :, 10] = np.nan
+    k[:, :, 20:], v[:, :, 20:] = np.nan, np.nan
+    assert np.isnan(cp(q, k, v, m)[0]).all()
