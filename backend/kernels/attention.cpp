@@ -210,10 +210,11 @@ void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const 
     int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
     if (mask) {  // and those after every row's last unmasked one (keys_seen)
         int64_t seen = 0;
-        for (int64_t r = nq - 1; r >= 0; --r)
-            seen = keys_seen(row<const char>(mask, mask->ne[1] == 1 ? 0 : rw.i0 + r * rw.di, (rw.h0 + r * rw.dh) % mask->ne[2],
-                                             rw.b % mask->ne[3]),
-                             mask->type == GGML_TYPE_I32, kend, seen);
+        for (int64_t r = nq - 1; r >= 0; --r) {
+            const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
+            const char* m = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
+            seen = keys_seen(m, mask->type == GGML_TYPE_I32, kend, seen);
+        }
         kend = seen;
     }
     for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
