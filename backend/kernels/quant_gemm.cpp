@@ -60,15 +60,23 @@ void tile(int64_t nb, const ActBlock* act, int64_t act_stride, const char* W, si
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
         WBlock w[NR];
-        for (int j = 0; j < NR; ++j) w[j] = load_w<T>(W + size_t(j) * ldw + size_t(b) * block_bytes<T>());
+        __m256 wd[NR];  // each weight block's scale in every lane
+        for (int j = 0; j < NR; ++j) {
+            w[j] = load_w<T>(W + size_t(j) * ldw + size_t(b) * block_bytes<T>());
+            wd[j] = _mm256_set1_ps(w[j].d);
+        }
         for (int m = 0; m < MR; ++m) {
             const ActBlock& a = act[m * act_stride + b];
             const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+            // the product of the two scales as a vector multiply (the same float as the scalar one): a
+            // broadcast load per row and one multiply per pair, where a scalar multiply and a broadcast
+            // per pair took two of the vector pipes' slots
+            const __m256 ad = _mm256_broadcast_ss(&a.d);
             for (int j = 0; j < NR; ++j) {
                 const __m256i p16 = T == GGML_TYPE_Q8_0 ? _mm256_maddubs_epi16(w[j].q, _mm256_sign_epi8(av, w[j].sign))
                                                         : _mm256_maddubs_epi16(w[j].q, av);
                 const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-                acc[m][j] = _mm256_fmadd_ps(_mm256_set1_ps(w[j].d * a.d), dot, acc[m][j]);
+                acc[m][j] = _mm256_fmadd_ps(_mm256_mul_ps(wd[j], ad), dot, acc[m][j]);
             }
         }
     }
