@@ -36,6 +36,7 @@ def check_avg(y, want, x, k):
     dict(kernel=[2, 2], strides=[2, 2]),
     dict(kernel=[3, 2], strides=[2, 1], pb=[1, 0], pe=[0, 1], ceil=True),
     dict(kernel=[2, 3], strides=[1, 2], dilations=[2, 1], pb=[1, 1], pe=[1, 2]),
+    dict(kernel=[3, 3], strides=[3, 3], dilations=[2, 2], pb=[2, 2], pe=[2, 2]),  # a stride of neither 1 nor 2
 ])
 def test_max_pool2d_matches_numpy(fmt, case, rng):
     case = dict(case)
@@ -60,6 +61,24 @@ def test_max_pool_propagates_nan():
     x = np.array([[[1.0, np.nan, 3.0, 2.0, np.nan, np.nan]]], np.float32)
     (y,) = run(cp, x)
     np.testing.assert_array_equal(y, [[[np.nan, 3.0, np.nan]]])
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_max_pool_of_wide_rows_with_nan_and_infinities(stride, rng):
+    """Rows wide enough for the vector loops (whole windows a vector of outputs per tap, the edges one at
+    a time): NaN anywhere in a window wins, -inf and +inf are values like others."""
+    case = dict(kernel=[3, 3], strides=[stride, stride], pb=[1, 1], pe=[1, 1])
+    cp = compile_op(K.MaxPool, [[D, 3, D, D]], attrs=pool_attrs(**case, data_format="NCX"))
+    for n, h, w in [(1, 7, 70), (2, 9, 131)]:
+        x = rng.standard_normal((n, 3, h, w)).astype(np.float32)
+        flat = x.reshape(-1)
+        for v in (np.nan, -np.inf, np.inf):
+            flat[rng.choice(flat.size, flat.size // 50, replace=False)] = v
+        x[0, 0, 2] = np.nan  # a whole input row
+        (y,) = run(cp, x)
+        want = ref.pool(x, "max", case["kernel"], case["strides"], case["pb"], case["pe"], fmt="NCX")
+        assert y.shape == want.shape and np.isnan(want).any()
+        np.testing.assert_array_equal(y, want.astype(np.float32))
 
 
 @pytest.mark.parametrize("fmt", ["NCX", "NXC"])
