@@ -191,8 +191,10 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
         LowerCtx lc{ctx, prog, op, b.values, in, out, env};
         g->guards->set_op(int(k));
         try {
-            if (std::find(env.absorbed.begin(), env.absorbed.end(), &op) != env.absorbed.end())
-                out = {in[0]};  // computed by the kernel that made its input (LowerCtx::absorb)
+            const auto absorbed = std::find_if(env.absorbed.begin(), env.absorbed.end(),
+                                               [&](const BuildEnv::Absorbed& a) { return a.op == &op; });
+            if (absorbed != env.absorbed.end())
+                out = {in.at(absorbed->input)};  // computed by the kernel that made that input (LowerCtx::absorb)
             else
                 lower_any_rank(lc, fns[k]->fn);
         } catch (const gg::Violation& e) {

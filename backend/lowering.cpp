@@ -99,14 +99,20 @@ bool LowerCtx::input_read_only_here(size_t k) const {
 }
 
 const OpDef* LowerCtx::sole_reader(size_t k) const {
-    if (k >= op.outputs.size()) return nullptr;
+    size_t at = 0;
+    const OpDef* reader = k < op.outputs.size() ? only_reader(op.outputs[k], &at) : nullptr;
+    return reader && at == 0 && reader->inputs.size() == 1 ? reader : nullptr;
+}
+
+const OpDef* LowerCtx::only_reader(int32_t tensor, size_t* at) const {
     const OpDef* reader = nullptr;
     int readers = 0;
-    auto only_input = [&](const OpDef& other, size_t i) {
+    auto note = [&](const OpDef& other, size_t i) {
         reader = &other;
-        return i == 0 && other.inputs.size() == 1;
+        *at = i;
+        return true;
     };
-    return readers_all(*this, op.outputs[k], only_input, &readers) && readers == 1 ? reader : nullptr;
+    return readers_all(*this, tensor, note, &readers) && readers == 1 ? reader : nullptr;
 }
 
 ggml_tensor* LowerCtx::cast(ggml_tensor* t, ggml_type type) const {

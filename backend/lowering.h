@@ -100,9 +100,13 @@ struct BuildEnv {
     DerivedConstants* derived = nullptr;
     std::string device;
     ggml_backend_t backend = nullptr;  // device mode: the op's device (lowerings may ask what it supports)
-    // Ops whose work the kernel that made their one input did too (LowerCtx::absorb): the builder passes
-    // that input on as their output instead of lowering them.
-    std::vector<const OpDef*> absorbed;
+    // Ops whose work the kernel that made one of their inputs did too (LowerCtx::absorb): the builder
+    // passes that input on as their output instead of lowering them.
+    struct Absorbed {
+        const OpDef* op;
+        size_t input;  // the builder passes this input of the op on as its output
+    };
+    std::vector<Absorbed> absorbed;
 };
 
 // Thrown by a lowering (or the builder's check of what it made) when the op
@@ -201,9 +205,13 @@ struct LowerCtx {
     // The one op that reads the op's output `k` (once, as its only input), on the host CPU path of an
     // unplaced partition, when the output is not a partition output; else nullptr.
     const OpDef* sole_reader(size_t k) const;
-    // The kernel this lowering makes computes `reader` (the sole_reader of an output of the same shape
-    // and type) too: the builder passes that output on as the reader's.
-    void absorb(const OpDef& reader) const { env.absorbed.push_back(&reader); }
+    // The one op that reads `tensor` (once, at its input *at), on the host CPU path of an unplaced
+    // partition, when the tensor is not a partition output; else nullptr.
+    const OpDef* only_reader(int32_t tensor, size_t* at) const;
+    // The kernel this lowering makes computes `reader` too, whose input `input` is a tensor of the
+    // reader's output shape and type that this kernel computes: the builder passes that input on as the
+    // reader's output (an activation's one input; the Add of a residual, at the input that is dst).
+    void absorb(const OpDef& reader, size_t input = 0) const { env.absorbed.push_back({&reader, input}); }
 };
 
 using LowerFn = void (*)(LowerCtx&);

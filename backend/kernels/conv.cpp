@@ -88,7 +88,11 @@ void gather_ncx(const float* xg, const ConvShape& s, int64_t Ig, int64_t p0, int
 }
 
 // One input and one output channel per group: a direct loop over the kernel taps.
-void depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int ith, int nth) {
+void depthwise(const ConvShape& s, const float* x, const float* w, const ConvExtras& e, float* y, int ith, int nth) {
+    const float* bias = e.bias;
+    auto finish = [&](int64_t n, float* at) {  // the epilogue of n outputs from `at`
+        epilogue(s.act, e.residual ? e.residual + (at - y) : nullptr, 1, n, at, n);
+    };
     const int64_t C = s.C, P = s.OH * s.OW, taps = s.KH * s.KW;
     auto tap = [&](int64_t c, int64_t kh, int64_t kw) {
         return s.channels_first_weights ? w[c * taps + kh * s.KW + kw] : w[(kh * s.KW + kw) * C + c];
@@ -113,6 +117,7 @@ void depthwise(const ConvShape& s, const float* x, const float* w, const float* 
                         madd_row(yr, xp + ih * s.W + offw, tap(c, kh, kw), lo, hi, s.sw);
                     }
                 }
+                finish(s.OW, yr);
             }
         }
         return;
@@ -141,6 +146,7 @@ void depthwise(const ConvShape& s, const float* x, const float* w, const float* 
                 }
             }
         }
+        finish(s.OW * C, y + (n * s.OH + oh) * s.OW * C);
     }
 }
 
@@ -148,11 +154,13 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const ConvShape& s = *static_cast<const ConvShape*>(ud);
     const auto* x = static_cast<const float*>(dst->src[0]->data);
     const auto* w = static_cast<const float*>(dst->src[1]->data);
-    const float* bias = dst->src[2] ? static_cast<const float*>(dst->src[2]->data) : nullptr;
+    const ConvExtras e = conv_extras(dst, s);
+    const float* bias = e.bias;
     auto* y = static_cast<float*>(dst->data);
     const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G, P = s.OH * s.OW, hw = s.H * s.W;
     const int64_t K = Ig * s.KH * s.KW;
-    if (Ig == 1 && Og == 1) return depthwise(s, x, w, bias, y, ith, nth);
+    if (Ig == 1 && Og == 1) return depthwise(s, x, w, e, y, ith, nth);
+    auto residual = [&](const float* out) { return e.residual ? e.residual + (out - y) : nullptr; };
 
     // 1x1, stride 1, no padding: the input is its own column matrix
     const bool direct = s.KH == 1 && s.KW == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0 && s.OH == s.H &&
@@ -188,6 +196,7 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
             else  // W [K, O]: its group's columns, transposed
                 scipy_cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(Og), pt, int(K), 1.0f, w + g * Og,
                                   int(s.O), B, ldb, beta, out, int(P));
+            epilogue(s.act, residual(out), Og, pt, out, P);
         } else {
             const float* xn = x + n * hw * s.C;
             float* out = y + (n * P + p0) * s.O + g * Og;
@@ -206,6 +215,7 @@ void conv_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
             else
                 scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, pt, int(Og), int(K), 1.0f, A, lda,
                                   w + g * Og, int(s.O), beta, out, int(s.O));
+            epilogue(s.act, residual(out), pt, Og, out, s.O);
         }
     }
 }
@@ -295,19 +305,22 @@ void conv_transpose_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
 }
 
 ggml_tensor* custom(ggml_context* ctx, ggml_custom_op_t fn, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
-                    const ConvShape* shape, const int64_t ne[4]) {
-    ggml_tensor* args[3] = {src, weights, bias};
-    return gg::custom_4d(ctx, GGML_TYPE_F32, ne[0], ne[1], ne[2], ne[3], args, bias ? 3 : 2, fn, GGML_N_TASKS_MAX,
+                    const ConvShape* shape, const int64_t ne[4], ggml_tensor* residual = nullptr) {
+    ggml_tensor* args[4] = {src, weights};
+    int n = 2;
+    if (bias) args[n++] = bias;
+    if (residual) args[n++] = residual;  // the last (conv_extras)
+    return gg::custom_4d(ctx, GGML_TYPE_F32, ne[0], ne[1], ne[2], ne[3], args, n, fn, GGML_N_TASKS_MAX,
                          const_cast<ConvShape*>(shape));
 }
 
 }  // namespace
 
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias, const ConvShape* shape,
-                    const int64_t dst_ne[4], ggml_tensor* winograd_weights) {
+                    const int64_t dst_ne[4], ggml_tensor* winograd_weights, ggml_tensor* residual) {
     if (winograd_weights || winograd_fits(*shape))
-        return winograd_conv3x3(ctx, src, weights, bias, shape, dst_ne, winograd_weights);
-    return custom(ctx, conv_kernel, src, weights, bias, shape, dst_ne);
+        return winograd_conv3x3(ctx, src, weights, bias, shape, dst_ne, winograd_weights, residual);
+    return custom(ctx, conv_kernel, src, weights, bias, shape, dst_ne, residual);
 }
 
 ggml_tensor* conv_transpose2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "activation.h"
 #include "ggml.h"
 
 namespace dg::kernels {
@@ -34,16 +35,36 @@ struct ConvShape {
     int64_t groups = 1;
     bool nxc = false;                    // data layout NXC (else NCX)
     bool channels_first_weights = true;  // OIX / IOX (else XIO / XOI)
+    // Convolution only, applied to each task's block of dst after the bias: a residual added (an Add's
+    // other input, dst's shape and layout: the node's last src), then an activation
+    bool residual = false;
+    Activation act = Activation::None;
 };
+
+// The bias (src[2], or null) and the residual (the last src with shape.residual, or null) of a
+// convolution node.
+struct ConvExtras {
+    const float* bias = nullptr;
+    const float* residual = nullptr;
+};
+inline ConvExtras conv_extras(const ggml_tensor* dst, const ConvShape& s) {
+    int n = 2;
+    while (n < GGML_MAX_SRC && dst->src[n]) ++n;
+    ConvExtras e;
+    if (s.residual) e.residual = static_cast<const float*>(dst->src[--n]->data);
+    if (n == 3) e.bias = static_cast<const float*>(dst->src[2]->data);
+    return e;
+}
 
 // Bytes of gathered columns a task works on (in L2 while sgemm packs them).
 constexpr int64_t kColumnBytes = 512 << 10;
 
-// dst = Convolution(src, weights) + bias. `shape` must outlive the graph
-// (LowerCtx::keep); the caller has checked its sizes against the tensors.
-// `winograd_weights`: where winograd_fits(*shape), the weights already transformed (winograd.h), if at hand.
+// dst = act(Convolution(src, weights) + bias + residual) (shape->act; `residual` with shape->residual,
+// contiguous f32 of dst_ne). `shape` must outlive the graph (LowerCtx::keep); the caller has checked its
+// sizes against the tensors. `winograd_weights`: where winograd_fits(*shape), the weights already
+// transformed (winograd.h), if at hand.
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias, const ConvShape* shape,
-                    const int64_t dst_ne[4], ggml_tensor* winograd_weights = nullptr);
+                    const int64_t dst_ne[4], ggml_tensor* winograd_weights = nullptr, ggml_tensor* residual = nullptr);
 
 // dst = ConvTranspose(src, weights) + bias (the same conventions).
 ggml_tensor* conv_transpose2d(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,

@@ -11,7 +11,6 @@
 
 #include "dequantize.h"
 #include "f32_gemm.h"
-#include "gelu_erf.h"
 #include "isa.h"
 #include "kernels.h"
 #include "quant_gemm.h"
@@ -78,21 +77,6 @@ DG_VECTOR_BODY void add_bias_body(int64_t M, int64_t n, const float* bias, float
     }
 }
 DG_VECTORIZED(void, add_bias, (int64_t M, int64_t n, const float* bias, float* C, int ldc), (M, n, bias, C, ldc))
-
-DG_VECTOR_BODY void relu_rows_body(int64_t M, int64_t n, float* C, int ldc) {
-    for (int64_t m = 0; m < M; ++m) {
-        float* c = C + m * ldc;
-        for (int64_t j = 0; j < n; ++j) c[j] = relu(c[j]);
-    }
-}
-DG_VECTORIZED(void, relu_rows, (int64_t M, int64_t n, float* C, int ldc), (M, n, C, ldc))
-
-// C = act(C) on a block of M rows of n values (row stride ldc)
-void activate(Activation act, int64_t M, int64_t n, float* C, int ldc) {
-    if (act == Activation::Relu) return relu_rows(M, n, C, ldc);
-    if (act == Activation::GeluErf)
-        for (int64_t m = 0; m < M; ++m) gelu_erf_row(C + m * ldc, C + m * ldc, n);
-}
 
 // The custom op's userdata: a pointer to one of these (static, so a graph keeps no side storage).
 constexpr Activation kActivations[] = {Activation::None, Activation::Relu, Activation::GeluErf};

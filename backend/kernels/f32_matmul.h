@@ -30,6 +30,7 @@
 
 #include <cstdint>
 
+#include "activation.h"
 #include "ggml.h"
 
 namespace dg::kernels {
@@ -65,7 +66,6 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
 // op it stands for (kernels.h's unary), so the values are those of the
 // product followed by that op: no pass and no barrier of its own (MLP 256 ->
 // 1024 -> GELU -> 256 at 256 rows, two threads: see kernels.md).
-enum class Activation : uint8_t { None, Relu, GeluErf };
 ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml_tensor* bias = nullptr,
                          Activation act = Activation::None);
 

@@ -224,9 +224,11 @@ void input_ncx(const float* x, const ConvShape& s, const Tiles& t, int64_t r0, i
         }
 }
 
-// dst (NCX) from M[xi][o][tile] of rows [r0, r1), output channels [o0, o0 + Og), plus the bias.
+// dst (NCX) from M[xi][o][tile] of rows [r0, r1), output channels [o0, o0 + Og), plus the bias, then
+// the epilogue (residual, activation) on each row.
 void output_ncx(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, int64_t r1, int64_t o0, int64_t Og,
-                const float* bias, float* y) {
+                const ConvExtras& e, float* y) {
+    const float* bias = e.bias;
     const int64_t tb = (r1 - r0) * t.TW, TW = t.TW, step = Og * tb, pairs = s.OW / 2;  // pairs: tiles wholly in dst
     thread_local std::vector<float> buf;
     if (buf.size() < size_t(8 * TW)) buf.resize(size_t(8 * TW));
@@ -244,6 +246,7 @@ void output_ncx(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, 
                 float* yr = y + ((n * s.O + o0 + o) * s.OH + 2 * th + i) * s.OW;
                 at_columns(qi, qi + TW, qi + 2 * TW, qi + 3 * TW, b, yr, pairs);
                 if (s.OW % 2) yr[2 * pairs] = qi[pairs] + qi[TW + pairs] + qi[2 * TW + pairs] + b;
+                epilogue(s.act, e.residual ? e.residual + (yr - y) : nullptr, 1, s.OW, yr, s.OW);
             }
         }
     }
@@ -282,9 +285,11 @@ void input_nxc(const float* x, const ConvShape& s, const Tiles& t, int64_t r0, i
 }
 
 // dst (NXC) from M[xi][tile][o] of rows [r0, r1), output channels [o0, o0 + Og), plus the bias: A^T over
-// the rows, then over the columns, each a pass over the channel vectors.
+// the rows, then over the columns, each a pass over the channel vectors; then the epilogue (residual,
+// activation) on each output in dst.
 void output_nxc(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, int64_t r1, int64_t o0, int64_t Og,
-                const float* bias, float* y) {
+                const ConvExtras& e, float* y) {
+    const float* bias = e.bias;
     const int64_t tb = (r1 - r0) * t.TW, step = tb * Og;
     thread_local std::vector<float> buf;
     if (buf.size() < size_t(10 * Og)) buf.resize(size_t(10 * Og));
@@ -304,9 +309,13 @@ void output_nxc(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, 
                     out[i][j] = 2 * th + i < s.OH && 2 * tw + j < s.OW
                                     ? y + ((n * s.OH + 2 * th + i) * s.OW + 2 * tw + j) * s.O + o0
                                     : spill + j * Og;
-            for (int i = 0; i < 2; ++i)
+            for (int i = 0; i < 2; ++i) {
                 at_rows(q + i * 4 * Og, q + (i * 4 + 1) * Og, q + (i * 4 + 2) * Og, q + (i * 4 + 3) * Og, b, out[i][0],
                         out[i][1], Og);
+                for (int j = 0; j < 2; ++j)
+                    if (out[i][j] != spill + j * Og)
+                        epilogue(s.act, e.residual ? e.residual + (out[i][j] - y) : nullptr, 1, Og, out[i][j], Og);
+            }
         }
     }
 }
@@ -315,7 +324,7 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const ConvShape& s = *static_cast<const ConvShape*>(ud);
     const auto* x = static_cast<const float*>(dst->src[0]->data);
     const auto* U = static_cast<const float*>(dst->src[1]->data);
-    const float* bias = dst->src[2] ? static_cast<const float*>(dst->src[2]->data) : nullptr;
+    const ConvExtras e = conv_extras(dst, s);
     auto* y = static_cast<float*>(dst->data);
     const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
     const bool oix = s.channels_first_weights;  // U[xi][Og][Ig], else U[xi][Ig][Og]
@@ -337,14 +346,14 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
                 scipy_cblas_sgemm(CblasRowMajor, oix ? CblasNoTrans : CblasTrans, CblasNoTrans, int(Og), tb, int(Ig),
                                   1.0f, Ug + xi * Og * Ig, oix ? int(Ig) : int(Og), V + xi * Ig * tb, tb, 0.0f,
                                   M + xi * Og * tb, tb);
-            output_ncx(M, s, t, r0, r1, g * Og, Og, bias, y);
+            output_ncx(M, s, t, r0, r1, g * Og, Og, e, y);
         } else {
             input_nxc(x, s, t, r0, r1, g * Ig, Ig, V);
             for (int xi = 0; xi < kXi; ++xi)  // M_xi[tb, Og] = V_xi[tb, Ig] . U_xi^T[Ig, Og]
                 scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, oix ? CblasTrans : CblasNoTrans, tb, int(Og), int(Ig),
                                   1.0f, V + xi * tb * Ig, int(Ig), Ug + xi * Ig * Og, oix ? int(Ig) : int(Og), 0.0f,
                                   M + xi * tb * Og, int(Og));
-            output_nxc(M, s, t, r0, r1, g * Og, Og, bias, y);
+            output_nxc(M, s, t, r0, r1, g * Og, Og, e, y);
         }
     }
 }
@@ -373,7 +382,8 @@ void winograd_transform_weights(const float* weights, const ConvShape& s, float*
 }
 
 ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
-                              const ConvShape* shape, const int64_t dst_ne[4], ggml_tensor* transformed) {
+                              const ConvShape* shape, const int64_t dst_ne[4], ggml_tensor* transformed,
+                              ggml_tensor* residual) {
     ggml_tensor* u = transformed;
     if (!u) {
         const auto une = winograd_weights_ne(*shape);
@@ -381,8 +391,11 @@ ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* 
         u = gg::custom_4d(ctx, GGML_TYPE_F32, une[0], une[1], une[2], une[3], wargs, 1, transform_weights,
                           GGML_N_TASKS_MAX, const_cast<ConvShape*>(shape));
     }
-    ggml_tensor* args[3] = {src, u, bias};
-    return gg::custom_4d(ctx, GGML_TYPE_F32, dst_ne[0], dst_ne[1], dst_ne[2], dst_ne[3], args, bias ? 3 : 2,
+    ggml_tensor* args[4] = {src, u};
+    int n = 2;
+    if (bias) args[n++] = bias;
+    if (residual) args[n++] = residual;  // the last (conv_extras)
+    return gg::custom_4d(ctx, GGML_TYPE_F32, dst_ne[0], dst_ne[1], dst_ne[2], dst_ne[3], args, n,
                          winograd_kernel, GGML_N_TASKS_MAX, const_cast<ConvShape*>(shape));
 }
 

@@ -49,9 +49,10 @@ bool winograd_fits(const ConvShape& s, bool weights_held = false);
 std::array<int64_t, 4> winograd_weights_ne(const ConvShape& s);
 void winograd_transform_weights(const float* weights, const ConvShape& s, float* u);
 
-// dst = Convolution(src, weights) + bias for a shape winograd_fits() takes; the conventions of conv2d.
+// conv2d for a shape winograd_fits() takes; the conventions of conv2d.
 // `transformed`: U already computed (winograd_weights_ne), else an op computes it from `weights` every call.
 ggml_tensor* winograd_conv3x3(ggml_context* ctx, ggml_tensor* src, ggml_tensor* weights, ggml_tensor* bias,
-                              const ConvShape* shape, const int64_t dst_ne[4], ggml_tensor* transformed = nullptr);
+                              const ConvShape* shape, const int64_t dst_ne[4], ggml_tensor* transformed = nullptr,
+                              ggml_tensor* residual = nullptr);
 
 }  // namespace dg::kernels

@@ -7,6 +7,7 @@
 #include "../kernels/int8_conv.h"
 #include "../kernels/winograd.h"
 #include "families.h"
+#include "fused_activation.h"
 #include "int8_params.h"
 #include "portable.h"
 #include "spatial.h"
@@ -254,18 +255,48 @@ ggml_tensor* winograd_weights(LowerCtx& c, const kernels::ConvShape& s, ggml_ten
                               [&](float* u) { kernels::winograd_transform_weights(wd, s, u); });
 }
 
+// dst + r as the Add that alone reads dst (once) stands for it: r, its other input, already computed as
+// dense f32 of dst's very shape (a residual: ResNet's block output), and the sum f32; else nullptr.
+// *add gets that Add, *at the input that is dst.
+ggml_tensor* fused_residual(const LowerCtx& c, const int64_t ne[4], const OpDef** add, size_t* at) {
+    *add = c.out_dtype(0) == DType::F32 && c.env.vals ? c.only_reader(c.op.outputs[0], at) : nullptr;
+    const OpDef* a = *add;
+    if (!a || a->kind != uint16_t(K::Add) || a->inputs.size() != 2 || a->outputs.size() != 1 ||
+        c.prog.tensors[size_t(a->outputs[0])].dtype != DType::F32)
+        return nullptr;
+    const int32_t other = a->inputs[1 - *at];
+    ggml_tensor* r = size_t(other) < c.env.vals->size() ? (*c.env.vals)[size_t(other)] : nullptr;
+    if (!r || r->type != GGML_TYPE_F32 || !is_dense(r)) return nullptr;
+    for (int i = 0; i < 4; ++i)
+        if (r->ne[i] != ne[i]) return nullptr;
+    return r;
+}
+
 void lower_convolution(LowerCtx& c) {
     const auto& a = c.attrs<ops::ConvolutionAttrs>();
     using A = ops::ConvolutionAttrs;
     const bool nxc = a.data_format == A::DataFormat::NXC;
     if (c.in_shape(0).rank == 5) return lower_convolution_3d(c, a, nxc, a.weights_format == A::WeightsFormat::OIX);
-    const kernels::ConvShape s =
+    kernels::ConvShape s =
         checked_conv_shape(c, a, nxc, a.weights_format == A::WeightsFormat::OIX ? Channels::first : Channels::last);
     if (!c.host()) return lower_convolution_portable(c, a, s, nxc, a.weights_format == A::WeightsFormat::OIX);
+    const auto ne = c.out_shape(0).ne();
+    // our kernel applies to each block it writes: the residual an Add alone reading dst adds, then the
+    // ReLU (or GELU) that alone reads the result
+    const OpDef* add = nullptr;
+    size_t at = 0;
+    ggml_tensor* residual = fused_residual(c, ne.data(), &add, &at);
+    if (residual) {
+        c.absorb(*add, at);
+        s.residual = true;
+    }
+    const OpDef* reader = nullptr;
+    s.act = fused_activation(c, residual ? add->outputs[0] : c.op.outputs[0], &reader);
+    if (s.act != kernels::Activation::None) c.absorb(*reader);
     ggml_tensor* x = spatial::dense_f32(c, c.in[0]);
     ggml_tensor* w = spatial::dense_f32(c, c.in[1]);
-    const auto ne = c.out_shape(0).ne();
-    ggml_tensor* y = kernels::conv2d(c.ctx, x, w, bias_of(c, s.O), c.keep(s), ne.data(), winograd_weights(c, s, w));
+    ggml_tensor* y = kernels::conv2d(c.ctx, x, w, bias_of(c, s.O), c.keep(s), ne.data(), winograd_weights(c, s, w),
+                                     residual);
     c.out = {c.cast(y, ggml_type_of(c.out_dtype(0)))};
 }
 

@@ -5,6 +5,7 @@
 #include "../generated/dyngraph_ir_generated.h"
 #include "../gg.h"
 #include "families.h"
+#include "fused_activation.h"
 #include "../kernels/f32_matmul.h"
 
 namespace dg {
@@ -40,21 +41,6 @@ void fold_batches(LowerCtx& c) {
     }
 }
 
-// The activation of the one op that reads the product (GELU in its erf form, ReLU; f32 in and out), which
-// our kernel may apply to its blocks (f32_mul_mat's `act`) instead of a pass of the op's own; None if none.
-kernels::Activation reader_activation(const LowerCtx& c, const OpDef** reader) {
-    *reader = c.out_shape(0).rank <= kGgmlRank && c.out_dtype(0) == DType::F32 ? c.sole_reader(0) : nullptr;
-    const OpDef* r = *reader;
-    if (!r || r->outputs.size() != 1 || c.prog.tensors[size_t(r->outputs[0])].dtype != DType::F32)
-        return kernels::Activation::None;
-    using K = dyngraph::fb::OpKind;
-    if (r->kind == uint16_t(K::ReLU)) return kernels::Activation::Relu;
-    const auto* gelu = std::get_if<ops::GELUAttrs>(&r->attrs);
-    if (r->kind == uint16_t(K::GELU) && gelu && gelu->mode == ops::GELUAttrs::Mode::erf)
-        return kernels::Activation::GeluErf;
-    return kernels::Activation::None;
-}
-
 void lower_matmul(LowerCtx& c) {
     for (size_t k = 0; k < 2; ++k)
         if (c.in_shape(k).rank < 2) c.unsupported(cat("input ", k, " ", c.in_shape(k).str(), " must have rank >= 2"));
@@ -87,7 +73,7 @@ void lower_matmul(LowerCtx& c) {
     const bool fused = bias != nullptr && c.host() && kernels::bias_fuses(x, y, bias);
     // and the activation that reads it, where that kernel computes the product with its bias
     const OpDef* reader = nullptr;
-    kernels::Activation act = c.host() ? reader_activation(c, &reader) : kernels::Activation::None;
+    kernels::Activation act = fused_activation(c, c.op.outputs[0], &reader);
     if (act != kernels::Activation::None && (!kernels::computes(x, y) || (bias != nullptr && !fused)))
         act = kernels::Activation::None;
     if (act != kernels::Activation::None) c.absorb(*reader);

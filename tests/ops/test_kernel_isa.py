@@ -213,6 +213,7 @@ def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa):
 VECTOR_LEVELS = {"generic": 0, "avx2": 1, "avx512": 2}
 VECTOR_TESTS = ["test_winograd.py", "test_attention.py", "test_attention_blocks.py", "test_attention_lanes.py",
                 "test_matmul_bias.py", "test_matmul_activation.py",
+                "test_conv_epilogue.py",
                 "test_norm.py", "test_pool.py",
                 "test_elementwise.py::test_unary_f32_matches_numpy",
                 "test_elementwise.py::test_unary_special_values_follow_numpy", "test_elementwise.py::test_gelu_limits"]
