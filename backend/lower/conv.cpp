@@ -256,14 +256,16 @@ ggml_tensor* winograd_weights(LowerCtx& c, const kernels::ConvShape& s, ggml_ten
 }
 
 // dst + r as the Add that alone reads dst (once) stands for it: r, its other input, already computed as
-// dense f32 of dst's very shape (a residual: ResNet's block output), and the sum f32; else nullptr.
-// *add gets that Add, *at the input that is dst.
+// dense f32 of dst's very shape (a residual: ResNet's block output), and the sum f32 of dst's shape and
+// rank; else nullptr. *add gets that Add, *at the input that is dst.
 ggml_tensor* fused_residual(const LowerCtx& c, const int64_t ne[4], const OpDef** add, size_t* at) {
     *add = c.out_dtype(0) == DType::F32 && c.env.vals ? c.only_reader(c.op.outputs[0], at) : nullptr;
     const OpDef* a = *add;
     if (!a || a->kind != uint16_t(K::Add) || a->inputs.size() != 2 || a->outputs.size() != 1 ||
         c.prog.tensors[size_t(a->outputs[0])].dtype != DType::F32)
         return nullptr;
+    const Dims sum = c.shape_of(a->outputs[0]), dst = c.out_shape(0);
+    if (sum.rank != dst.rank || !std::equal(sum.d, sum.d + sum.rank, dst.d)) return nullptr;
     const int32_t other = a->inputs[1 - *at];
     ggml_tensor* r = size_t(other) < c.env.vals->size() ? (*c.env.vals)[size_t(other)] : nullptr;
     if (!r || r->type != GGML_TYPE_F32 || !is_dense(r)) return nullptr;

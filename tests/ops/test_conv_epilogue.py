@@ -198,3 +198,17 @@ def test_dynamic_sizes_alternate_between_winograd_and_im2col(rng):
         ins = case.inputs(rng, n, h, w)
         (y,) = run(g, *ins)
         assert_near(y, case.reference(*ins), ins[0])
+
+
+def test_a_sum_of_higher_rank_is_added_apart(rng):
+    """dst [N, O, H, W] + r [1, N, O, H, W]: the same elements, but the sum has rank 5, not dst's; only a
+    sum of dst's own shape is dst passed on, so this Add (and the ReLU after it) stay ops of their own."""
+    case = Case("im2col", "NCX", "relu", True, rng=rng)
+    cp, apart = case.compile(1, r_shape=[1, D, D, D, D]), case.compile(1, r_shape=[1, D, D, D, D], also_conv=True)
+    for n, h, w in [(1, 9, 7), (2, 5, 6)]:
+        x, r = case.inputs(rng, n, h, w)
+        r = r[None]
+        (y,) = run(cp, x, r)
+        run(apart, x, r)
+        assert y.shape == r.shape and nodes(cp) == nodes(apart)
+        assert_near(y, case.reference(x, r), x)
