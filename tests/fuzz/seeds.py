@@ -13,8 +13,9 @@ tensors (DynamicReshape + DynamicTranspose), quantized weights (q8_0 by
 ``dyngraph.torch`` program, an "ops" graph of many op kinds (Gather,
 Concat, Slice, reductions, comparisons, Select, Arange, ScatterRows), and
 "lowbit", the s4 / u4 / f8 types through the quantization ops and TypeCast,
-and "spatial", the windowed ops (an int8 convolution fused at compile,
-pooling, a transposed convolution, interpolation).
+"spatial", the windowed ops (an int8 convolution fused at compile,
+pooling, a transposed convolution, interpolation), and "residual", the ops
+a convolution's kernel takes in (a residual Add, ReLU, GELU).
 """
 
 from __future__ import annotations
@@ -213,6 +214,30 @@ def spatial(rng):
     return cp, [[rng.integers(0, 256, (2, 4, 8, 8)).astype(np.uint8)], [rng.integers(0, 256, (1, 4, 5, 5)).astype(np.uint8)]]
 
 
+def residual(rng):
+    """Ops a convolution's kernel takes in (LowerCtx::absorb): a 3x3 Convolution of 16 channels (Winograd)
+    whose residual Add and the ReLU after it run in its epilogue, then a 1x1 NXC one with a GELU (erf),
+    over a dynamic batch and image size."""
+    import dyngraph as dg
+
+    K = dg.OpKind
+    b = dg.GraphBuilder()
+    side = dg.Dim("side", min=4, max=16)
+    x = b.input("x", dg.f32, [dg.Dim("batch", min=1, max=4), 16, side, side])
+    conv = {"strides": [1, 1], "dilations": [1, 1], "data_format": "NCX", "weights_format": "OIX"}
+    c = b.op(K.Convolution, [x, b.constant("w", rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1),
+                             b.constant("bias", rng.standard_normal(16).astype(np.float32))],
+             {**conv, "pads_begin": [1, 1], "pads_end": [1, 1]})
+    y = b.op(K.ReLU, [b.op(K.Add, [c, x])])
+    y = b.op(K.StaticTranspose, [y], {"order": [0, 2, 3, 1]})
+    c2 = b.op(K.Convolution, [y, b.constant("w2", rng.standard_normal((1, 1, 16, 8)).astype(np.float32) * 0.2)],
+              {**conv, "data_format": "NXC", "weights_format": "XIO", "pads_begin": [0, 0], "pads_end": [0, 0]})
+    b.output(b.op(K.GELU, [c2], {"mode": "erf"}))
+    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1))
+    return cp, [[rng.standard_normal((2, 16, 8, 8)).astype(np.float32)],
+                [rng.standard_normal((1, 16, 5, 5)).astype(np.float32)]]
+
+
 def torch_program(rng):
     import torch
 
@@ -250,6 +275,7 @@ KINDS = {
     "ops": ops,
     "lowbit": lowbit,
     "spatial": spatial,
+    "residual": residual,
     "torch": torch_program,
 }
 
