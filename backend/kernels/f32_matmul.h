@@ -47,6 +47,12 @@ constexpr int64_t kF32KernelMinRows = 2;
 // blocks and sgemm (below it: quant_rows.h where it has the type, else ggml).
 constexpr int64_t kDequantMinRows = 8;
 
+// Products of more values than this (rows x columns, all batches) leave an activation that reads them
+// a node of its own: a thread's block of the result is then far out of cache when the activation would
+// run on it, so applying it in the product's kernel saves nothing, and on two threads it was 1.02-1.08x
+// the time of the two nodes (MiniLM at batch 32 x 128 tokens, its FFN's 4096 x 1536; 2026-11-28).
+constexpr int64_t kActivationFuseMaxValues = int64_t(1) << 21;
+
 // Whether f32_mul_mat computes ggml_mul_mat(x, y): y F32, x F32 or a type
 // dequantize.h converts (and not repacked by ggml), elements
 // contiguous in each row, x's batch dims dividing y's (ggml's broadcast), and

@@ -74,7 +74,9 @@ void lower_matmul(LowerCtx& c) {
     // and the activation that reads it, where that kernel computes the product with its bias
     const OpDef* reader = nullptr;
     kernels::Activation act = fused_activation(c, c.op.outputs[0], &reader);
-    if (act != kernels::Activation::None && (!kernels::computes(x, y) || (bias != nullptr && !fused)))
+    if (act != kernels::Activation::None &&
+        (!kernels::computes(x, y) || (bias != nullptr && !fused) ||
+         x->ne[1] * y->ne[1] * y->ne[2] * y->ne[3] > kernels::kActivationFuseMaxValues))
         act = kernels::Activation::None;
     if (act != kernels::Activation::None) c.absorb(*reader);
     ggml_tensor* r = fused || act != kernels::Activation::None ? kernels::f32_mul_mat(c.ctx, x, y, bias, act)

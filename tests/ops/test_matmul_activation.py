@@ -171,3 +171,18 @@ def test_batched_rows_fuse(rng):
         np.testing.assert_array_equal(y, y_apart)
         ref, scale = reference(a, w, bias)
         np.testing.assert_allclose(y, gelu_ref(ref), rtol=4e-6, atol=float(SUM_ULPS * F32_EPS * scale.max()))
+
+
+def test_a_product_beyond_the_cache_keeps_its_activation_apart(rng):
+    """Above kActivationFuseMaxValues (2^21 values of the product) the GELU stays a node of its own: the
+    product's block is out of cache by then (kernels/f32_matmul.h). Either side of it, the values are
+    the GELU of the product."""
+    k, n = 8, 1024
+    w, bias = randn(rng, (k, n)), randn(rng, (n,))
+    cp = compiled("gelu", k, n, w, bias)
+    for m, fused in ((2048, True), (2049, False)):
+        a = randn(rng, (m, k))
+        (y,) = run(cp, a)
+        assert nodes(cp) == (1 if fused else 2), m
+        ref, scale = reference(a, w, bias)
+        np.testing.assert_allclose(y, gelu_ref(ref), rtol=4e-6, atol=float(SUM_ULPS * F32_EPS * scale.max()))
