@@ -178,9 +178,10 @@ void lane_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const
             if (mask) g.mask[l] = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
             g.shared_mask = g.shared_mask && g.mask[l] == g.mask[0];
         }
-        if (mask) {  // only the keys some row of the group sees (rows last first: a causal mask's widest)
+        if (mask) {  // only the keys some row of the group sees (rows last first: a causal mask's widest;
+                     // a mask row all rows share, once)
             int64_t seen = 0;
-            for (int l = g.nq - 1; l >= 0; --l) seen = keys_seen(g.mask[l], g.mask_i32, g.nkeys, seen);
+            for (int l = g.shared_mask ? 0 : g.nq - 1; l >= 0; --l) seen = keys_seen(g.mask[l], g.mask_i32, g.nkeys, seen);
             g.nkeys = seen;
         }
         if (g.nkeys == 0) {  // every key masked out for every row: 0, as attention_lanes gives
