@@ -98,12 +98,6 @@ bool LowerCtx::input_read_only_here(size_t k) const {
     return k < op.inputs.size() && readers_all(*this, op.inputs[k], here, &readers);
 }
 
-const OpDef* LowerCtx::sole_reader(size_t k) const {
-    size_t at = 0;
-    const OpDef* reader = k < op.outputs.size() ? only_reader(op.outputs[k], &at) : nullptr;
-    return reader && at == 0 && reader->inputs.size() == 1 ? reader : nullptr;
-}
-
 const OpDef* LowerCtx::only_reader(int32_t tensor, size_t* at) const {
     const OpDef* reader = nullptr;
     int readers = 0;

@@ -202,9 +202,6 @@ struct LowerCtx {
     // Whether the op's input `k` is read by this op alone (no other op, not a partition output), on
     // the host CPU path of an unplaced partition: what made it may be folded into this op.
     bool input_read_only_here(size_t k) const;
-    // The one op that reads the op's output `k` (once, as its only input), on the host CPU path of an
-    // unplaced partition, when the output is not a partition output; else nullptr.
-    const OpDef* sole_reader(size_t k) const;
     // The one op that reads `tensor` (once, at its input *at), on the host CPU path of an unplaced
     // partition, when the tensor is not a partition output; else nullptr.
     const OpDef* only_reader(int32_t tensor, size_t* at) const;
