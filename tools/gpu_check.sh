@@ -21,7 +21,7 @@ if [ "${1:-}" = "--fetch" ]; then
   python3 -m pip download -q --no-deps --no-binary libggml-python -d .gpu libggml-python==0.20.2.post1
   # llama.cpp as llama-cpp-python 0.3.36 vendors it (0c1e57098), without its models, docs and web UI
   tmp="$(mktemp -d)"
-  python3 -m pip download -q --no-deps --no-binary :all: -d "$tmp" llama-cpp-python==0.3.36
+  python3 -m pip download -q --no-deps --no-binary llama-cpp-python -d "$tmp" llama-cpp-python==0.3.36
   tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$tmp"
   ( cd "$tmp/llama_cpp_python-0.3.36/vendor" && rm -rf llama.cpp/{models,docs,tests,benches,examples,media,pocs} \
       llama.cpp/{conversion,gguf-py,scripts,skills,ci,app} llama.cpp/tools/{ui,server,cli} &&
