@@ -192,15 +192,16 @@ void lane_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const
     }
 }
 
-// A task of 1 to kSmallGemmMaxRows rows (decoding): key blocks of scores by the small products, an
-// online softmax row by row, the values added by few_rows_pv.
-void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const ggml_tensor* mask,
-              const AttentionParams& p) {
+// A task of 1 to kSmallGemmMaxRows rows (decoding) over the keys [from, to): key blocks of scores by
+// the small products, an online softmax row by row, the values added by few_rows_pv. Leaves each row
+// unnormalized: O[r] = sum_j e^(s_j - run_max[r]) v_j, run_sum[r] = sum_j e^(s_j - run_max[r])
+// (run_max -inf, the row and the sum 0, where the range holds no key the row sees).
+void few_rows_part(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const ggml_tensor* mask,
+                   const AttentionParams& p, int64_t from, int64_t to, float* run_max, float* run_sum) {
     const int64_t D = k->ne[0], Skv = k->ne[1], Dv = v->ne[0], nq = rw.nq;
     const int64_t ldk = floats(k->nb[1]), ldv = floats(v->nb[1]);
     const float neg_inf = -std::numeric_limits<float>::infinity();
     thread_local std::vector<float> scores;
-    float run_max[kSmallGemmMaxRows], run_sum[kSmallGemmMaxRows];
     if (scores.size() < size_t(nq * std::min(kKeyBlock, Skv))) scores.resize(size_t(nq * std::min(kKeyBlock, Skv)));
     for (int64_t r = 0; r < nq; ++r) {
         run_max[r] = neg_inf;
@@ -218,7 +219,8 @@ void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const 
         }
         kend = seen;
     }
-    for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
+    kend = std::min(kend, to);
+    for (int64_t j0 = from; j0 < kend; j0 += kKeyBlock) {
         const int64_t nk = std::min(kKeyBlock, kend - j0);
         float* S = scores.data();
         small_gemm_nt(int(nq), nk, D, rw.Q, rw.ldq, rw.K + j0 * ldk, ldk, S, nk);
@@ -247,55 +249,149 @@ void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const 
         }
         few_rows_pv(nq, nk, Dv, S, nk, rw.V + j0 * ldv, ldv, rw.O, rw.ldo);
     }
-    for (int64_t r = 0; r < nq; ++r) {
+}
+
+// few_rows_part over every key, each row then divided by its sum.
+void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const ggml_tensor* mask,
+              const AttentionParams& p) {
+    float run_max[kSmallGemmMaxRows], run_sum[kSmallGemmMaxRows];
+    few_rows_part(rw, k, v, mask, p, 0, k->ne[1], run_max, run_sum);
+    for (int64_t r = 0; r < rw.nq; ++r) {
         const float sum = run_sum[r];
-        scale_row(rw.O + r * rw.ldo, Dv, sum > 0.0f ? 1.0f / sum : 0.0f);
+        scale_row(rw.O + r * rw.ldo, v->ne[0], sum > 0.0f ? 1.0f / sum : 0.0f);
     }
 }
 
+// How a call's query rows are cut into tasks (the same for the whole kernel and its key-block split).
+struct Tasks {
+    bool by_group;
+    int64_t group, chunks, chunk, nqb, bq, count;
+};
+
+// Decoding (one query row): the query heads that share a kv head are one task's rows (in chunks of at
+// most kSmallGemmMaxRows: the small products, whose sums do not depend on the rows beside them), so
+// each kv head is read once, unless that leaves threads idle (counting each task's `key_blocks`);
+// either way a row's result is the same, whatever the thread count. Otherwise blocks of kQueryBlock
+// rows of one head.
+Tasks plan_tasks(const ggml_tensor* q, const ggml_tensor* k, int64_t key_blocks, int nth) {
+    Tasks t{};
+    const int64_t Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3], Hkv = k->ne[2];
+    t.group = Hq / Hkv;
+    t.chunks = (t.group + kSmallGemmMaxRows - 1) / kSmallGemmMaxRows;
+    t.chunk = (t.group + t.chunks - 1) / t.chunks;
+    t.by_group = Sq == 1 && t.group > 1 && B * Hkv * t.chunks * key_blocks >= nth;
+    t.bq = t.by_group ? t.chunk : kQueryBlock;
+    t.nqb = t.by_group ? t.chunks : (Sq + t.bq - 1) / t.bq;
+    if (!t.by_group && t.nqb > 1 && Sq - (t.nqb - 1) * t.bq <= kSmallGemmMaxRows) --t.nqb;  // the last block takes the rest
+    t.count = t.by_group ? B * Hkv * t.chunks : B * Hq * t.nqb;
+    return t;
+}
+
+// Task n's rows (all but O and ldo, which depend on where they are written).
+Rows task_rows(const Tasks& t, int64_t n, const ggml_tensor* q, const ggml_tensor* k, const ggml_tensor* v) {
+    Rows rw{};
+    const int64_t Sq = q->ne[1], Hq = q->ne[2], Hkv = k->ne[2];
+    if (t.by_group) {
+        const int64_t c = n % t.chunks, g = (n / t.chunks) % Hkv;
+        rw = Rows{n / (t.chunks * Hkv), std::min(t.chunk, t.group - c * t.chunk), 0, 0, g * t.group + c * t.chunk, 1,
+                  floats(q->nb[2]), 0, nullptr, nullptr, nullptr, nullptr};
+    } else {
+        const int64_t qb = n % t.nqb, h = (n / t.nqb) % Hq;
+        const int64_t nq = qb == t.nqb - 1 ? Sq - qb * t.bq : t.bq;
+        rw = Rows{n / (t.nqb * Hq), nq, qb * t.bq, 1, h, 0, floats(q->nb[1]), 0, nullptr, nullptr, nullptr, nullptr};
+    }
+    rw.Q = row<const float>(q, rw.i0, rw.h0, rw.b);
+    rw.K = row<const float>(k, 0, rw.h0 / t.group, rw.b);
+    rw.V = row<const float>(v, 0, rw.h0 / t.group, rw.b);
+    return rw;
+}
+
+// Byte steps of the result between query rows, heads and batches ([Dv, Sq, Hq, B], [Dv, Hq, Sq, B]
+// or [Dv, Hq, B, Sq]).
+struct OutSteps {
+    size_t row, head, batch;
+    OutSteps(const ggml_tensor* dst, const AttentionParams& p)
+        : row(p.rows_outer ? dst->nb[3] : p.heads_inner ? dst->nb[2] : dst->nb[1]),
+          head(p.rows_outer || p.heads_inner ? dst->nb[1] : dst->nb[2]),
+          batch(p.rows_outer ? dst->nb[2] : dst->nb[3]) {}
+};
+
 void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const auto& p = *static_cast<const AttentionParams*>(userdata);
-    const ggml_tensor* q = dst->src[0];
-    const ggml_tensor* k = dst->src[1];
-    const ggml_tensor* v = dst->src[2];
-    const ggml_tensor* mask = dst->src[3];
-    const int64_t Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3], Hkv = k->ne[2], group = Hq / Hkv;
-    // byte steps of the output between query rows, heads and batches ([Dv, Sq, Hq, B], [Dv, Hq, Sq, B]
-    // or [Dv, Hq, B, Sq])
-    const size_t out_row = p.rows_outer ? dst->nb[3] : p.heads_inner ? dst->nb[2] : dst->nb[1];
-    const size_t out_head = p.rows_outer || p.heads_inner ? dst->nb[1] : dst->nb[2];
-    const size_t out_batch = p.rows_outer ? dst->nb[2] : dst->nb[3];
-    // decoding (one query row): the query heads that share a kv head are one task's rows (in chunks
-    // of at most kSmallGemmMaxRows: the small products, whose sums do not depend on the rows beside
-    // them), so each kv head is read once, unless that leaves threads idle; either way a row's result
-    // is the same, whatever the thread count
-    const int64_t chunks = (group + kSmallGemmMaxRows - 1) / kSmallGemmMaxRows, chunk = (group + chunks - 1) / chunks;
-    const bool by_group = Sq == 1 && group > 1 && B * Hkv * chunks >= nth;
-    const int64_t bq = by_group ? chunk : kQueryBlock;
-    int64_t nqb = by_group ? chunks : (Sq + bq - 1) / bq;
-    if (!by_group && nqb > 1 && Sq - (nqb - 1) * bq <= kSmallGemmMaxRows) --nqb;  // the last block takes the rest
-    const int64_t tasks = by_group ? B * Hkv * chunks : B * Hq * nqb;
-
-    for (int64_t t = ith; t < tasks; t += nth) {
-        Rows rw{};
-        if (by_group) {
-            const int64_t c = t % chunks, g = (t / chunks) % Hkv;
-            rw = Rows{t / (chunks * Hkv), std::min(chunk, group - c * chunk), 0, 0, g * group + c * chunk, 1,
-                      floats(q->nb[2]), floats(out_head), nullptr, nullptr, nullptr, nullptr};
-        } else {
-            const int64_t qb = t % nqb, h = (t / nqb) % Hq;
-            const int64_t nq = qb == nqb - 1 ? Sq - qb * bq : bq;
-            rw = Rows{t / (nqb * Hq), nq, qb * bq, 1, h, 0, floats(q->nb[1]), floats(out_row),
-                      nullptr, nullptr, nullptr, nullptr};
-        }
-        rw.Q = row<const float>(q, rw.i0, rw.h0, rw.b);
-        rw.K = row<const float>(k, 0, rw.h0 / group, rw.b);
-        rw.V = row<const float>(v, 0, rw.h0 / group, rw.b);
-        rw.O = reinterpret_cast<float*>(static_cast<char*>(dst->data) + rw.i0 * out_row + rw.h0 * out_head +
-                                        rw.b * out_batch);
+    const ggml_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *mask = dst->src[3];
+    const OutSteps out(dst, p);
+    const Tasks plan = plan_tasks(q, k, 1, nth);
+    for (int64_t n = ith; n < plan.count; n += nth) {
+        Rows rw = task_rows(plan, n, q, k, v);
+        rw.ldo = floats(plan.by_group ? out.head : out.row);
+        rw.O = reinterpret_cast<float*>(static_cast<char*>(dst->data) + rw.i0 * out.row + rw.h0 * out.head +
+                                        rw.b * out.batch);
         if (rw.nq > kSmallGemmMaxRows) lane_rows(rw, k, v, mask, p);
         else few_rows(rw, k, v, mask, p);
     }
+}
+
+// Decoding split over key blocks of kKeyBlock (more tasks than kv heads, for the threads): each task's
+// rows over one block, unnormalized, each row followed by its max and its sum, in
+// part [Dv + 2, Sq, Hq, B * blocks] (block kb of batch b at kb * B + b).
+void key_block_kernel(ggml_tensor* part, int ith, int nth, void* userdata) {
+    const auto& p = *static_cast<const AttentionParams*>(userdata);
+    const ggml_tensor *q = part->src[0], *k = part->src[1], *v = part->src[2], *mask = part->src[3];
+    const int64_t B = q->ne[3], blocks = part->ne[3] / B, Dv = v->ne[0];
+    const Tasks plan = plan_tasks(q, k, blocks, nth);
+    for (int64_t n = ith; n < plan.count * blocks; n += nth) {
+        const int64_t kb = n % blocks;
+        Rows rw = task_rows(plan, n / blocks, q, k, v);
+        rw.ldo = floats(plan.by_group ? part->nb[2] : part->nb[1]);
+        rw.O = row<float>(part, rw.i0, rw.h0, kb * B + rw.b);
+        float run_max[kSmallGemmMaxRows], run_sum[kSmallGemmMaxRows];
+        few_rows_part(rw, k, v, mask, p, kb * kKeyBlock, (kb + 1) * kKeyBlock, run_max, run_sum);
+        for (int64_t r = 0; r < rw.nq; ++r) {
+            rw.O[r * rw.ldo + Dv] = run_max[r];
+            rw.O[r * rw.ldo + Dv + 1] = run_sum[r];
+        }
+    }
+}
+
+// o[c] += a * x[c] for c < n.
+DG_VECTOR_BODY void add_scaled_body(float* o, const float* x, int64_t n, float a) {
+    for (int64_t c = 0; c < n; ++c) o[c] += a * x[c];
+}
+DG_VECTORIZED(void, add_scaled, (float* o, const float* x, int64_t n, float a), (o, x, n, a))
+
+// The key blocks of key_block_kernel joined, in block order (so the result does not depend on the
+// thread count): each block's row weighed by e^(its max - the largest), divided by the weighed sums.
+void join_key_blocks_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
+    const auto& p = *static_cast<const AttentionParams*>(userdata);
+    const ggml_tensor* part = dst->src[0];
+    const OutSteps out(dst, p);
+    const int64_t Dv = part->ne[0] - 2, Sq = part->ne[1], Hq = part->ne[2];
+    const int64_t B = p.rows_outer ? dst->ne[2] : dst->ne[3], blocks = part->ne[3] / B;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (int64_t n = ith; n < B * Hq * Sq; n += nth) {
+        const int64_t i = n % Sq, h = (n / Sq) % Hq, b = n / (Sq * Hq);
+        float* o = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i * out.row + h * out.head + b * out.batch);
+        float top = neg_inf;
+        for (int64_t kb = 0; kb < blocks; ++kb) top = std::max(top, row<const float>(part, i, h, kb * B + b)[Dv]);
+        std::fill(o, o + Dv, 0.0f);
+        if (top == neg_inf) continue;  // every key masked out: 0
+        float sum = 0.0f;
+        for (int64_t kb = 0; kb < blocks; ++kb) {
+            const float* x = row<const float>(part, i, h, kb * B + b);
+            if (x[Dv] == neg_inf) continue;
+            const float w = exp_nonpositive(x[Dv] - top);
+            sum += w * x[Dv + 1];
+            add_scaled(o, x, Dv, w);
+        }
+        scale_row(o, Dv, 1.0f / sum);
+    }
+}
+
+// Key blocks a call is split into: decoding (at most kSmallGemmMaxRows query rows) over more than one
+// block of keys; otherwise 1 (no split). A property of the shapes alone, so the result does not
+// depend on the thread count.
+int64_t key_blocks(const ggml_tensor* q, const ggml_tensor* k) {
+    return q->ne[1] <= kSmallGemmMaxRows && k->ne[1] > kKeyBlock ? (k->ne[1] + kKeyBlock - 1) / kKeyBlock : 1;
 }
 
 }  // namespace
@@ -312,18 +408,26 @@ bool attention_rows_ok(const ggml_tensor* t) { return t->type == GGML_TYPE_F32 &
 
 ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
                            const AttentionParams* params) {
+    auto* userdata = const_cast<AttentionParams*>(params);
     ggml_tensor* args[4] = {q, k, v, mask};
-    if (params->rows_outer) {
-        ggml_tensor* r = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[3], q->ne[1], args, mask ? 4 : 3,
-                                       attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
-        return gg::permute(ctx, r, 0, 2, 3, 1);
+    int nargs = mask ? 4 : 3;
+    ggml_custom_op_t kernel = attention_kernel;
+    if (const int64_t blocks = key_blocks(q, k); blocks > 1) {
+        args[0] = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0] + 2, q->ne[1], q->ne[2], q->ne[3] * blocks, args, nargs,
+                                key_block_kernel, GGML_N_TASKS_MAX, userdata);
+        nargs = 1;
+        kernel = join_key_blocks_kernel;
     }
+    const int64_t Dv = v->ne[0], Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3];
+    if (params->rows_outer)
+        return gg::permute(ctx, gg::custom_4d(ctx, GGML_TYPE_F32, Dv, Hq, B, Sq, args, nargs, kernel, GGML_N_TASKS_MAX,
+                                              userdata),
+                           0, 2, 3, 1);
     if (!params->heads_inner)
-        return gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[1], q->ne[2], q->ne[3], args, mask ? 4 : 3,
-                             attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
-    ggml_tensor* r = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0], q->ne[2], q->ne[1], q->ne[3], args, mask ? 4 : 3,
-                                   attention_kernel, GGML_N_TASKS_MAX, const_cast<AttentionParams*>(params));
-    return gg::permute(ctx, r, 0, 2, 1, 3);
+        return gg::custom_4d(ctx, GGML_TYPE_F32, Dv, Sq, Hq, B, args, nargs, kernel, GGML_N_TASKS_MAX, userdata);
+    return gg::permute(ctx, gg::custom_4d(ctx, GGML_TYPE_F32, Dv, Hq, Sq, B, args, nargs, kernel, GGML_N_TASKS_MAX,
+                                          userdata),
+                       0, 2, 1, 3);
 }
 
 }  // namespace dg::kernels

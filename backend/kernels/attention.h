@@ -5,7 +5,8 @@
 // (attention_lanes.h: no packing, every step per lane); decoding (1-7 rows)
 // runs key blocks of 512 through the small products (small_gemm.h) and a
 // register-tiled loop, the query heads that share a kv head as one task's
-// rows, so the kv head is read once. A causal group stops at its last row's
+// rows, so the kv head is read once; over more than 512 keys, a task per key
+// block, the blocks joined by a second node. A causal group stops at its last row's
 // key, so causal prefill does half the work. ggml's CPU flash attention
 // computes every score as a separate dot product and takes its mask in f16;
 // this is exact for any f32 mask and faster (numbers in

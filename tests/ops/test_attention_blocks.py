@@ -4,7 +4,8 @@ groups of 16 rows in lanes with a partial last group, several key blocks of 512,
 across blocks, decoding with the heads of a kv group as one task's rows (a group of 8 or more
 split into chunks of at most 7), every thread count from 1 to 4 (tasks spread over threads, groups
 split when there are fewer of them than threads), masks broadcast over rows and heads, rows every
-key of which is masked, and inputs read where they lie (a transposed view from a permute).
+key of which is masked, decoding split into key blocks and joined, and inputs read where they lie
+(a transposed view from a permute).
 Reference: float64 numpy (test_attention); the lanes' own edges: test_attention_lanes."""
 
 import numpy as np
@@ -76,6 +77,37 @@ def test_rows_masked_in_a_whole_key_block_then_not(rng):
     out = cp(q, k, v, m)[0]
     check(out, q, k, v, m)
     assert not out[:, :, 30].any()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize("rows,hq,hkv,is_causal", [(1, 9, 3, False), (1, 4, 4, False), (3, 4, 2, True),
+                                                   (7, 2, 1, False)])
+def test_decoding_split_into_key_blocks(rng, threads, rows, hq, hkv, is_causal):
+    """Decoding (1-7 rows) over more than 512 keys: each task's rows over each key block of 512, then the
+    blocks joined. Rows that see no key of a whole block (the first, a middle one, the last in part) or
+    none at all (0), bool masks as -inf in f32, a static cache's tail never seen, and the same bits on
+    any thread count."""
+    b, t = dg.Dim("b"), dg.Dim("t")
+    cp = compile_sdpa([[b, hq, rows, 32], [b, hkv, t, 32], [b, hkv, t, 32], [b, hq, rows, t]], threads, dg.f32,
+                      is_causal=is_causal)
+    one = compile_sdpa([[b, hq, rows, 32], [b, hkv, t, 32], [b, hkv, t, 32], [b, hq, rows, t]], 1, dg.f32,
+                       is_causal=is_causal)
+    for B, T in ((1, 513), (2, 1500), (1, 2100)):
+        q, k, v = qkv(rng, B, hq, hkv, rows, T, 32)
+        m = randn(rng, (B, hq, rows, T))
+        m[:, 0, :, :512] = -np.inf  # head 0 sees nothing of the first block
+        m[:, -1, :, 512:1024] = -np.inf  # the last head nothing of the second
+        m[..., T - 40:] = -np.inf  # a static cache's empty tail (NaN there is never read)
+        k[..., T - 40:, :], v[..., T - 40:, :] = np.nan, np.nan
+        m[-1, hq // 2, 0, :] = -np.inf  # one row sees nothing: 0
+        out = cp(q, k, v, m)[0]
+        assert not np.isnan(out).any()
+        np.testing.assert_array_equal(out[-1, hq // 2, 0], 0.0)
+        want = reference(q, np.nan_to_num(k), np.nan_to_num(v), m, is_causal=is_causal)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tolerance(q, np.nan_to_num(k), np.nan_to_num(v), m,
+                                                                     is_causal=is_causal))
+        np.testing.assert_array_equal(out, one(q, k, v, m)[0])
+        assert [op for op, _ in _nodes(cp, (q, k, v, m))].count("CUSTOM") == 2  # the blocks, then their join
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -61,6 +61,9 @@ CASES = {
     # 4 (batch, kv head) pairs: each a task of its group's 5 query heads, or one task per head from 5 threads
     "attention decode": ([f32(2, 10, 1, 16), f32(2, 2, 9, 16), f32(2, 2, 9, 16)],
                          lambda b, q, k, v: b.op(K.ScaledDotProductAttention, [q, k, v])),
+    # decoding over 3 key blocks of 512: 3 kv heads x 3 blocks of tasks, joined in block order
+    "attention decode key blocks": ([f32(1, 9, 1, 16), f32(1, 3, 1100, 16), f32(1, 3, 1100, 16)],
+                                    lambda b, q, k, v: b.op(K.ScaledDotProductAttention, [q, k, v])),
     "convolution NXC": _conv("NXC"),  # (NCX goes through sgemm, whose sums depend on its blocking)
 }
 
