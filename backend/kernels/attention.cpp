@@ -270,16 +270,16 @@ struct Tasks {
 
 // Decoding (one query row): the query heads that share a kv head are one task's rows (in chunks of at
 // most kSmallGemmMaxRows: the small products, whose sums do not depend on the rows beside them), so
-// each kv head is read once, unless that leaves threads idle (counting each task's `key_blocks`);
+// each kv head is read once, unless that leaves threads idle (counting each task's `key_parts`);
 // either way a row's result is the same, whatever the thread count. Otherwise blocks of kQueryBlock
 // rows of one head.
-Tasks plan_tasks(const ggml_tensor* q, const ggml_tensor* k, int64_t key_blocks, int nth) {
+Tasks plan_tasks(const ggml_tensor* q, const ggml_tensor* k, int64_t key_parts, int nth) {
     Tasks t{};
     const int64_t Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3], Hkv = k->ne[2];
     t.group = Hq / Hkv;
     t.chunks = (t.group + kSmallGemmMaxRows - 1) / kSmallGemmMaxRows;
     t.chunk = (t.group + t.chunks - 1) / t.chunks;
-    t.by_group = Sq == 1 && t.group > 1 && B * Hkv * t.chunks * key_blocks >= nth;
+    t.by_group = Sq == 1 && t.group > 1 && B * Hkv * t.chunks * key_parts >= nth;
     t.bq = t.by_group ? t.chunk : kQueryBlock;
     t.nqb = t.by_group ? t.chunks : (Sq + t.bq - 1) / t.bq;
     if (!t.by_group && t.nqb > 1 && Sq - (t.nqb - 1) * t.bq <= kSmallGemmMaxRows) --t.nqb;  // the last block takes the rest
@@ -331,21 +331,37 @@ void attention_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     }
 }
 
-// Decoding split over key blocks of kKeyBlock (more tasks than kv heads, for the threads): each task's
-// rows over one block, unnormalized, each row followed by its max and its sum, in
-// part [Dv + 2, Sq, Hq, B * blocks] (block kb of batch b at kb * B + b).
-void key_block_kernel(ggml_tensor* part, int ith, int nth, void* userdata) {
+// Decoding (at most kSmallGemmMaxRows query rows) over more than one block of keys is split into parts of
+// this many keys (whole blocks of kKeyBlock); 0: no split. At most kMaxKeyParts parts, and their rows at
+// most kMaxPartBytes (a split that would need more takes fewer, longer parts, or none). A property of
+// the shapes alone, so the result does not depend on the thread count.
+constexpr int64_t kMaxKeyParts = 32;
+constexpr double kMaxPartBytes = 64.0 * 1024 * 1024;
+
+int64_t key_span(const ggml_tensor* q, const ggml_tensor* k, const ggml_tensor* v) {
+    const int64_t Skv = k->ne[1];
+    if (q->ne[1] > kSmallGemmMaxRows || Skv <= kKeyBlock) return 0;
+    const int64_t blocks = (Skv + kKeyBlock - 1) / kKeyBlock;
+    const double row_bytes = double(v->ne[0] + 2) * double(q->ne[1]) * double(q->ne[2]) * double(q->ne[3]) * 4.0;
+    const int64_t parts = int64_t(std::min(double(std::min(blocks, kMaxKeyParts)), kMaxPartBytes / row_bytes));
+    return parts < 2 ? 0 : (blocks + parts - 1) / parts * kKeyBlock;
+}
+
+// Decoding split over parts of key_span keys (more tasks than kv heads, for the threads): each task's
+// rows over one part, unnormalized, each row followed by its max and its sum, in
+// part [Dv + 2, Sq, Hq, B * parts] (part kb of batch b at kb * B + b).
+void key_part_kernel(ggml_tensor* part, int ith, int nth, void* userdata) {
     const auto& p = *static_cast<const AttentionParams*>(userdata);
     const ggml_tensor *q = part->src[0], *k = part->src[1], *v = part->src[2], *mask = part->src[3];
-    const int64_t B = q->ne[3], blocks = part->ne[3] / B, Dv = v->ne[0];
-    const Tasks plan = plan_tasks(q, k, blocks, nth);
-    for (int64_t n = ith; n < plan.count * blocks; n += nth) {
-        const int64_t kb = n % blocks;
-        Rows rw = task_rows(plan, n / blocks, q, k, v);
+    const int64_t B = q->ne[3], parts = part->ne[3] / B, Dv = v->ne[0], span = key_span(q, k, v);
+    const Tasks plan = plan_tasks(q, k, parts, nth);
+    for (int64_t n = ith; n < plan.count * parts; n += nth) {
+        const int64_t kb = n % parts;
+        Rows rw = task_rows(plan, n / parts, q, k, v);
         rw.ldo = floats(plan.by_group ? part->nb[2] : part->nb[1]);
         rw.O = row<float>(part, rw.i0, rw.h0, kb * B + rw.b);
         float run_max[kSmallGemmMaxRows], run_sum[kSmallGemmMaxRows];
-        few_rows_part(rw, k, v, mask, p, kb * kKeyBlock, (kb + 1) * kKeyBlock, run_max, run_sum);
+        few_rows_part(rw, k, v, mask, p, kb * span, (kb + 1) * span, run_max, run_sum);
         for (int64_t r = 0; r < rw.nq; ++r) {
             rw.O[r * rw.ldo + Dv] = run_max[r];
             rw.O[r * rw.ldo + Dv + 1] = run_sum[r];
@@ -359,24 +375,24 @@ DG_VECTOR_BODY void add_scaled_body(float* o, const float* x, int64_t n, float a
 }
 DG_VECTORIZED(void, add_scaled, (float* o, const float* x, int64_t n, float a), (o, x, n, a))
 
-// The key blocks of key_block_kernel joined, in block order (so the result does not depend on the
-// thread count): each block's row weighed by e^(its max - the largest), divided by the weighed sums.
-void join_key_blocks_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
+// The parts of key_part_kernel joined, in key order (so the result does not depend on the thread
+// count): each part's row weighed by e^(its max - the largest), divided by the weighed sums.
+void join_key_parts_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const auto& p = *static_cast<const AttentionParams*>(userdata);
     const ggml_tensor* part = dst->src[0];
     const OutSteps out(dst, p);
     const int64_t Dv = part->ne[0] - 2, Sq = part->ne[1], Hq = part->ne[2];
-    const int64_t B = p.rows_outer ? dst->ne[2] : dst->ne[3], blocks = part->ne[3] / B;
+    const int64_t B = p.rows_outer ? dst->ne[2] : dst->ne[3], parts = part->ne[3] / B;
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (int64_t n = ith; n < B * Hq * Sq; n += nth) {
         const int64_t i = n % Sq, h = (n / Sq) % Hq, b = n / (Sq * Hq);
         float* o = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i * out.row + h * out.head + b * out.batch);
         float top = neg_inf;
-        for (int64_t kb = 0; kb < blocks; ++kb) top = std::max(top, row<const float>(part, i, h, kb * B + b)[Dv]);
+        for (int64_t kb = 0; kb < parts; ++kb) top = std::max(top, row<const float>(part, i, h, kb * B + b)[Dv]);
         std::fill(o, o + Dv, 0.0f);
         if (top == neg_inf) continue;  // every key masked out: 0
         float sum = 0.0f;
-        for (int64_t kb = 0; kb < blocks; ++kb) {
+        for (int64_t kb = 0; kb < parts; ++kb) {
             const float* x = row<const float>(part, i, h, kb * B + b);
             if (x[Dv] == neg_inf) continue;
             const float w = exp_nonpositive(x[Dv] - top);
@@ -385,13 +401,6 @@ void join_key_blocks_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) 
         }
         scale_row(o, Dv, 1.0f / sum);
     }
-}
-
-// Key blocks a call is split into: decoding (at most kSmallGemmMaxRows query rows) over more than one
-// block of keys; otherwise 1 (no split). A property of the shapes alone, so the result does not
-// depend on the thread count.
-int64_t key_blocks(const ggml_tensor* q, const ggml_tensor* k) {
-    return q->ne[1] <= kSmallGemmMaxRows && k->ne[1] > kKeyBlock ? (k->ne[1] + kKeyBlock - 1) / kKeyBlock : 1;
 }
 
 }  // namespace
@@ -412,11 +421,12 @@ ggml_tensor* f32_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, gg
     ggml_tensor* args[4] = {q, k, v, mask};
     int nargs = mask ? 4 : 3;
     ggml_custom_op_t kernel = attention_kernel;
-    if (const int64_t blocks = key_blocks(q, k); blocks > 1) {
-        args[0] = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0] + 2, q->ne[1], q->ne[2], q->ne[3] * blocks, args, nargs,
-                                key_block_kernel, GGML_N_TASKS_MAX, userdata);
+    if (const int64_t span = key_span(q, k, v); span > 0) {
+        const int64_t parts = (k->ne[1] + span - 1) / span;
+        args[0] = gg::custom_4d(ctx, GGML_TYPE_F32, v->ne[0] + 2, q->ne[1], q->ne[2], q->ne[3] * parts, args, nargs,
+                                key_part_kernel, GGML_N_TASKS_MAX, userdata);
         nargs = 1;
-        kernel = join_key_blocks_kernel;
+        kernel = join_key_parts_kernel;
     }
     const int64_t Dv = v->ne[0], Sq = q->ne[1], Hq = q->ne[2], B = q->ne[3];
     if (params->rows_outer)

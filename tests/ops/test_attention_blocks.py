@@ -111,6 +111,18 @@ def test_decoding_split_into_key_blocks(rng, threads, rows, hq, hkv, is_causal):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+def test_decoding_over_more_than_32_key_blocks_takes_longer_parts(rng, threads):
+    """Over 33 blocks of 512 keys the parts are 2 blocks long (at most 32 parts), the last one short."""
+    cp = compile_sdpa([[1, 4, 1, 16], [1, 2, 16996, 16], [1, 2, 16996, 16]], threads)
+    q, k, v = qkv(rng, 1, 4, 2, 1, 16996, 16)
+    out = cp(q, k, v)[0]
+    check(out, q, k, v)
+    nodes = _nodes(cp, (q, k, v))
+    assert ("CUSTOM", (18, 1, 4, 17)) in nodes  # [dv + 2, rows, heads, batch x parts]: 17 parts
+    assert ("CUSTOM", (16, 1, 4, 1)) in nodes
+
+
+@pytest.mark.parametrize("threads", [1, 2])
 def test_strided_inputs_from_a_permute(rng, threads):
     """q, k, v as [b, s, h, d] in memory, permuted to [b, h, s, d]: the kernel reads the views."""
     b, s = dg.Dim("b"), dg.Dim("s")
