@@ -141,7 +141,26 @@ int64_t floats(size_t bytes) { return int64_t(bytes / sizeof(float)); }
 // -inf; I32: not 0), at least `floor` (scanning stops there: a group needs only its rows' largest).
 // The keys after it add nothing to the row, as ggml's flash attention skips them: a static KV cache's
 // empty slots, a batch's padding. They are not read at all (a NaN there is not seen).
+// Whether all n keys of a mask row are masked out (I32: 0; f32: -inf), as a vector reduction.
+bool all_masked(const void* m, bool i32, int64_t n) {
+    int32_t seen = 0;
+    if (i32) {
+        const auto* keep = static_cast<const int32_t*>(m);
+#pragma omp simd reduction(| : seen)
+        for (int64_t j = 0; j < n; ++j) seen |= keep[j];
+    } else {
+        const auto* add = static_cast<const float*>(m);
+        const float neg_inf = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(| : seen)
+        for (int64_t j = 0; j < n; ++j) seen |= int32_t(add[j] != neg_inf);
+    }
+    return seen == 0;
+}
+
 int64_t keys_seen(const void* m, bool i32, int64_t nk, int64_t floor) {
+    constexpr int64_t kRun = 64;  // a masked tail is skipped a run of keys at a time (a static cache's is long)
+    const size_t step = i32 ? sizeof(int32_t) : sizeof(float);
+    while (nk - kRun >= floor && all_masked(static_cast<const char*>(m) + (nk - kRun) * step, i32, kRun)) nk -= kRun;
     if (i32) {
         const auto* keep = static_cast<const int32_t*>(m);
         while (nk > floor && keep[nk - 1] == 0) --nk;
@@ -210,12 +229,15 @@ void few_rows_part(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, c
     }
     const int64_t last_row = rw.i0 + (nq - 1) * rw.di;
     int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
-    if (mask) {  // and those after every row's last unmasked one (keys_seen)
-        int64_t seen = 0;
+    if (mask) {  // and those after every row's last unmasked one (keys_seen; a mask row the rows share,
+                 // once), found only down to `from` (none there: the range is all tail)
+        int64_t seen = from;
+        const char* last = nullptr;
         for (int64_t r = nq - 1; r >= 0; --r) {
             const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
             const char* m = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
-            seen = keys_seen(m, mask->type == GGML_TYPE_I32, kend, seen);
+            if (m != last) seen = keys_seen(m, mask->type == GGML_TYPE_I32, kend, seen);
+            last = m;
         }
         kend = seen;
     }

@@ -111,6 +111,26 @@ def test_decoding_split_into_key_blocks(rng, threads, rows, hq, hkv, is_causal):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("filled", [1, 100, 577, 1024, 2099])
+def test_decoding_a_static_cache_reads_only_its_filled_keys(rng, threads, filled):
+    """A bool mask over a static cache of 2100 slots, the first `filled` seen: the empty slots (NaN
+    here) are skipped a run of 64 at a time and never read, in every key part; a masked slot before
+    the last seen one is read, as PyTorch reads it (NaN there makes the row NaN)."""
+    cp = compile_sdpa([[1, 9, 1, 32], [1, 3, 2100, 32], [1, 3, 2100, 32], [1, 1, 1, 2100]], threads, dg.boolean)
+    q, k, v = qkv(rng, 1, 9, 3, 1, 2100, 32)
+    m = np.zeros((1, 1, 1, 2100), bool)
+    m[..., :filled] = True
+    k[:, :, filled:], v[:, :, filled:] = np.nan, np.nan
+    out = cp(q, k, v, m)[0]
+    check(out, q, np.nan_to_num(k), np.nan_to_num(v), m)
+    if filled > 2:
+        m[..., filled - 2] = False  # masked, but before the last seen key
+        v[:, 1, filled - 2] = np.nan
+        out = cp(q, k, v, m)[0]
+        assert np.isnan(out[:, 3:6]).all() and not np.isnan(out[:, :3]).any() and not np.isnan(out[:, 6:]).any()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
 def test_decoding_over_more_than_32_key_blocks_takes_longer_parts(rng, threads):
     """Over 33 blocks of 512 keys the parts are 2 blocks long (at most 32 parts), the last one short."""
     cp = compile_sdpa([[1, 4, 1, 16], [1, 2, 16996, 16], [1, 2, 16996, 16]], threads)
