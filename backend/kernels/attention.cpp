@@ -137,10 +137,6 @@ T* row(const ggml_tensor* t, int64_t i1, int64_t i2, int64_t i3) {
 
 int64_t floats(size_t bytes) { return int64_t(bytes / sizeof(float)); }
 
-// The keys a mask row leaves in: 1 + the last of its first nk keys that is not masked out (f32: not
-// -inf; I32: not 0), at least `floor` (scanning stops there: a group needs only its rows' largest).
-// The keys after it add nothing to the row, as ggml's flash attention skips them: a static KV cache's
-// empty slots, a batch's padding. They are not read at all (a NaN there is not seen).
 // Whether all n keys of a mask row are masked out (I32: 0; f32: -inf), as a vector reduction.
 bool all_masked(const void* m, bool i32, int64_t n) {
     int32_t seen = 0;
@@ -157,6 +153,10 @@ bool all_masked(const void* m, bool i32, int64_t n) {
     return seen == 0;
 }
 
+// The keys a mask row leaves in: 1 + the last of its first nk keys that is not masked out (f32: not
+// -inf; I32: not 0), at least `floor` (scanning stops there: a group needs only its rows' largest).
+// The keys after it add nothing to the row, as ggml's flash attention skips them: a static KV cache's
+// empty slots, a batch's padding. They are not read at all (a NaN there is not seen).
 int64_t keys_seen(const void* m, bool i32, int64_t nk, int64_t floor) {
     constexpr int64_t kRun = 64;  // a masked tail is skipped a run of keys at a time (a static cache's is long)
     const size_t step = i32 ? sizeof(int32_t) : sizeof(float);
@@ -284,7 +284,7 @@ void few_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const 
     }
 }
 
-// How a call's query rows are cut into tasks (the same for the whole kernel and its key-block split).
+// How a call's query rows are cut into tasks (the same for the whole kernel and its key parts).
 struct Tasks {
     bool by_group;
     int64_t group, chunks, chunk, nqb, bq, count;
