@@ -171,6 +171,14 @@ int64_t keys_seen(const void* m, bool i32, int64_t nk, int64_t floor) {
     return nk;
 }
 
+// The keys some of n mask rows leave in (keys_seen of each, rows last first: a causal mask's widest;
+// a row the same as the one after it is not scanned again), at least `floor`.
+int64_t rows_keys_seen(const void* const* rows, int64_t n, bool i32, int64_t nk, int64_t floor) {
+    for (int64_t r = n - 1; r >= 0; --r)
+        if (r == n - 1 || rows[r] != rows[r + 1]) floor = keys_seen(rows[r], i32, nk, floor);
+    return floor;
+}
+
 // One task's rows of queries: row r is query i0 + r * di of head h0 + r * dh, in batch b; Q, O at
 // its first row, K, V at its kv head.
 struct Rows {
@@ -197,12 +205,7 @@ void lane_rows(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, const
             if (mask) g.mask[l] = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
             g.shared_mask = g.shared_mask && g.mask[l] == g.mask[0];
         }
-        if (mask) {  // only the keys some row of the group sees (rows last first: a causal mask's widest;
-                     // a mask row all rows share, once)
-            int64_t seen = 0;
-            for (int l = g.shared_mask ? 0 : g.nq - 1; l >= 0; --l) seen = keys_seen(g.mask[l], g.mask_i32, g.nkeys, seen);
-            g.nkeys = seen;
-        }
+        if (mask) g.nkeys = rows_keys_seen(g.mask, g.nq, g.mask_i32, g.nkeys, 0);  // only keys some row sees
         if (g.nkeys == 0) {  // every key masked out for every row: 0, as attention_lanes gives
             for (int l = 0; l < g.nq; ++l) std::fill(g.O + l * g.ldo, g.O + l * g.ldo + g.Dv, 0.0f);
             continue;
@@ -229,18 +232,14 @@ void few_rows_part(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, c
     }
     const int64_t last_row = rw.i0 + (nq - 1) * rw.di;
     int64_t kend = p.causal ? std::min(Skv, last_row + 1) : Skv;  // keys after the last row's are all cut
-    if (mask) {  // and those after every row's last unmasked one (keys_seen; a mask row the rows share,
-                 // once), found only down to `from` (none there: the range is all tail)
-        int64_t seen = from;
-        const char* last = nullptr;
-        for (int64_t r = nq - 1; r >= 0; --r) {
-            const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
-            const char* m = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
-            if (m != last) seen = keys_seen(m, mask->type == GGML_TYPE_I32, kend, seen);
-            last = m;
-        }
-        kend = seen;
+    const void* mask_row[kSmallGemmMaxRows] = {};
+    for (int64_t r = 0; r < nq && mask; ++r) {
+        const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
+        mask_row[r] = row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2], rw.b % mask->ne[3]);
     }
+    // and those after every row's last unmasked one, found only down to `from` (none there: the range
+    // is all tail)
+    if (mask) kend = rows_keys_seen(mask_row, nq, mask->type == GGML_TYPE_I32, kend, from);
     kend = std::min(kend, to);
     for (int64_t j0 = from; j0 < kend; j0 += kKeyBlock) {
         const int64_t nk = std::min(kKeyBlock, kend - j0);
@@ -248,11 +247,9 @@ void few_rows_part(const Rows& rw, const ggml_tensor* k, const ggml_tensor* v, c
         small_gemm_nt(int(nq), nk, D, rw.Q, rw.ldq, rw.K + j0 * ldk, ldk, S, nk);
         for (int64_t r = 0; r < nq; ++r) {
             float* s = S + r * nk;
-            const int64_t i = rw.i0 + r * rw.di, h = rw.h0 + r * rw.dh;
+            const int64_t i = rw.i0 + r * rw.di;
             const int64_t keep = p.causal ? std::clamp<int64_t>(i - j0 + 1, 0, nk) : nk;
-            const char* m = mask ? row<const char>(mask, mask->ne[1] == 1 ? 0 : i, h % mask->ne[2],
-                                                     rw.b % mask->ne[3]) + j0 * 4
-                                 : nullptr;
+            const char* m = mask ? static_cast<const char*>(mask_row[r]) + j0 * 4 : nullptr;
             const float block_max = mask && mask->type == GGML_TYPE_I32
                                         ? scale_keep_max(s, p.scale, reinterpret_cast<const int32_t*>(m), keep)
                                         : scale_mask_max(s, p.scale, reinterpret_cast<const float*>(m), keep);
