@@ -4,12 +4,14 @@
 
 #include "device.h"
 #include "errors.h"
+#include "openblas_check.h"
 
 namespace dg {
 
 Engine::Engine(int n_threads, std::vector<std::shared_ptr<Device>> devices)
     : n_threads_(n_threads), owner_pid_(long(getpid())), devices_(std::move(devices)) {
     if (n_threads < 1 || n_threads > GGML_MAX_N_THREADS) fail<ExecutionError>("invalid thread count ", n_threads);
+    require_sound_openblas();
     ggml_threadpool_params p = ggml_threadpool_params_default(n_threads);
     threadpool_ = ggml_threadpool_new(&p);
     if (!threadpool_) fail<ExecutionError>("cannot create a thread pool of ", n_threads, " threads");

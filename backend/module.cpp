@@ -21,6 +21,7 @@
 #include "kernels/quant_amx.h"
 #include "kernels/vector_clones.h"
 #include "lowering.h"
+#include "openblas_check.h"
 #include "rpc_caps.h"
 #include "rpc_relay.h"
 #include "verbose.h"
@@ -381,6 +382,9 @@ PYBIND11_MODULE(_backend, m) {
         if (PyErr_WarnEx(PyExc_RuntimeWarning, w.c_str(), 1) != 0) throw py::error_already_set();
     }
 
+    m.def("openblas_core_problem", [](const char* core, std::optional<std::string> coretype) {
+        return openblas_core_problem(core, coretype ? coretype->c_str() : nullptr);
+    }, py::arg("core"), py::arg("coretype"), "Why an engine refuses OpenBLAS's core `core` (openblas_check.h), or ''.");
     m.def("supported_op_kinds", [] { return lowerings().kinds(); }, "Op kinds (IR codes) the backend can lower.");
     m.def("ggml_version", [] { return std::string(ggml_version()); });
     m.def(
