@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 
+import numpy as np
+
 import dyngraph as dg
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -65,3 +67,21 @@ STATUS_OF = {
     dg.DeviceError: "DG_ERR_DEVICE",
     dg.CompileError: "DG_ERR_COMPILE",
 }
+
+
+def save_kv_partition(path) -> None:
+    """The partition tests/c/test_api.c takes first: out = (cache after cache[pos] = new) @ ones(4, 2),
+    cache an [8, 4] state."""
+    s = dg.Dim("s", max=8)
+    cache = dg.LogicalTensor(0, dg.f32, [8, 4], property=dg.STATE, name="cache")
+    new = dg.LogicalTensor(1, dg.f32, [s, 4], name="new")
+    pos = dg.LogicalTensor(2, dg.i64, [s], name="pos")
+    w = dg.LogicalTensor(3, dg.f32, [4, 2], property=dg.CONSTANT, name="w")
+    written, out = dg.LogicalTensor(4, dg.f32, name="written"), dg.LogicalTensor(5, dg.f32, name="out")
+    g = dg.Graph()
+    g.add_op(dg.Op(0, dg.OpKind.ScatterRows, [cache, pos, new], [written]))
+    g.add_op(dg.Op(1, dg.OpKind.MatMul, [written, w], [out]))
+    g.finalize()
+    (p,) = g.get_partitions()
+    cp = p.compile([new, pos, cache, w], [out], dg.Engine(num_threads=1), constants={3: np.ones((4, 2), np.float32)})
+    cp.save(path)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-from capi_util import EXAMPLES, ROOT, build, load_check, run
+from capi_util import EXAMPLES, ROOT, build, load_check, run, save_kv_partition
 
 sys.path.insert(0, EXAMPLES)
 import save_mlp  # noqa: E402
@@ -31,20 +31,8 @@ def mlp_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def kv_file(tmp_path_factory):
     """out = (cache after cache[pos] = new) @ ones(4, 2); cache: an [8, 4] state."""
-    s = dg.Dim("s", max=8)
-    cache = dg.LogicalTensor(0, dg.f32, [8, 4], property=dg.STATE, name="cache")
-    new = dg.LogicalTensor(1, dg.f32, [s, 4], name="new")
-    pos = dg.LogicalTensor(2, dg.i64, [s], name="pos")
-    w = dg.LogicalTensor(3, dg.f32, [4, 2], property=dg.CONSTANT, name="w")
-    written, out = dg.LogicalTensor(4, dg.f32, name="written"), dg.LogicalTensor(5, dg.f32, name="out")
-    g = dg.Graph()
-    g.add_op(dg.Op(0, dg.OpKind.ScatterRows, [cache, pos, new], [written]))
-    g.add_op(dg.Op(1, dg.OpKind.MatMul, [written, w], [out]))
-    g.finalize()
-    (p,) = g.get_partitions()
-    cp = p.compile([new, pos, cache, w], [out], dg.Engine(num_threads=1), constants={3: np.ones((4, 2), np.float32)})
     path = tmp_path_factory.mktemp("kv") / "kv.dg"
-    cp.save(path)
+    save_kv_partition(path)
     return path
 
 

@@ -39,8 +39,8 @@ void small_gemm_nt(int rows, int64_t N, int64_t K, const float* A, int64_t lda, 
     thread_local std::vector<float> packed;  // grows to the largest rows * K seen by this thread
     if (packed.size() < std::size_t(rows) * std::size_t(K)) packed.resize(std::size_t(rows) * std::size_t(K));
     float* Ap = packed.data();
-    const Isa chosen = kernel_isa();
 #ifdef DG_SMALL_GEMM_X86
+    const Isa chosen = kernel_isa();
     if (chosen >= Isa::avx512) return avx512::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
     if (chosen == Isa::avx2) return avx2::small_gemm_rows(rows, N, K, Ap, A, lda, B, ldb, C, ldc);
 #endif
