@@ -428,6 +428,11 @@ PYBIND11_MODULE(_backend, m) {
             has["avx512_bf16"] = ggml_cpu_has_avx512_bf16() != 0;
             has["amx_int8"] = ggml_cpu_has_amx_int8() != 0;
             has["llamafile"] = ggml_cpu_has_llamafile() != 0;
+            has["neon"] = ggml_cpu_has_neon() != 0;
+            has["dotprod"] = ggml_cpu_has_dotprod() != 0;
+            has["matmul_int8"] = ggml_cpu_has_matmul_int8() != 0;
+            has["sve"] = ggml_cpu_has_sve() != 0;
+            has["fp16_va"] = ggml_cpu_has_fp16_va() != 0;
             d["ggml_cpu_has"] = has;
             return d;
         },

@@ -8,7 +8,11 @@ the compiler that built ggml is asked which macros those flags define when
 -march=native means a Sapphire Rapids Xeon (AVX512-FP16, AVX512-BF16, AMX);
 ggml's f16 vectors are __m512h exactly when __AVX512FP16__ is defined
 (ggml-cpu/simd-mappings.h) and its AMX kernels exist exactly when __AMX_INT8__
-is (ggml-cpu/amx/amx.h). Without the rule these tests fail.
+is (ggml-cpu/amx/amx.h). Without the rule these tests fail. On Arm the same
+holds for FP16 vector arithmetic (FEAT_FP16, which -mcpu=native turns on from
+the Neoverse N1 on): ggml's f16 vectors and llamafile's f16 tiles are
+float16x8_t accumulators exactly when __ARM_FEATURE_FP16_VECTOR_ARITHMETIC is
+defined, and the build undefines it for ggml-cpu (third_party/ggml/arm_no_fp16_va.h).
 
 Our own kernels' levels (backend/kernels/isa.h) have no AMX either: AMX int8
 (backend/kernels/quant_amx.h) is a separate capability, compiled in functions
@@ -94,3 +98,20 @@ def test_our_kernels_levels_have_no_amx_and_amx_is_guarded_at_run_time():
             assert "amx_int8" in f.read()
     # and ggml-cpu's build still has none (the tests above); the capability does not change it
     assert INFO["ggml_cpu_has"]["amx_int8"] is False
+
+
+def test_ggml_cpu_keeps_no_f16_sums_in_f16_vectors():
+    # what ggml-cpu was compiled with: x86's AVX512-FP16 (above) or Arm's FP16 vector arithmetic
+    assert INFO["ggml_cpu_has"]["fp16_va"] is False
+
+
+@pytest.mark.skipif(X86, reason="the rule is about Arm's FP16 vector arithmetic")
+def test_ggml_cpu_is_built_without_fp16_vector_arithmetic_on_a_cpu_with_it():
+    if INFO["ggml"] == "wheel":
+        pytest.skip("the prebuilt ggml is an x86-64 build")
+    flags = INFO["ggml_cpu_isa_flags"]
+    assert any(f.startswith("-include") and f.endswith("arm_no_fp16_va.h") for f in flags), flags
+    a_graviton = "-mcpu=neoverse-n1"  # FP16 arithmetic, as -mcpu=native gives there
+    assert "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC" in macros([a_graviton])
+    assert "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC" not in macros([a_graviton, *flags])
+    assert "__ARM_NEON" in macros([a_graviton, *flags])  # the rule takes nothing else away

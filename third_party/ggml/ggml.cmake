@@ -23,6 +23,7 @@
 #   instructions that need the OS to enable the tile state (XCR0, arch_prctl
 #   ARCH_REQ_XCOMP_PERM) and die with SIGILL where it does not (a VM that lists
 #   AMX); dyngraph does not use that path.
+# - Arm's FP16 vector arithmetic, for the same reason (below).
 # The -mno-* flags go after ggml's own (-march=native, -mavx512f, ...), so they win.
 # Each is passed only where the compiler knows it: one that does not cannot emit
 # those instructions either. The final flags are recorded for the extension
@@ -43,6 +44,10 @@ function(dyngraph_ggml_cpu_isa_rule)
       endif()
     endforeach()
     target_compile_options(ggml-cpu PRIVATE ${added})
+  elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$" AND NOT MSVC)
+    # Arm's FP16 vector arithmetic: the same loss as AVX512-FP16 above (arm_no_fp16_va.h says how)
+    list(APPEND added "-include${CMAKE_SOURCE_DIR}/third_party/ggml/arm_no_fp16_va.h")
+    target_compile_options(ggml-cpu PRIVATE "$<$<COMPILE_LANGUAGE:C,CXX>:${added}>")
   endif()
   get_target_property(opts ggml-cpu COMPILE_OPTIONS)
   # what reaches ggml-cpu's sources: its instruction-set flags (-m*) in order
@@ -52,6 +57,9 @@ function(dyngraph_ggml_cpu_isa_rule)
       list(APPEND isa_flags "${o}")
     endif()
   endforeach()
+  if(added MATCHES "-include")
+    list(APPEND isa_flags ${added})
+  endif()
   set(DYNGRAPH_GGML_CPU_ISA_FLAGS "${isa_flags}" PARENT_SCOPE)
   message(STATUS "dyngraph: ggml-cpu instruction-set flags: ${isa_flags}")
 endfunction()
