@@ -58,3 +58,16 @@ def run(cp: dg.CompiledPartition, *arrays) -> list:
     outs = [dg.Tensor(lt, eng, np.empty(lt.shape, dtype=lt.dtype.numpy)) for lt in out_lts]
     cp.execute(dg.Stream(eng), ins, outs)
     return [t.get_data_handle() for t in outs]
+
+
+def ggml_has_q4_0_layout() -> bool:
+    """Whether ggml-cpu, as it was compiled, has an interleaved q4_0 layout for this CPU
+    (ggml-cpu/repack.cpp: AVX2, or NEON with i8mm or dot products)."""
+    has = dg._backend.build_info()["ggml_cpu_has"]
+    return has["avx2"] or (has["neon"] and (has["matmul_int8"] or has["dotprod"]))
+
+
+def ggml_repacks_q4_0() -> bool:
+    """Whether q4_0 weights go to ggml's repacked layout (its faster kernels): where it has one, unless
+    our AVX-512 VNNI kernels compute them, faster still (kernels/f32_matmul.h)."""
+    return ggml_has_q4_0_layout() and dg._backend.kernel_isa() != "avx512vnni"

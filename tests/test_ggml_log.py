@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from oputil import ggml_has_q4_0_layout
 from subproc import run_python
 
 CODE = """
@@ -28,6 +29,8 @@ def test_ggml_debug_messages_follow_the_threshold(level, shown, monkeypatch):
         monkeypatch.delenv("DYNGRAPH_GGML_LOG", raising=False)
     else:
         monkeypatch.setenv("DYNGRAPH_GGML_LOG", level)
+    if not ggml_has_q4_0_layout():
+        pytest.skip("ggml-cpu has no repacked q4_0 layout for this CPU: it would log nothing")
     p = run_python(CODE, env_vars={"DYNGRAPH_KERNEL_ISA": "avx2"})  # q4_0 repacked (not with our VNNI kernels)
     assert p.returncode == 0, p.stderr
     value, repacked = p.stdout.split()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-from oputil import compile_op, run
+from oputil import compile_op, ggml_has_q4_0_layout, ggml_repacks_q4_0, run
 from subproc import run_python
 
 # One value's rounding, relative to the largest magnitude of its 32-value block:
@@ -90,12 +90,6 @@ def test_unknown_weight_type_is_refused(engine):
                    engine=engine, weight_type="q3_k")
 
 
-def ggml_repacks_q4_0() -> bool:
-    """q4_0 weights go to ggml's repacked layout (ggml's faster kernels) unless
-    our AVX-512 VNNI kernels compute them, faster still (kernels/f32_matmul.h)."""
-    return dg._backend.kernel_isa() != "avx512vnni"
-
-
 def test_quantized_weights_are_repacked_for_the_faster_kernels(engine, rng):
     w = rng.standard_normal((64, 96), dtype=np.float32)
     spec = ([[dg.DYNAMIC_DIM, 64], [64, 96]],)
@@ -141,9 +135,9 @@ np.testing.assert_array_equal(run(loaded, a)[0], run(cp, a)[0])
 
 
 def test_a_repacked_partition_saves_its_quantized_weights(tmp_path):
-    # in a process running our AVX2 kernels, where q4_0 goes to ggml's repacked layout on any AVX2 CPU
-    if "avx2" not in open("/proc/cpuinfo").read():
-        pytest.skip("ggml repacks q4_0 for AVX2 CPUs")
+    # in a process running our AVX2 kernels (or below), where q4_0 goes to ggml's repacked layout
+    if not ggml_has_q4_0_layout():
+        pytest.skip("ggml-cpu has no repacked q4_0 layout for this CPU (AVX2, or NEON with i8mm or dot products)")
     here = os.path.dirname(os.path.abspath(__file__))
     code = f"TESTS, PATH = {here!r}, {str(tmp_path / 'p.dgir')!r}\n" + SAVE_REPACKED
     r = run_python(code, env_vars={"DYNGRAPH_KERNEL_ISA": "avx2"})
