@@ -11,6 +11,7 @@
 
 #include "dequantize.h"
 #include "f32_gemm.h"
+#include "f32_matvec.h"
 #include "isa.h"
 #include "kernels.h"
 #include "quant_gemm.h"
@@ -118,6 +119,8 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
             if (bias) fill_bias(M, n, bias + n0, C + n0, ldc);
             dequant_sgemm(x->type, M, n, K, A, lda, W, x->nb[1], C + n0, ldc, bias ? 1.0f : 0.0f);
             bias_added = true;
+        } else if (M == 1 && kernel_isa() >= Isa::avx512) {
+            f32_matvec_nt(n, K, A, reinterpret_cast<const float*>(W), ldb, C + n0);
         } else if (M <= kSmallGemmMaxRows) {
             small_gemm_nt(int(M), n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else if (M < kSgemmRows && kernel_isa() == Isa::avx2) {

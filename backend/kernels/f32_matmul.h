@@ -40,7 +40,7 @@ constexpr int64_t kF32GemmMaxRows = 64;
 
 // From this many rows on, f32 products go to f32_mul_mat; one row is a
 // matrix-vector product, where ggml's dot products do as well (on a Zen 3;
-// where the CPU has AVX-512, from one row on: mul_mat).
+// where the CPU has AVX-512, from one row on: f32_matvec.h).
 constexpr int64_t kF32KernelMinRows = 2;
 
 // From this many rows on, products with quantized weights are dequantized

@@ -154,8 +154,9 @@ QUANT_CHECK = textwrap.dedent("""
 """)
 
 
-# f32 products of 8+ rows (AVX-512: our tiled kernel up to 63 rows, else
-# OpenBLAS): row counts with every remainder of the 8-row tiles, K with and
+# f32 products of 1 to 70 rows (1-7: small_gemm, whose AVX-512 variant takes 16-float
+# vectors up to 6 rows and 8-float ones at 7; then on AVX-512 our tiled kernel up to 63
+# rows, else OpenBLAS): row counts with every remainder of the 8-row tiles, K with and
 # without a masked tail and in 1-3 blocks of up to 512, weight rows over
 # several 256 KiB chunks and every remainder of the 3-row tiles, 1-2 threads.
 F32_CHECK = textwrap.dedent("""
@@ -175,7 +176,7 @@ F32_CHECK = textwrap.dedent("""
             (p,) = g.get_partitions()
             W = rng.standard_normal((n, k)).astype(np.float32)
             cp = p.compile([x, w], [y], e, constants={1: W})
-            for m in (8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8):
+            for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8, 1, 7):
                 a = rng.standard_normal((m, k)).astype(np.float32)
                 (out,) = cp(a)
                 ref = a.astype(np.float64) @ W.T.astype(np.float64)
