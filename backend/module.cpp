@@ -382,6 +382,9 @@ PYBIND11_MODULE(_backend, m) {
         if (PyErr_WarnEx(PyExc_RuntimeWarning, w.c_str(), 1) != 0) throw py::error_already_set();
     }
 
+    m.def("openblas_core", &openblas_core,
+          "The core whose kernels this process's OpenBLAS runs (its sgemm's instruction set: Haswell is AVX2, "
+          "SkylakeX and Cooperlake AVX-512), as OpenBLAS picked it or OPENBLAS_CORETYPE named it.");
     m.def("openblas_core_problem", [](const char* core, std::optional<std::string> coretype) {
         return openblas_core_problem(core, coretype ? coretype->c_str() : nullptr);
     }, py::arg("core"), py::arg("coretype"), "Why an engine refuses OpenBLAS's core `core` (openblas_check.h), or ''.");

@@ -16,6 +16,8 @@ std::string openblas_core_problem(const char* core, const char* coretype) {
            "process starts, or import dyngraph before anything that loads scipy_openblas32";
 }
 
+std::string openblas_core() { return scipy_openblas_get_corename(); }
+
 void require_sound_openblas() {
     static const std::string problem = openblas_core_problem(scipy_openblas_get_corename(), std::getenv("OPENBLAS_CORETYPE"));
     if (!problem.empty()) fail<ExecutionError>(problem);

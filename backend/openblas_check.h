@@ -13,6 +13,10 @@ namespace dg {
 // not set), or "" if it may: a pure function of the two (tested from Python).
 std::string openblas_core_problem(const char* core, const char* coretype);
 
+// The core whose kernels this process's OpenBLAS runs, as OpenBLAS picked it or OPENBLAS_CORETYPE
+// named it ("Haswell": AVX2; "SkylakeX", "Cooperlake": AVX-512; "Zen" runs Haswell's kernels).
+std::string openblas_core();
+
 // Throws ExecutionError with that reason for this process's OpenBLAS (checked once).
 void require_sound_openblas();
 

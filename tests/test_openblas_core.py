@@ -66,11 +66,15 @@ def test_a_users_core_type_reaches_openblas():
     # a core every x86-64 or aarch64 OpenBLAS build has, named as the user would
     core = "Haswell" if os.uname().machine in ("x86_64", "AMD64") else "NEOVERSEN1"
     r = run_python("import dyngraph, dyngraph._loader as l, test_openblas_core as t; "
-                   "print(l.openblas_coretype, t._openblas() == '%s')" % core.lower(),
+                   "print(l.openblas_coretype, t._openblas() == '%s', dyngraph._backend.openblas_core())" % core.lower(),
                    env_vars={"OPENBLAS_CORETYPE": core,
                              "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["None", "True"]
+    assert r.stdout.split() == ["None", "True", core]  # (the name as OpenBLAS spells it: the report prints it)
+
+
+def test_the_backend_names_the_core_openblas_runs():
+    assert dg._backend.openblas_core().lower() == _openblas()
 
 
 def test_products_through_openblas_match_numpy(rng):

@@ -327,6 +327,13 @@ def torch_features() -> str:
             f"oneDNN {onednn.group(1) if onednn and torch.backends.mkldnn.is_available() else 'no'}")
 
 
+def openblas_core() -> str:
+    """OpenBLAS's core in this process (its sgemm's instruction set) and, where it was set,
+    OPENBLAS_CORETYPE: a machine that sets it (to Haswell, say) runs AVX2 kernels on an AVX-512 CPU."""
+    chosen = os.environ.get("OPENBLAS_CORETYPE")
+    return dg._backend.openblas_core() + (f" (OPENBLAS_CORETYPE={chosen})" if chosen else "")
+
+
 def features_line(have_torch: bool = False) -> str:
     """Which CPU features each side computes with: dyngraph's ggml, its own kernels, PyTorch's
     kernels and libraries, each llama-bench's ggml."""
@@ -335,7 +342,7 @@ def features_line(have_torch: bool = False) -> str:
     ext_dir = os.path.dirname(os.path.realpath(dg._backend.__file__))
     ours = sorted(glob.glob(os.path.join(ext_dir, "libggml-cpu.so*")))
     parts = [f"dyngraph: ggml {ggml_cpu_features(ours[0]) if ours else '?'}, "
-             f"own kernels {dg._backend.kernel_isa()}"]
+             f"own kernels {dg._backend.kernel_isa()}, OpenBLAS {openblas_core()}"]
     if have_torch:
         parts.append(torch_features())
     if llama_cpp_set_up():
