@@ -15,7 +15,7 @@ import pytest
 
 import dyngraph as dg
 from dyngraph import _backend
-from capi_util import STATUS_OF, load_check
+from capi_util import STATUS_OF, load_check, save_kv_partition
 from irtools import ExprOp, append_nodes, body_of, node, pack, seal, unpack
 from subproc import run_python
 
@@ -29,22 +29,10 @@ def env_with_the_tests_dir() -> dict:
 
 @pytest.fixture(scope="module")
 def kv_body(tmp_path_factory):
-    """A saved partition with a STATE tensor (a KV-cache write) and a constant: out = (cache after write) @ w."""
-    s = dg.Dim("s", max=8)
-    cache = dg.LogicalTensor(0, dg.f32, [8, 4], property=dg.STATE, name="cache")
-    new = dg.LogicalTensor(1, dg.f32, [s, 4], name="new")
-    pos = dg.LogicalTensor(2, dg.i64, [s], name="pos")
-    w = dg.LogicalTensor(3, dg.f32, [4, 2], property=dg.CONSTANT, name="w")
-    written, out = dg.LogicalTensor(4, dg.f32, name="written"), dg.LogicalTensor(5, dg.f32, name="out")
-    g = dg.Graph()
-    g.add_op(dg.Op(0, dg.OpKind.ScatterRows, [cache, pos, new], [written]))
-    g.add_op(dg.Op(1, dg.OpKind.MatMul, [written, w], [out]))
-    g.finalize()
-    (p,) = g.get_partitions()
-    cp = p.compile([new, pos, cache, w], [out], dg.Engine(num_threads=1),
-                   constants={3: np.ones((4, 2), np.float32)})
+    """A saved partition with a STATE tensor (a KV-cache write) and a constant: out = (cache after write) @ w
+    (capi_util.save_kv_partition), as its unsealed body."""
     path = tmp_path_factory.mktemp("kv") / "kv.dg"
-    cp.save(path)
+    save_kv_partition(path)
     return body_of(path.read_bytes())
 
 
