@@ -97,6 +97,9 @@ void transform_weights(ggml_tensor* dst, int ith, int nth, void* ud) {
 // 2 th .. +1, 2 tw .. +1 (those inside dst). A task is a block of tile rows counted over the whole batch
 // (row r: image r / TH, tile row r % TH), so small images still give long products.
 
+// Output channels of a share (below): a multiple of this.
+constexpr int64_t kChannelAlign = 16;
+
 struct Tiles {
     int64_t TH, TW;  // tile rows and columns of an image
     int64_t blocks;  // tasks per group: block b is tile rows [R b / blocks, R (b + 1) / blocks) of R = N TH
@@ -320,6 +323,14 @@ void output_nxc(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, 
     }
 }
 
+// How many shares of a group's output channels the threads split its products into: nth where the
+// batch has fewer than kMinTiles tiles (a share of the tile rows would be a product of a few columns
+// that reads all of U, once per thread: ResNet-50's 7 x 7 x 512 layers at batch 1 took 2.04 ms on one
+// thread and 1.71 on two) and each share keeps at least 2 kChannelAlign channels; else 1.
+int64_t winograd_channel_parts(int64_t tiles, int64_t Og, int nth) {
+    return nth > 1 && tiles < kMinTiles && Og >= 2 * kChannelAlign * nth ? nth : 1;
+}
+
 void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const ConvShape& s = *static_cast<const ConvShape*>(ud);
     const auto* x = static_cast<const float*>(dst->src[0]->data);
@@ -329,31 +340,42 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const int64_t G = s.groups, Ig = s.C / G, Og = s.O / G;
     const bool oix = s.channels_first_weights;  // U[xi][Og][Ig], else U[xi][Ig][Og]
     const Tiles t = plan(s, nth);
-    const int64_t R = s.N * t.TH, blocks = t.blocks, tb_max = t.rows * t.TW;
+    const int64_t R = s.N * t.TH;
+    // few tiles (a small image at a small batch): the threads share the output channels instead, each
+    // with every tile, so the transformed weights are read once rather than once per thread
+    const int64_t parts = winograd_channel_parts(R * t.TW, Og, nth);
+    const int64_t blocks = parts > 1 ? 1 : t.blocks, tb_max = (parts > 1 ? R : t.rows) * t.TW;
+    const int64_t per_part = (Og / parts + kChannelAlign - 1) / kChannelAlign * kChannelAlign;
     thread_local std::vector<float> vbuf, mbuf;
     if (vbuf.size() < size_t(kXi * Ig * tb_max)) vbuf.resize(size_t(kXi * Ig * tb_max));
     if (mbuf.size() < size_t(kXi * Og * tb_max)) mbuf.resize(size_t(kXi * Og * tb_max));
     float *V = vbuf.data(), *M = mbuf.data();
     sgemm_in_ggml_threads();
-    const auto [t0, t1] = thread_share(G * blocks, ith, nth);
+    const auto [t0, t1] = thread_share(G * blocks * parts, ith, nth);
     for (int64_t task = t0; task < t1; ++task) {
-        const int64_t g = task / blocks, b = task % blocks, r0 = R * b / blocks, r1 = R * (b + 1) / blocks;
+        const int64_t g = task / (blocks * parts), b = task / parts % blocks, part = task % parts;
+        const int64_t r0 = R * b / blocks, r1 = R * (b + 1) / blocks;
+        // output channels [c0, c0 + oc) of the group
+        const int64_t c0 = parts > 1 ? std::min(Og, part * per_part) : 0;
+        const int64_t oc = parts > 1 ? std::min(Og, c0 + per_part) - c0 : Og;
+        if (oc <= 0) continue;
         const int tb = int((r1 - r0) * t.TW);
         const float* Ug = U + g * kXi * Og * Ig;
+        // U_xi's rows (OIX: [Og][Ig]) or columns (XIO: [Ig][Og]) of those channels
+        auto u = [&](int xi) { return Ug + xi * Og * Ig + (oix ? c0 * Ig : c0); };
         if (!s.nxc) {
             input_ncx(x, s, t, r0, r1, g * Ig, Ig, V);
-            for (int xi = 0; xi < kXi; ++xi)  // M_xi[Og, tb] = U_xi[Og, Ig] . V_xi[Ig, tb]
-                scipy_cblas_sgemm(CblasRowMajor, oix ? CblasNoTrans : CblasTrans, CblasNoTrans, int(Og), tb, int(Ig),
-                                  1.0f, Ug + xi * Og * Ig, oix ? int(Ig) : int(Og), V + xi * Ig * tb, tb, 0.0f,
-                                  M + xi * Og * tb, tb);
-            output_ncx(M, s, t, r0, r1, g * Og, Og, e, y);
+            for (int xi = 0; xi < kXi; ++xi)  // M_xi[oc, tb] = U_xi[oc, Ig] . V_xi[Ig, tb]
+                scipy_cblas_sgemm(CblasRowMajor, oix ? CblasNoTrans : CblasTrans, CblasNoTrans, int(oc), tb, int(Ig),
+                                  1.0f, u(xi), oix ? int(Ig) : int(Og), V + xi * Ig * tb, tb, 0.0f, M + xi * oc * tb, tb);
+            output_ncx(M, s, t, r0, r1, g * Og + c0, oc, e, y);
         } else {
             input_nxc(x, s, t, r0, r1, g * Ig, Ig, V);
-            for (int xi = 0; xi < kXi; ++xi)  // M_xi[tb, Og] = V_xi[tb, Ig] . U_xi^T[Ig, Og]
-                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, oix ? CblasTrans : CblasNoTrans, tb, int(Og), int(Ig),
-                                  1.0f, V + xi * tb * Ig, int(Ig), Ug + xi * Ig * Og, oix ? int(Ig) : int(Og), 0.0f,
-                                  M + xi * tb * Og, int(Og));
-            output_nxc(M, s, t, r0, r1, g * Og, Og, e, y);
+            for (int xi = 0; xi < kXi; ++xi)  // M_xi[tb, oc] = V_xi[tb, Ig] . U_xi^T[Ig, oc]
+                scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, oix ? CblasTrans : CblasNoTrans, tb, int(oc), int(Ig),
+                                  1.0f, V + xi * tb * Ig, int(Ig), u(xi), oix ? int(Ig) : int(Og), 0.0f,
+                                  M + xi * tb * oc, int(oc));
+            output_nxc(M, s, t, r0, r1, g * Og + c0, oc, e, y);
         }
     }
 }
