@@ -16,6 +16,8 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 py="${PYTHON:-python3}"
+# an absolute path (the cells run from /tmp) that keeps a venv's own, symlinked, interpreter
+case "$py" in */*) py="$(cd "$(dirname "$py")" && pwd)/$(basename "$py")" ;; *) py="$(command -v "$py")" ;; esac
 jobs="${JOBS:-$(nproc)}"
 builds="${BUILDS:-v3 native}"
 tests=("$@")
@@ -59,6 +61,7 @@ if {"avx2", "fma", "f16c"} <= flags:
 print(" ".join(out))
 PY
 )}"
+[ -n "$levels" ] || { echo "no kernel levels found (is $py a working interpreter?)" >&2; exit 2; }
 
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
 echo "x86 extensions: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|amx|f16c|fma|bmi2)' | sort | xargs)"
