@@ -345,7 +345,7 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     // with every tile, so the transformed weights are read once rather than once per thread
     const int64_t parts = winograd_channel_parts(R * t.TW, Og, nth);
     const int64_t blocks = parts > 1 ? 1 : t.blocks, tb_max = (parts > 1 ? R : t.rows) * t.TW;
-    const int64_t per_part = (Og / parts + kChannelAlign - 1) / kChannelAlign * kChannelAlign;
+    const int64_t per_part = ((Og + parts - 1) / parts + kChannelAlign - 1) / kChannelAlign * kChannelAlign;
     thread_local std::vector<float> vbuf, mbuf;
     if (vbuf.size() < size_t(kXi * Ig * tb_max)) vbuf.resize(size_t(kXi * Ig * tb_max));
     if (mbuf.size() < size_t(kXi * Og * tb_max)) mbuf.resize(size_t(kXi * Og * tb_max));

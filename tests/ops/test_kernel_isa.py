@@ -154,9 +154,9 @@ QUANT_CHECK = textwrap.dedent("""
 """)
 
 
-# f32 products of 1 to 70 rows (1-7: small_gemm, whose AVX-512 variant takes 16-float
-# vectors up to 6 rows and 8-float ones at 7; then on AVX-512 our tiled kernel up to 63
-# rows, else OpenBLAS): row counts with every remainder of the 8-row tiles, K with and
+# f32 products of 1 to 70 rows (on AVX-512: 1 row f32_matvec, 2-7 small_gemm, then our
+# tiled kernel up to 63 rows; below it ggml at 1 row, small_gemm, OpenBLAS): row counts
+# with every remainder of the 8-row tiles, K with and
 # without a masked tail and in 1-3 blocks of up to 512, weight rows over
 # several 256 KiB chunks and every remainder of the 3-row tiles, 1-2 threads.
 F32_CHECK = textwrap.dedent("""

@@ -125,12 +125,14 @@ def test_winograd_on_several_threads(threads, rng):
 
 @pytest.mark.parametrize("threads", [2, 3, 5])
 @pytest.mark.parametrize("fmt,wfmt,groups,C,O", [("NCX", "OIX", 1, 32, 176), ("NXC", "XIO", 1, 32, 176),
-                                                 ("NCX", "XIO", 2, 32, 200), ("NXC", "OIX", 2, 32, 200)])
+                                                 ("NCX", "XIO", 2, 32, 200), ("NXC", "OIX", 2, 32, 200),
+                                                 ("NCX", "OIX", 1, 16, 65), ("NXC", "XIO", 1, 16, 97)])
 def test_few_tiles_share_the_output_channels_among_the_threads(threads, fmt, wfmt, groups, C, O, rng):
     """Under 128 tiles over the batch (a 7 x 7 image at batch 1: 16), the threads take shares of each
     group's output channels (multiples of 16, the last one short: 176 over 3 threads is 64 + 64 + 48,
-    100 per group over 2 is 64 + 36) with every tile each, instead of shares of the tile rows; where a
-    share would have fewer than 32 channels, the tile rows again. Each result within the bound."""
+    100 per group over 2 is 64 + 36, 65 over 2 is 48 + 17) with every tile each, instead of shares of the
+    tile rows; where a share would have fewer than 32 channels, the tile rows again. Each result within
+    the bound, every channel computed."""
     cp, w, b = compile_conv(fmt, wfmt, C, O, groups, [1, 1], [1, 1], rng, engine=dg.Engine(num_threads=threads))
     for n, h, wd in [(1, 7, 7), (2, 5, 9), (1, 14, 14), (1, 16, 16)]:  # 16, 15, 49, 64 tiles
         x = rng.standard_normal(shape_of(fmt, n, C, h, wd)).astype(np.float32)
