@@ -326,9 +326,13 @@ void output_nxc(const float* M, const ConvShape& s, const Tiles& t, int64_t r0, 
 // How many shares of a group's output channels the threads split its products into: nth where the
 // batch has fewer than kMinTiles tiles (a share of the tile rows would be a product of a few columns
 // that reads all of U, once per thread: ResNet-50's 7 x 7 x 512 layers at batch 1 took 2.04 ms on one
-// thread and 1.71 on two) and each share keeps at least 2 kChannelAlign channels; else 1.
-int64_t winograd_channel_parts(int64_t tiles, int64_t Og, int nth) {
-    return nth > 1 && tiles < kMinTiles && Og >= 2 * kChannelAlign * nth ? nth : 1;
+// thread and 1.71 on two), each share keeps at least 2 kChannelAlign channels, and a task's buffers
+// (every tile, all Ig or Og channels) stay within kWinogradMaxRowBytes, as plan()'s do; else 1.
+int64_t winograd_channel_parts(int64_t tiles, int64_t Ig, int64_t Og, int nth) {
+    const int64_t per_tile = kXi * int64_t(sizeof(float)) * std::max(Ig, Og);
+    return nth > 1 && tiles < kMinTiles && Og >= 2 * kChannelAlign * nth && tiles * per_tile <= kWinogradMaxRowBytes
+               ? nth
+               : 1;
 }
 
 void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
@@ -343,7 +347,7 @@ void winograd_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const int64_t R = s.N * t.TH;
     // few tiles (a small image at a small batch): the threads share the output channels instead, each
     // with every tile, so the transformed weights are read once rather than once per thread
-    const int64_t parts = winograd_channel_parts(R * t.TW, Og, nth);
+    const int64_t parts = winograd_channel_parts(R * t.TW, Ig, Og, nth);
     const int64_t blocks = parts > 1 ? 1 : t.blocks, tb_max = (parts > 1 ? R : t.rows) * t.TW;
     const int64_t per_part = ((Og + parts - 1) / parts + kChannelAlign - 1) / kChannelAlign * kChannelAlign;
     thread_local std::vector<float> vbuf, mbuf;
