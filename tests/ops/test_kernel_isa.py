@@ -188,6 +188,11 @@ F32_CHECK = textwrap.dedent("""
             (out,) = cp(a)
             assert np.isnan(out[2]).all() and not np.isfinite(out[5]).any(), (threads, k, n)
             assert np.isfinite(np.delete(out, [2, 5], axis=0)).all(), (threads, k, n)
+            for at in (k // 3, k - 1):  # one row (AVX-512: f32_matvec), in its main loop and in its tail
+                a = rng.standard_normal((1, k)).astype(np.float32)
+                a[0, at] = np.inf
+                (out,) = cp(a)
+                assert not np.isfinite(out).any(), (threads, k, n, at)
     print(dg._backend.kernel_isa())
 """)
 
