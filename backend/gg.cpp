@@ -355,8 +355,8 @@ ggml_tensor* set_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_te
     return ggml_set_rows(ctx, a, b, c);
 }
 
-ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, int n_dims, int mode, float freq_base,
-                      float freq_scale) {
+ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_tensor* freq_factors, int n_dims, int mode,
+                      float freq_base, float freq_scale, float attn_factor) {
     const char* fn = "ggml_rope_ext";
     need_room(ctx);
     need_types(fn, "x", a, {GGML_TYPE_F32, GGML_TYPE_F16});
@@ -366,10 +366,15 @@ ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, int n_d
         violated(fn, cat("positions ", describe(b), " must be a vector of ", a->ne[2]));
     if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a->ne[0]) violated(fn, cat("n_dims ", n_dims, " must be even and in (0, ", a->ne[0], "]"));
     if (mode & 1) violated(fn, "mode bit 0 is not supported");
-    if (!std::isfinite(freq_base) || !(freq_base > 0) || !std::isfinite(freq_scale))
-        violated(fn, "freq_base must be positive and freq_scale finite");
-    return ggml_rope_ext(ctx, a, b, nullptr, n_dims, mode, /*n_ctx_orig=*/0, freq_base, freq_scale, /*ext_factor=*/0.0f,
-                         /*attn_factor=*/1.0f, /*beta_fast=*/32.0f, /*beta_slow=*/1.0f);
+    if (!std::isfinite(freq_base) || !(freq_base > 0) || !std::isfinite(freq_scale) || !std::isfinite(attn_factor))
+        violated(fn, "freq_base must be positive, freq_scale and attn_factor finite");
+    if (freq_factors) {
+        need_types(fn, "the frequency factors", freq_factors, {GGML_TYPE_F32});
+        if (!ggml_is_vector(freq_factors) || !ggml_is_contiguous(freq_factors) || freq_factors->ne[0] < n_dims / 2)
+            violated(fn, cat("frequency factors ", describe(freq_factors), " must be a contiguous vector of at least ", n_dims / 2));
+    }
+    return ggml_rope_ext(ctx, a, b, freq_factors, n_dims, mode, /*n_ctx_orig=*/0, freq_base, freq_scale, /*ext_factor=*/0.0f,
+                         attn_factor, /*beta_fast=*/32.0f, /*beta_slow=*/1.0f);
 }
 
 ggml_tensor* flash_attn_ext(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,

@@ -131,9 +131,11 @@ ggml_tensor* get_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 ggml_tensor* set_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_tensor* c);
 
 // Rotary embedding: a F32 or F16, dense rows; b an I32 vector of a->ne[2]
-// positions; n_dims even, in (0, a->ne[0]]; mode without bit 0.
-ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, int n_dims, int mode, float freq_base,
-                      float freq_scale);
+// positions; n_dims even, in (0, a->ne[0]]; mode without bit 0; freq_factors
+// null or a contiguous F32 vector of at least n_dims/2; freq_base positive,
+// freq_scale and attn_factor finite. YaRN off.
+ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_tensor* freq_factors, int n_dims, int mode,
+                      float freq_base, float freq_scale, float attn_factor);
 
 // Flash attention: q, k, v F32 with dense rows; k->ne[0] == q->ne[0];
 // q->ne[2] % k->ne[2] == 0; k and v have one head count and length;

@@ -107,6 +107,9 @@ struct BuildEnv {
         size_t input;  // the builder passes this input of the op on as its output
     };
     std::vector<Absorbed> absorbed;
+    // RoPE: per-batch positions [S, B] flattened into one vector, made once per positions tensor (on a
+    // device each view of an input in host memory is an input of its own to the scheduler's split)
+    PtrMap<ggml_tensor*> flat_positions;
 };
 
 // Thrown by a lowering (or the builder's check of what it made) when the op

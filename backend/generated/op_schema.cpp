@@ -114,9 +114,9 @@ const DTypeClass kReduceMaxOut[] = {DTypeClass::Any};
 const DTypeClass kGatherIn[] = {DTypeClass::Any, DTypeClass::Int};
 const DTypeClass kGatherOut[] = {DTypeClass::Any};
 const char* const kGatherNames[] = {"table", "indices"};
-const DTypeClass kRoPEIn[] = {DTypeClass::Float, DTypeClass::Int};
+const DTypeClass kRoPEIn[] = {DTypeClass::Float, DTypeClass::Int, DTypeClass::Float};
 const DTypeClass kRoPEOut[] = {DTypeClass::Any};
-const char* const kRoPENames[] = {"x", "positions"};
+const char* const kRoPENames[] = {"x", "positions", "freq_factors"};
 const DTypeClass kScaledDotProductAttentionIn[] = {DTypeClass::Float, DTypeClass::Float, DTypeClass::Float, DTypeClass::FloatOrBool};
 const DTypeClass kScaledDotProductAttentionOut[] = {DTypeClass::Any};
 const char* const kScaledDotProductAttentionNames[] = {"q", "k", "v", "mask"};
@@ -295,7 +295,7 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"ReduceMean", true, 1, 1, 1, 1, kReduceMeanIn, 1, kReduceMeanOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
     {"ReduceMax", true, 1, 1, 1, 1, kReduceMaxIn, 1, kReduceMaxOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Lowering},
     {"Gather", true, 2, 2, 1, 1, kGatherIn, 2, kGatherOut, 1, -1, 1u, 0u, kGatherNames, 2, 0x0u, 0, HighRank::No},
-    {"RoPE", true, 2, 2, 1, 1, kRoPEIn, 2, kRoPEOut, 1, -1, 0u, 0u, kRoPENames, 2, 0x0u, 0, HighRank::No},
+    {"RoPE", true, 2, 3, 1, 1, kRoPEIn, 3, kRoPEOut, 1, -1, 0u, 0u, kRoPENames, 3, 0x0u, 0, HighRank::No},
     {"ScaledDotProductAttention", true, 3, 4, 1, 1, kScaledDotProductAttentionIn, 4, kScaledDotProductAttentionOut, 1, -1, 0u, 0u, kScaledDotProductAttentionNames, 4, 0x7u, 0, HighRank::No},
     {"GenIndex", true, 1, 1, 1, 1, kGenIndexIn, 1, kGenIndexOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::Lowering},
     {"Arange", true, 0, 0, 1, 1, kArangeIn, 1, kArangeOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, -1, HighRank::No},
@@ -500,6 +500,8 @@ RoPEAttrs read_RoPEAttrs(AttrReader& r) {
     r.check_finite("scale", a.scale);
     a.rotary_dims = r.read_int("rotary_dims");
     r.check_min("rotary_dims", a.rotary_dims, 0);
+    a.attention_factor = r.read_float("attention_factor");
+    r.check_finite("attention_factor", a.attention_factor);
     r.finish();
     return a;
 }

@@ -120,6 +120,7 @@ struct RoPEAttrs {
     double base{};
     double scale{};
     int64_t rotary_dims{};
+    double attention_factor{};
 };
 
 struct ScaledDotProductAttentionAttrs {

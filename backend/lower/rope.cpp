@@ -5,13 +5,13 @@
 // [S, B]) are used by merging S and B: x becomes ne [D, H, S*B], whose ne2
 // index s + S*b is the flat index of positions[b, s].
 //
-// ggml's angle for pair i < n/2 is p * freq_scale * base^(-2i/n) (YaRN off:
-// ext_factor 0, attn_factor 1), which is the op's definition with
-// freq_scale = scale.
+// ggml's angle for pair i < n/2 is p * freq_scale * base^(-2i/n) / ff[i]
+// with its cos and sin times attn_factor (YaRN off: ext_factor 0), which is
+// the op's definition with freq_scale = scale, ff = freq_factors and
+// attn_factor = attention_factor.
 #include <string>
 
 #include "../generated/dyngraph_ir_generated.h"
-#include "../gg.h"
 #include "../gg.h"
 #include "families.h"
 
@@ -32,24 +32,36 @@ void lower_rope(LowerCtx& c) {
     if (n <= 0 || n % 2 != 0 || n > d) c.unsupported("rotary_dims must be even and at most the head size");
     if (pos->type != GGML_TYPE_I32) c.unsupported("positions must be integers");
     const bool per_batch = c.in_shape(1).rank == 2;
+    // (with B = 1, positions [1, S] are ne [S, 1]: already the vector ggml wants)
+    const bool merge = per_batch && b > 1;
     if (per_batch) {
         if (pos->ne[0] != s || pos->ne[1] != b) c.unsupported("positions [B, S] do not match x");
-        pos = gg::reshape_1d(c.ctx, pos, s * b);
-        x = gg::reshape_3d(c.ctx, x, d, h, s * b);
+        if (merge) {
+            ggml_tensor*& flat = c.env.flat_positions[pos];
+            if (!flat) flat = gg::reshape_1d(c.ctx, pos, s * b);
+            pos = flat;
+            x = gg::reshape_3d(c.ctx, x, d, h, s * b);
+        }
     } else if (pos->ne[0] != s || pos->ne[1] != 1) {
         c.unsupported("positions [S] do not match x");
     }
     const int mode = a.mode == ops::RoPEAttrs::Mode::neox ? GGML_ROPE_TYPE_NEOX : GGML_ROPE_TYPE_NORMAL;
     const float base = float(a.base);
     const float scale = float(a.scale);
-    ggml_tensor* r = gg::rope_ext(c.ctx, x, pos, int(n), mode, base, scale);  // YaRN off
-    if (per_batch) r = gg::reshape_4d(c.ctx, r, d, h, s, b);
+    ggml_tensor* ff = nullptr;
+    if (c.in.size() > 2) {
+        ff = c.cont(c.in[2]);
+        if (ff->type != GGML_TYPE_F32) ff = gg::cast(c.ctx, ff, GGML_TYPE_F32);
+        if (ff->ne[0] != n / 2 || ff->ne[1] * ff->ne[2] * ff->ne[3] != 1) c.unsupported("freq_factors must have n/2 values");
+    }
+    ggml_tensor* r = gg::rope_ext(c.ctx, x, pos, ff, int(n), mode, base, scale, float(a.attention_factor));
+    if (merge) r = gg::reshape_4d(c.ctx, r, d, h, s, b);
     c.out = {c.cast(r, out_type)};
 }
 
 }  // namespace
 
-// cont x, pos; cast; reshape pos, x; rope; reshape back; cast back.
+// cont x, pos, freq_factors; cast; reshape pos, x; rope; reshape back; cast back.
 void register_rope(LoweringTable& t) { t.add(uint16_t(dyngraph::fb::OpKind::RoPE), lower_rope); }
 
 }  // namespace dg

@@ -210,15 +210,20 @@ int main() {
     expect_ok("set_rows", [&] { gg::set_rows(ctx, T(F32, 4, 10, 2), T(F32, 4, 2, 2), T(I32, 2)); });
 
     // rope_ext
-    expect_violation("rope: I32 x", [&] { gg::rope_ext(ctx, T(I32, 8, 2, 3), T(I32, 3), 8, 0, 1e4f, 1.0f); });
-    expect_violation("rope: I64-like positions (F32)", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(F32, 3), 8, 0, 1e4f, 1.0f); });
-    expect_violation("rope: position count", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 4), 8, 0, 1e4f, 1.0f); });
-    expect_violation("rope: odd n_dims", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), 7, 0, 1e4f, 1.0f); });
-    expect_violation("rope: n_dims above ne0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), 10, 0, 1e4f, 1.0f); });
-    expect_violation("rope: mode bit 0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), 8, 1, 1e4f, 1.0f); });
-    expect_violation("rope: base 0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), 8, 0, 0.0f, 1.0f); });
-    expect_violation("rope: NaN scale", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), 8, 0, 1e4f, NAN); });
-    expect_ok("rope", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), 4, 2, 1e4f, 1.0f); });
+    expect_violation("rope: I32 x", [&] { gg::rope_ext(ctx, T(I32, 8, 2, 3), T(I32, 3), nullptr, 8, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: I64-like positions (F32)", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(F32, 3), nullptr, 8, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: position count", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 4), nullptr, 8, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: odd n_dims", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 7, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: n_dims above ne0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 10, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: mode bit 0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 1, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: base 0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 0, 0.0f, 1.0f, 1.0f); });
+    expect_violation("rope: NaN scale", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 0, 1e4f, NAN, 1.0f); });
+    expect_violation("rope: infinite attn_factor", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 0, 1e4f, 1.0f, INFINITY); });
+    expect_violation("rope: F16 factors", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F16, 4), 8, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: too few factors", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F32, 3), 8, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: factors a matrix", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F32, 4, 2), 8, 0, 1e4f, 1.0f, 1.0f); });
+    expect_ok("rope with factors", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F32, 4), 8, 2, 1.0f, 1.0f, 0.5f); });
+    expect_ok("rope", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 4, 2, 1e4f, 1.0f, 1.0f); });
 
     // flash_attn_ext: q [D, Sq, Hq, B], k/v [D, Skv, Hkv, B]
     expect_violation("flash: F16 q", [&] { gg::flash_attn_ext(ctx, T(F16, 8, 2, 4), T(F32, 8, 5, 2), T(F32, 8, 5, 2), nullptr, 1.0f); });

@@ -21,16 +21,18 @@ F16_U = 2.0**-11  # unit roundoff of f16
 BF16_U = 2.0**-8  # unit roundoff of bf16
 
 
-def reference(x, pos, mode="normal", base=10000.0, scale=1.0, rotary_dims=0):
-    """The op's definition: for each i < n/2, theta_i = pos * scale * base^(-2i/n) rotates the pair
-    (2i, 2i+1) (normal) or (i, i + n/2) (neox); features from n on pass through.
-    x is [..., S, H, D], pos [S] or [B, S]."""
+def reference(x, pos, mode="normal", base=10000.0, scale=1.0, rotary_dims=0, freq_factors=None, attention_factor=1.0):
+    """The op's definition: for each i < n/2, theta_i = pos * scale * base^(-2i/n) / freq_factors[i]
+    rotates the pair (2i, 2i+1) (normal) or (i, i + n/2) (neox), cos and sin times
+    attention_factor; features from n on pass through. x is [..., S, H, D], pos [S] or [B, S]."""
     x = np.asarray(x, np.float64)
     d = x.shape[-1]
     n = rotary_dims or d
     i = np.arange(n // 2)
-    theta = np.asarray(pos, np.float64)[..., None] * scale * base ** (-2.0 * i / n)  # [.., S, n/2]
-    cos, sin = np.cos(theta)[..., None, :], np.sin(theta)[..., None, :]  # broadcast over heads
+    ff = np.ones(n // 2) if freq_factors is None else np.asarray(freq_factors, np.float64)
+    theta = np.asarray(pos, np.float64)[..., None] * scale * base ** (-2.0 * i / n) / ff  # [.., S, n/2]
+    cos = attention_factor * np.cos(theta)[..., None, :]  # broadcast over heads
+    sin = attention_factor * np.sin(theta)[..., None, :]
     a_idx, b_idx = (2 * i, 2 * i + 1) if mode == "normal" else (i, i + n // 2)
     a, b = x[..., a_idx], x[..., b_idx]
     out = x.copy()
@@ -141,6 +143,52 @@ def test_normal_is_gptj_rotate_every_two(rng):
     np.testing.assert_allclose(out, want, rtol=0, atol=tolerance(x, pos))
 
 
+# -- frequency factors and the attention factor ----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode,rotary_dims", [("neox", 0), ("normal", 0), ("neox", 8)])
+def test_freq_factors_divide_the_frequencies(rng, mode, rotary_dims):
+    """Llama 3's scaled RoPE: factors of 1 at high frequencies, up to 8 at low ones."""
+    n = rotary_dims or 32
+    ff = np.linspace(1.0, 8.0, n // 2).astype(np.float32)
+    b, s = dg.Dim("b"), dg.Dim("s")
+    attrs = {"mode": mode, "rotary_dims": rotary_dims, "base": 500000.0}
+    cp = compile_op(ROPE, [[b, s, 4, 32], [s], [n // 2]], [dg.f32, dg.i64, dg.f32], attrs=attrs, constants={2: ff})
+    for B, S, first in ((1, 1, 0), (2, 7, 3), (1, 16, 900)):
+        x = randn(rng, (B, S, 4, 32))
+        pos = np.arange(first, first + S)
+        (out,) = run(cp, x, pos)
+        check(out, x, pos, freq_factors=ff, **attrs)
+        if rotary_dims:
+            np.testing.assert_array_equal(out[..., rotary_dims:], x[..., rotary_dims:])
+
+
+def test_inverse_frequency_table_and_attention_factor(rng):
+    """base 1 with freq_factors = 1 / inv_freq is any table of inverse frequencies (a Hugging Face
+    model's inv_freq, YaRN's included), and attention_factor scales cos and sin."""
+    inv_freq = (1.0 / (10000.0 ** (np.arange(0, 16, 2) / 16)) / np.linspace(1, 4, 8)).astype(np.float32)
+    ff = (1.0 / inv_freq.astype(np.float64)).astype(np.float32)
+    attrs = {"mode": "neox", "base": 1.0, "attention_factor": 1.25}
+    s = dg.Dim("s")
+    # factors as a graph input, varying between calls, not only as a constant
+    cp = compile_op(ROPE, [[s, 2, 16], [s], [8]], [dg.f32, dg.i32, dg.f32], attrs=attrs)
+    for S, first in ((1, 0), (5, 17), (12, 300)):
+        x = randn(rng, (S, 2, 16))
+        pos = np.arange(first, first + S, dtype=np.int32)
+        (out,) = run(cp, x, pos, ff)
+        angle = float(pos.max()) * float(inv_freq.max())
+        np.testing.assert_allclose(out, reference(x, pos, freq_factors=ff, **attrs), rtol=0,
+                                   atol=1.25 * F32_EPS * (8 + angle) * float(np.abs(x).max()))
+        (twice,) = run(cp, x, pos, ff / 2)
+        check(twice, x, pos, freq_factors=ff / 2, **attrs)
+    # Hugging Face's emb = cat(freqs, freqs), x * cos + rotate_half(x) * sin, both times the factor
+    x, pos = randn(rng, (6, 2, 16)), np.arange(6, dtype=np.int32)
+    emb = np.concatenate([np.outer(pos, inv_freq.astype(np.float64))] * 2, axis=-1)[:, None, :]
+    want = 1.25 * (x * np.cos(emb) + np.concatenate([-x[..., 8:], x[..., :8]], axis=-1) * np.sin(emb))
+    (out,) = run(cp, x, pos, ff)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-5)
+
+
 def _to_bf16(x):
     """f32 -> bf16 bits (round to nearest even), as the array dg.bf16 uses."""
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
@@ -217,6 +265,30 @@ def test_shape_errors_at_finalize(shapes, attrs, match):
         finalize(shapes, **attrs)
 
 
+@pytest.mark.parametrize(
+    "shapes,attrs,match",
+    [
+        ([[1, 3, 2, 8], [3], [3]], {}, "freq_factors"),
+        ([[1, 3, 2, 8], [3], [8]], {}, "freq_factors"),
+        ([[1, 3, 2, 8], [3], [2]], {"rotary_dims": 8}, "freq_factors"),
+        ([[1, 3, 2, 8], [3], [2, 2]], {}, "freq_factors must have shape"),
+    ],
+)
+def test_freq_factor_shape_errors_at_finalize(shapes, attrs, match):
+    with pytest.raises(dg.ShapeError, match=match):
+        finalize(shapes, (dg.f32, dg.i32, dg.f32), **attrs)
+
+
+def test_freq_factors_must_be_float():
+    with pytest.raises(dg.DTypeError, match="freq_factors"):
+        finalize([[1, 3, 2, 8], [3], [4]], (dg.f32, dg.i32, dg.i32))
+
+
+def test_an_infinite_attention_factor_is_an_attribute_error():
+    with pytest.raises(dg.GraphError, match="attention_factor"):
+        finalize([[1, 3, 2, 8], [3]], attention_factor=float("inf"))
+
+
 def test_negative_rotary_dims_is_an_attribute_error():
     with pytest.raises(dg.GraphError, match="'rotary_dims' must be >= 0"):
         finalize([[1, 3, 2, 8], [3]], rotary_dims=-2)
@@ -258,3 +330,16 @@ def test_positions_length_checked_at_execution(rng):
     cp = compile_op(ROPE, [[dg.DYNAMIC_DIM, 2, 8], [dg.DYNAMIC_DIM]], [dg.f32, dg.i32])
     with pytest.raises(dg.ShapeError, match="positions"):
         run(cp, randn(rng, (4, 2, 8)), np.arange(5, dtype=np.int32))
+
+
+def test_json_cases_fill_freq_factors_with_positive_values():
+    """dyngraph's JSON driver fills a RoPE's freq_factors input as it fills Log's: positive (a factor
+    of 0 would make every angle infinite), and its positions in [0, 4096)."""
+    from dyngraph.onednn.fill import consumers, fill_tensor
+
+    g = finalize([[1, 3, 2, 8], [3], [4]], (dg.f32, dg.i32, dg.f32))
+    uses = consumers(g)
+    for seed in range(20):
+        ff = fill_tensor(g, 2, (4,), uses.get(2, []), seed=seed)
+        pos = fill_tensor(g, 1, (3,), uses.get(1, []), seed=seed)
+        assert ff.min() >= 0.125 and ff.max() <= 4 and 0 <= pos.min() and pos.max() < 4096

@@ -14,7 +14,7 @@ any float input not listed below       k/8, k uniform in [-16, 16]: [-2, 2]
 MatMul (both operands)                 k/8 in [-1, 1]
 Divide (divisor, input 1)              2, 4 or 8 (benchdnn's power-of-2 divisors)
 Multiply (input 1, a graph input)      0.25, 0.5 or 1 (benchdnn's, likewise)
-Log, Sqrt                              k/8 in [1/8, 4]: positive
+Log, Sqrt, RoPE (freq_factors)         k/8 in [1/8, 4]: positive
 BatchNormInference (variance)          k/8 in [1/8, 4]: positive
 LayerNorm / RMSNorm (gamma)            k/8 in [1/2, 3/2]
 bool (Select's condition, ...)         True or False, each half the time
@@ -88,7 +88,7 @@ def _rule(uses) -> str:
         return "divisor"
     if (K.Multiply, 1) in kinds:
         return "scale"
-    if any(k in (K.Log, K.Sqrt) for k, _ in kinds) or (K.BatchNormInference, 4) in kinds:
+    if any(k in (K.Log, K.Sqrt) for k, _ in kinds) or (K.BatchNormInference, 4) in kinds or (K.RoPE, 2) in kinds:
         return "positive"
     if any(k in (K.LayerNorm, K.RMSNorm) and i >= 1 for k, i in kinds):
         return "gamma"

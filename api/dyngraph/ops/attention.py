@@ -102,15 +102,16 @@ def scaled_dot_product_attention(attrs, ins, ctx):
 
 @register(
     K.RoPE,
-    inputs=(2, 2),
+    inputs=(2, 3),
     attrs={
         "mode": AttrSpec("str", "normal", choices=("normal", "neox")),
         "base": AttrSpec("float", 10000.0, finite=True),
         "scale": AttrSpec("float", 1.0, finite=True),
         "rotary_dims": AttrSpec("int", 0, min=0),
+        "attention_factor": AttrSpec("float", 1.0, finite=True),
     },
-    dtypes=("float", "int"),
-    input_names=("x", "positions"),
+    dtypes=("float", "int", "float"),
+    input_names=("x", "positions", "freq_factors"),
     out_dtype_of=0,
 )
 def rope(attrs, ins, ctx):
@@ -120,18 +121,25 @@ def rope(attrs, ins, ctx):
     With ``n = rotary_dims or D`` (even, at most D), for each position p of
     the sequence and each i in ``[0, n/2)``::
 
-        theta_i = p * scale * base ** (-2 i / n)
-        (x_a, x_b) -> (x_a cos theta_i - x_b sin theta_i,  x_a sin theta_i + x_b cos theta_i)
+        theta_i = p * scale * base ** (-2 i / n) / freq_factors[i]
+        c, s = attention_factor * cos theta_i, attention_factor * sin theta_i
+        (x_a, x_b) -> (x_a c - x_b s,  x_a s + x_b c)
 
     where the pair (a, b) is ``(2i, 2i+1)`` for ``mode="normal"`` (adjacent
     pairs: GPT-J, the RoFormer paper) and ``(i, i + n/2)`` for ``mode="neox"``
     (the two halves: GPT-NeoX, Llama's ``rotate_half``). Features ``[n, D)``
     pass through unchanged. ``base`` (theta) defaults to 10000, ``scale``
     (linear position interpolation: positions are multiplied by it) to 1.
-    The output has x's shape and dtype.
+    ``freq_factors`` (optional, ``[n/2]``, f32) divide each pair's frequency,
+    as ggml's and llama.cpp's ``rope_freqs`` do (Llama 3's scaled RoPE);
+    without it they are 1. With ``base=1`` the frequencies are
+    ``1 / freq_factors``: any table of inverse frequencies, such as a Hugging
+    Face model's ``inv_freq``, is ``freq_factors = 1 / inv_freq``.
+    ``attention_factor`` (default 1) multiplies cos and sin (YaRN's attention
+    scaling). The output has x's shape and dtype.
     """
     label = ctx.op_label
-    x, pos = ins
+    x, pos = ins[:2]
     if not pos.dtype.is_int:
         raise ctx.dtype_error(f"positions must be i32 or i64, got {pos.dtype}")
     base = _finite(attrs, "base", label)
@@ -162,4 +170,10 @@ def rope(attrs, ins, ctx):
     elif not d.is_const:
         # n <= D, written as an equality the runtime checks: min(D, n) == n
         ctx.equal(sym_min(d, n), Expr.const(n), f"rotary_dims {n} must not exceed the head size D={d} of x")
+    if len(ins) == 3:
+        ff = ins[2]
+        if ff.rank != 1:
+            raise ctx.error(f"freq_factors must have shape [n/2], got {format_shape(ff.shape)}")
+        half = Expr.const(n // 2) if n else d // 2
+        ctx.equal(ff.shape[0], half, f"freq_factors {format_shape(ff.shape)} against the {half} rotated pairs of x {format_shape(x.shape)}")
     return [x]

@@ -43,15 +43,18 @@ def sdpa(attrs, ins, ctx):
 
 @implements(K.RoPE)
 def rope(attrs, ins, ctx):
-    x, pos = ins
+    x, pos = ins[:2]
     d = x.shape[-1]
     n = attrs["rotary_dims"] or d
     half = n // 2
     i = np.arange(half, dtype=np.float64)
     inv = attrs["base"] ** (-2.0 * i / n)
+    if len(ins) == 3:
+        inv = inv / ins[2].astype(np.float64)
     p = pos.astype(np.float64) * attrs["scale"]  # [S] or [B, S]
     theta = p[..., None] * inv  # [..., S, n/2]
-    cos, sin = np.cos(theta)[..., None, :], np.sin(theta)[..., None, :]  # broadcast over heads
+    m = attrs["attention_factor"]
+    cos, sin = m * np.cos(theta)[..., None, :], m * np.sin(theta)[..., None, :]  # broadcast over heads
     out = x.copy()
     if attrs["mode"] == "neox":
         a, b = x[..., :half], x[..., half:n]
