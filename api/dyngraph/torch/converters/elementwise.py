@@ -13,6 +13,7 @@ from ...dtypes import DataType
 from ...op import OpKind as K
 from .common import aten, number, through_identities, is_call
 from .registry import Unsupported, converter
+from .rope import rotary_pattern
 
 
 def _binary(cx, kind, a, b):
@@ -39,6 +40,10 @@ def add(cx, node, a):
         return _same(cx, a.self)
     if _is(a.self, 0) and cx.is_tensor(a.other) and alpha == 1:
         return _same(cx, a.other)
+    if alpha == 1 and cx.is_tensor(a.self) and cx.is_tensor(a.other):
+        y = rotary_pattern(cx, a.self, a.other)
+        if y is not None:
+            return y
     dt = cx.out_dtype()
     y = cx.operand(a.other, dt)
     if alpha != 1:
