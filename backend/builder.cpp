@@ -259,6 +259,8 @@ std::unique_ptr<BuiltGraph> build_once(const Program& prog, const ResidentTensor
             env.kernel_checks.resize(n_kernel_checks);
             env.kept.resize(n_kept);
             env.device_checks.resize(n_device_checks);
+            env.flat_positions.clear();  // (what the attempt made and shared now runs on the host CPU)
+            env.device_masks.clear();
             slot = pl->host_slot;
             lower_on(k, slot);
             ++g->host_fallback_ops;

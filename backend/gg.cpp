@@ -370,8 +370,9 @@ ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_te
         violated(fn, "freq_base must be positive, freq_scale and attn_factor finite");
     if (freq_factors) {
         need_types(fn, "the frequency factors", freq_factors, {GGML_TYPE_F32});
-        if (!ggml_is_vector(freq_factors) || !ggml_is_contiguous(freq_factors) || freq_factors->ne[0] < n_dims / 2)
-            violated(fn, cat("frequency factors ", describe(freq_factors), " must be a contiguous vector of at least ", n_dims / 2));
+        // (ggml's CPU rope reads one for every pair of a row, also past n_dims)
+        if (!ggml_is_vector(freq_factors) || !ggml_is_contiguous(freq_factors) || freq_factors->ne[0] < a->ne[0] / 2)
+            violated(fn, cat("frequency factors ", describe(freq_factors), " must be a contiguous vector of at least ", a->ne[0] / 2));
     }
     return ggml_rope_ext(ctx, a, b, freq_factors, n_dims, mode, /*n_ctx_orig=*/0, freq_base, freq_scale, /*ext_factor=*/0.0f,
                          attn_factor, /*beta_fast=*/32.0f, /*beta_slow=*/1.0f);

@@ -132,7 +132,8 @@ ggml_tensor* set_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_te
 
 // Rotary embedding: a F32 or F16, dense rows; b an I32 vector of a->ne[2]
 // positions; n_dims even, in (0, a->ne[0]]; mode without bit 0; freq_factors
-// null or a contiguous F32 vector of at least n_dims/2; freq_base positive,
+// null or a contiguous F32 vector of at least a->ne[0]/2 (ggml's CPU rope
+// reads one per pair of the row, rotated or not); freq_base positive,
 // freq_scale and attn_factor finite. YaRN off.
 ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_tensor* freq_factors, int n_dims, int mode,
                       float freq_base, float freq_scale, float attn_factor);

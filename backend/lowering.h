@@ -110,6 +110,17 @@ struct BuildEnv {
     // RoPE: per-batch positions [S, B] flattened into one vector, made once per positions tensor (on a
     // device each view of an input in host memory is an input of its own to the scheduler's split)
     PtrMap<ggml_tensor*> flat_positions;
+    // Attention on a device: the additive mask (and its f16 copy for flash attention) a mask input (or
+    // the causal cut alone: src nullptr) becomes at these sizes, made once and read by every attention
+    // that reads that mask (a decoder's layers) instead of a cast and a log per layer
+    struct DeviceMask {
+        const ggml_tensor* src;
+        int64_t skv, sq;
+        bool causal;
+        ggml_tensor* f32;
+        ggml_tensor* f16;
+    };
+    std::vector<DeviceMask> device_masks;
 };
 
 // Thrown by a lowering (or the builder's check of what it made) when the op

@@ -236,3 +236,40 @@ def test_many_ropes_of_one_positions_input_are_one_split(batch, device, rng):
         assert np.abs(g - w).max() <= rtol * np.abs(w).max()
         info = dev.cache_info()
         assert info.host_fallback_ops == 0 and info.graph_splits == 1, info
+
+
+@pytest.mark.parametrize("mask_dtype", [dg.boolean, dg.f32])
+def test_attentions_reading_one_mask_share_its_conversion(mask_dtype, device, rng):
+    """A decoder's layers read one mask: on a device it becomes the additive (and f16) mask once, not in
+    every layer (a bool mask was a cast, a log and an f16 cast per layer: 90 kernels a token in a
+    30-layer decoder; a causal f32 one, the triangle and its sum). Layers reading a mask each grow the
+    graph by more than layers reading one."""
+    eng, rtol = device
+
+    def build(layers, shared):
+        b = dg.GraphBuilder()
+        s = dg.Dim("s")
+        y = b.input("x", dg.f32, [1, 2, s, 16])
+        masks = [b.input(f"m{i}", mask_dtype, [1, 1, s, s]) for i in range(1 if shared else layers)]
+        for i in range(layers):
+            y = b.op(K.ScaledDotProductAttention, [y, y, y, masks[0 if shared else i]], {"is_causal": True})
+        b.output(y)
+        return b
+
+    def mask_of(n):
+        keep = rng.random((1, 1, n, n)) < 0.7
+        keep[..., 0] = True  # every query sees a key
+        return keep if mask_dtype is dg.boolean else np.where(keep, 0.0, -np.inf).astype(np.float32)
+
+    def nodes(layers, shared):
+        cp = build(layers, shared).compile(eng)
+        run(cp, f32(rng, 1, 2, 5, 16), *[mask_of(5) for _ in range(1 if shared else layers)])
+        return cp.cache_info().last_graph_nodes
+
+    assert nodes(6, True) - nodes(2, True) < nodes(6, False) - nodes(2, False)
+    b = build(4, True)
+    dev, cpu = b.compile(eng), b.compile(dg.Engine("cpu", num_threads=1))
+    for n in (1, 6):
+        ins = [f32(rng, 1, 2, n, 16), mask_of(n)]
+        (w,), (g,) = run(cpu, *ins), run(dev, *ins)
+        assert np.abs(g - w).max() <= max(rtol, 1e-3) * np.abs(w).max()

@@ -63,6 +63,16 @@ ggml_tensor* additive_mask(LowerCtx& c, int64_t skv, int64_t sq, bool causal) {
     return m;
 }
 
+// additive_mask, made once per mask input and sizes for every attention of the graph on a device.
+BuildEnv::DeviceMask& device_mask(LowerCtx& c, int64_t skv, int64_t sq, bool causal) {
+    const ggml_tensor* src = c.n_in() == 4 ? c.in[3] : nullptr;
+    for (BuildEnv::DeviceMask& m : c.env.device_masks)
+        if (m.src == src && m.skv == skv && m.sq == sq && m.causal == causal) return m;
+    ggml_tensor* f32 = additive_mask(c, skv, sq, causal);
+    c.env.device_masks.push_back({src, skv, sq, causal, f32, nullptr});
+    return c.env.device_masks.back();
+}
+
 // softmax(k q * scale + mask) v by two products: exact for any f32 mask. [Dv, Sq, Hq, B]
 ggml_tensor* matmul_attention(LowerCtx& c, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask, double scale) {
     ggml_tensor* kq = gg::mul_mat(c.ctx, k, q);  // [Skv, Sq, Hq, B]
@@ -128,13 +138,20 @@ void lower_sdpa(LowerCtx& c) {
         return;
     }
 
-    ggml_tensor* mask = additive_mask(c, skv, sq, causal);
+    // (a device: the mask shared with the other attentions reading it; the unplaced host path's ggml
+    // form, sizes past 2^31, makes its own)
+    BuildEnv::DeviceMask* shared = c.host() ? nullptr : &device_mask(c, skv, sq, causal);
+    ggml_tensor* mask = shared ? shared->f32 : additive_mask(c, skv, sq, causal);
     check_heads(mask);
 
     ggml_tensor* r = nullptr;
     if (!exact_mask) {
-        ggml_tensor* fa = gg::flash_attn_ext(c.ctx, q, k, v, mask ? gg::cast(c.ctx, mask, GGML_TYPE_F16) : nullptr,
-                                             float(scale));  // [Dv, Hq, Sq, B], f32 precision
+        ggml_tensor* f16 = nullptr;
+        if (mask) {
+            if (shared && !shared->f16) shared->f16 = gg::cast(c.ctx, mask, GGML_TYPE_F16);
+            f16 = shared ? shared->f16 : gg::cast(c.ctx, mask, GGML_TYPE_F16);
+        }
+        ggml_tensor* fa = gg::flash_attn_ext(c.ctx, q, k, v, f16, float(scale));  // [Dv, Hq, Sq, B], f32 precision
         // a device's flash attention may not take these head sizes or types (CUDA's has no f32 kernel for
         // a head size of 16): the device computes the mul_mat path instead (the unused tensors stay unused)
         if (c.device_supports(fa)) {

@@ -221,6 +221,7 @@ int main() {
     expect_violation("rope: infinite attn_factor", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 0, 1e4f, 1.0f, INFINITY); });
     expect_violation("rope: F16 factors", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F16, 4), 8, 0, 1e4f, 1.0f, 1.0f); });
     expect_violation("rope: too few factors", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F32, 3), 8, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: factors for the rotated pairs only", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F32, 2), 4, 2, 1.0f, 1.0f, 1.0f); });
     expect_violation("rope: factors a matrix", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F32, 4, 2), 8, 0, 1e4f, 1.0f, 1.0f); });
     expect_ok("rope with factors", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), T(F32, 4), 8, 2, 1.0f, 1.0f, 0.5f); });
     expect_ok("rope", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 4, 2, 1e4f, 1.0f, 1.0f); });
