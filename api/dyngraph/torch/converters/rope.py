@@ -101,7 +101,7 @@ def _rotate_half_of(cx, node, d):
 
 
 def _cos_sin(node, fn):
-    """(emb, factor) when ``node`` is unsqueeze(fn(emb) [* factor], u), with u; else None."""
+    """(emb, factor, u) when ``node`` is unsqueeze(fn(emb) [* factor], u); else None."""
     node = through_identities(node)
     if not is_call(node, aten.unsqueeze.default):
         return None
