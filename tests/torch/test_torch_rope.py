@@ -116,3 +116,42 @@ def test_fused_and_op_by_op_agree(monkeypatch):
     ids = torch.randint(0, 128, (1, 120))
     a, b = fused(input_ids=ids, use_cache=False).logits, plain(input_ids=ids, use_cache=False).logits
     torch.testing.assert_close(a, b, atol=2e-5, rtol=0)
+
+
+class Rotary(torch.nn.Module):
+    """The pattern written out, with the variations the matcher takes: x [B, H, S, D] with cos
+    unsqueezed at 1, or x [B, S, H, D] at 2; the operands of each product and of the sum swapped;
+    an attention factor; positions [1, S] or [B, S]."""
+
+    def __init__(self, layout_bshd=False, swapped=False, factor=1.0, per_row=False):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (500.0 ** (torch.arange(0, 16, 2).float() / 16)), persistent=False)
+        self.bshd, self.swapped, self.factor, self.per_row = layout_bshd, swapped, factor, per_row
+
+    def forward(self, x):
+        b, s = x.shape[0], (x.shape[1] if self.bshd else x.shape[2])
+        pos = torch.arange(s).unsqueeze(0) * 3 + 5
+        if self.per_row:
+            pos = pos + torch.arange(b).unsqueeze(1) * 7
+        freqs = pos[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = (emb.cos() * self.factor).unsqueeze(2 if self.bshd else 1), (emb.sin() * self.factor).unsqueeze(
+            2 if self.bshd else 1)
+        rot = torch.cat((-x[..., 8:], x[..., :8]), dim=-1)
+        if self.swapped:
+            return sin * rot + cos * x
+        return x * cos + rot * sin
+
+
+@pytest.mark.parametrize("layout_bshd,swapped,factor,per_row", [
+    (False, False, 1.0, False), (True, False, 1.0, False), (False, True, 0.8, False), (True, True, 1.3, True),
+    (False, False, 1.0, True)])
+def test_pattern_variations_match_eager(layout_bshd, swapped, factor, per_row):
+    module = Rotary(layout_bshd, swapped, factor, per_row)
+    seq = torch.export.Dim("seq", min=1, max=64)
+    shape = (2, 5, 3, 16) if layout_bshd else (2, 3, 5, 16)
+    run = dgt.compile(module, (torch.randn(shape),), dynamic_shapes=({1 if layout_bshd else 2: seq},), engine=1)
+    assert kinds(run).count("RoPE") == 1 and "Neg" not in kinds(run), kinds(run)
+    for n in (1, 7, 40):
+        x = torch.randn((2, n, 3, 16) if layout_bshd else (2, 3, n, 16))
+        torch.testing.assert_close(run(x), module(x), atol=2e-5, rtol=1e-5)
