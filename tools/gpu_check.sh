@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, in one call on a lent CUDA machine (no network there): build dyngraph with
 # GGML_CUDA=ON from the carried wheels and ggml sdist, then, each step bounded, check the
-# libraries' exports, run the GPU tests, the GPU rows of the report, a GPU rpc-server probe
-# and as much of the whole suite as the time left allows. Logs go to $OUT.
+# libraries' exports, run the GPU tests, the rotary-fusion A/B, the GPU rows of the report, a GPU
+# rpc-server probe and as much of the whole suite as the time left allows. Logs go to $OUT.
 #
 # Prepare here (wheels for Python 3.12 and the ggml sdist, in the ignored folder .gpu/):
 #   tools/gpu_check.sh --fetch
@@ -132,6 +132,11 @@ for _ in $(seq 60); do kill -0 $LLAMA_JOB 2>/dev/null || break; sleep 1; done
 kill -0 $LLAMA_JOB 2>/dev/null && { pkill -f /tmp/lcpp/ ; kill $LLAMA_JOB; echo "llama.cpp not ready: stopped"; }
 tail -3 "$OUT/llama.log"
 LB=/tmp/lcpp/b/bin/llama-bench; [ -x "$LB" ] && grep -q "llama.cpp ready" "$OUT/llama.log" || LB=
+
+step "rotary embedding as one RoPE against op by op, one process (tests/benchmarks/rope_fusion_ab.py)"
+[ -f /tmp/rg/SmolLM2-random-F32.gguf ] && [ "$(left)" -gt 200 ] && timeout 120 python3 -u tests/benchmarks/rope_fusion_ab.py \
+  --gguf /tmp/rg/SmolLM2-random-F32.gguf --device gpu --types f32,q8_0 --rounds 3 2>&1 | grep -v Warning \
+  | tee "$OUT/rope-ab.txt" | tail -12
 
 step "GPU rows: the graph-API decoder against PyTorch CUDA eager"
 timeout 60 python3 -u tests/benchmarks/gpu.py --rounds 3 2>&1 | tee "$OUT/gpu-rows.md" | tail -12
