@@ -1,9 +1,10 @@
 """Hugging Face's rotary embedding (``apply_rotary_pos_emb``: q * cos + rotate_half(q) * sin, cos and sin
 from ``inv_freq`` and the positions) becomes one RoPE op per rotated tensor, with the model's inverse
 frequencies as freq_factors and its attention scaling as attention_factor
-(api/dyngraph/torch/converters/rope.py). Tiny random-weight decoders of the architectures that write it
-that way, exported with a dynamic sequence length, against eager PyTorch at several lengths; one that
-writes it another way (Cohere's interleaved pairs) converts op by op, as before."""
+(api/dyngraph/torch/converters/rope.py); with interleaved pairs (Cohere's rotate-every-two, each frequency
+twice in a row) a RoPE in "normal" mode. Tiny random-weight decoders of the architectures that write it
+these ways, exported with a dynamic sequence length, against eager PyTorch at several lengths; one that
+writes it another way (GPT-J: sin and cos gathered from a table) converts op by op, as before."""
 
 import pytest
 
@@ -44,12 +45,15 @@ def decoder(kind: str):
         return T.GPTNeoXForCausalLM(T.GPTNeoXConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
                                                     num_hidden_layers=2, num_attention_heads=4, rotary_pct=0.25,
                                                     max_position_embeddings=256))
-    if kind == "cohere":  # interleaved pairs (rotate every two): not this pattern
+    if kind == "cohere":  # interleaved pairs (rotate every two, each frequency twice in a row): "normal" mode
         return T.CohereForCausalLM(T.CohereConfig(**COMMON, bos_token_id=1, eos_token_id=2, pad_token_id=0))
+    if kind == "gpt-j":  # interleaved too, but sin and cos gathered from a table by position: not this pattern
+        return T.GPTJForCausalLM(T.GPTJConfig(vocab_size=128, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
+                                              n_positions=256, bos_token_id=1, eos_token_id=2))
     raise KeyError(kind)
 
 
-FUSED = ["llama", "llama-bf16", "llama3-scaled", "yarn", "qwen3", "gemma3", "phi", "gpt-neox"]
+FUSED = ["llama", "llama-bf16", "llama3-scaled", "yarn", "qwen3", "gemma3", "phi", "gpt-neox", "cohere"]
 
 
 def kinds(run):
@@ -65,7 +69,7 @@ def compile_decoder(model, batch=1, positions=False):
     return dgt.compile(model, kwargs=kwargs, dynamic_shapes=dynamic, engine=1)
 
 
-@pytest.mark.parametrize("kind", FUSED + ["cohere"])
+@pytest.mark.parametrize("kind", FUSED + ["gpt-j"])
 def test_rotary_embedding_is_one_op_and_matches_eager(kind):
     model = decoder(kind).eval()
     run = compile_decoder(model)
@@ -75,6 +79,8 @@ def test_rotary_embedding_is_one_op_and_matches_eager(kind):
     if kind in FUSED:
         assert got_kinds.count("RoPE") == 2 * layers, got_kinds
         assert "Neg" not in got_kinds  # rotate_half's negation is gone with it
+        modes = {op.attrs["mode"] for cp in run.compiled_partitions for op in cp.program.ops if op.kind.name == "RoPE"}
+        assert modes == {"normal" if kind == "cohere" else "neox"}
     else:
         assert "RoPE" not in got_kinds
     for n in (1, 9, 100):
@@ -121,12 +127,14 @@ def test_fused_and_op_by_op_agree(monkeypatch):
 class Rotary(torch.nn.Module):
     """The pattern written out, with the variations the matcher takes: x [B, H, S, D] with cos
     unsqueezed at 1, or x [B, S, H, D] at 2; the operands of each product and of the sum swapped;
-    an attention factor; positions [1, S] or [B, S]."""
+    an attention factor; positions [1, S] or [B, S]; halves or interleaved pairs (stack + flatten,
+    repeat_interleave: the forms before torch's decomposition; Cohere's test has those after it)."""
 
-    def __init__(self, layout_bshd=False, swapped=False, factor=1.0, per_row=False):
+    def __init__(self, layout_bshd=False, swapped=False, factor=1.0, per_row=False, interleaved=False):
         super().__init__()
         self.register_buffer("inv_freq", 1.0 / (500.0 ** (torch.arange(0, 16, 2).float() / 16)), persistent=False)
         self.bshd, self.swapped, self.factor, self.per_row = layout_bshd, swapped, factor, per_row
+        self.interleaved = interleaved
 
     def forward(self, x):
         b, s = x.shape[0], (x.shape[1] if self.bshd else x.shape[2])
@@ -134,24 +142,30 @@ class Rotary(torch.nn.Module):
         if self.per_row:
             pos = pos + torch.arange(b).unsqueeze(1) * 7
         freqs = pos[..., None].float() * self.inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
+        emb = torch.repeat_interleave(freqs, 2, dim=-1) if self.interleaved else torch.cat((freqs, freqs), dim=-1)
         cos, sin = (emb.cos() * self.factor).unsqueeze(2 if self.bshd else 1), (emb.sin() * self.factor).unsqueeze(
             2 if self.bshd else 1)
-        rot = torch.cat((-x[..., 8:], x[..., :8]), dim=-1)
+        if self.interleaved:
+            rot = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+        else:
+            rot = torch.cat((-x[..., 8:], x[..., :8]), dim=-1)
         if self.swapped:
             return sin * rot + cos * x
         return x * cos + rot * sin
 
 
-@pytest.mark.parametrize("layout_bshd,swapped,factor,per_row", [
-    (False, False, 1.0, False), (True, False, 1.0, False), (False, True, 0.8, False), (True, True, 1.3, True),
-    (False, False, 1.0, True)])
-def test_pattern_variations_match_eager(layout_bshd, swapped, factor, per_row):
-    module = Rotary(layout_bshd, swapped, factor, per_row)
+@pytest.mark.parametrize("layout_bshd,swapped,factor,per_row,interleaved", [
+    (False, False, 1.0, False, False), (True, False, 1.0, False, False), (False, True, 0.8, False, False),
+    (True, True, 1.3, True, False), (False, False, 1.0, True, False), (False, False, 1.0, False, True),
+    (True, True, 0.9, True, True)])
+def test_pattern_variations_match_eager(layout_bshd, swapped, factor, per_row, interleaved):
+    module = Rotary(layout_bshd, swapped, factor, per_row, interleaved)
     seq = torch.export.Dim("seq", min=1, max=64)
     shape = (2, 5, 3, 16) if layout_bshd else (2, 3, 5, 16)
     run = dgt.compile(module, (torch.randn(shape),), dynamic_shapes=({1 if layout_bshd else 2: seq},), engine=1)
     assert kinds(run).count("RoPE") == 1 and "Neg" not in kinds(run), kinds(run)
+    (rope,) = [op for cp in run.compiled_partitions for op in cp.program.ops if op.kind.name == "RoPE"]
+    assert rope.attrs["mode"] == ("normal" if interleaved else "neox")
     for n in (1, 7, 40):
         x = torch.randn((2, n, 3, 16) if layout_bshd else (2, 3, n, 16))
         torch.testing.assert_close(run(x), module(x), atol=2e-5, rtol=1e-5)

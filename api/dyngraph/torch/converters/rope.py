@@ -15,6 +15,12 @@ transposed ``x``), twice per layer. It is RoPE in "neox" mode with base 1 and
 scaled ones, YaRN's, partial rotation through a slice of ``x``) and
 ``attention_factor = a``: one node (``ggml_rope_ext``), on every device.
 
+Cohere's form pairs neighbours instead: ``rotate_every_two(x) = stack(-x[...,
+1::2], x[..., ::2], -1).flatten(-2)`` and each frequency twice in a row
+(``repeat_interleave(freqs, 2, -1)``): RoPE in "normal" mode, otherwise the
+same. (DeepSeek's ``apply_rotary_pos_emb_interleave`` writes its result
+de-interleaved, and GPT-J gathers sin and cos from a table: not matched.)
+
 The match is made at the final ``add`` and asks for all of it: the same
 ``x`` in the three places, ``inv_freq`` a constant of the program, the
 positions an integer tensor, ``cos`` and ``sin`` of one ``emb`` with one
@@ -100,6 +106,50 @@ def _rotate_half_of(cx, node, d):
     return x_high
 
 
+def _rotate_every_two_of(cx, node, d):
+    """x when ``node`` is x's pairs (a, b) made (-b, a): stack(-x[..., 1::2], x[..., ::2], -1) flattened
+    to x's shape (or the same as a cat of the two unsqueezed); else None."""
+    node = through_identities(node)
+    if not is_call(node, aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.flatten.using_ints):
+        return None
+    st = through_identities(node.args[0])
+    rank = cx.rank_of(st)
+    if rank < 2 or list(cx.shape_of(st))[-1] != 2:
+        return None
+    if is_call(st, aten.stack.default):
+        if len(st.args[0]) != 2 or _dim(st.args[1] if len(st.args) > 1 else 0, rank) != rank - 1:
+            return None
+        neg, even = (through_identities(a) for a in st.args[0])
+    elif is_call(st, aten.cat.default):
+        if len(st.args[0]) != 2 or _dim(st.args[1] if len(st.args) > 1 else 0, rank) != rank - 1:
+            return None
+        parts = [through_identities(a) for a in st.args[0]]
+        if not all(is_call(q, aten.unsqueeze.default) and _dim(q.args[1], rank) == rank - 1 for q in parts):
+            return None
+        neg, even = (through_identities(q.args[0]) for q in parts)
+    else:
+        return None
+    if not is_call(neg, aten.neg.default):
+        return None
+    odd = through_identities(neg.args[0])
+
+    def every_other(s, start):
+        if not is_call(s, aten.slice.Tensor) or len(s.args) < 5:
+            return None
+        dim, lo, hi, step = s.args[1:5]
+        if _dim(dim, rank - 1) != rank - 2 or number(step) != 2 or number(lo) != start:
+            return None
+        hi = number(hi)
+        return s.args[0] if hi is not None and hi >= d else None
+
+    x_odd, x_even = every_other(odd, 1), every_other(even, 0)
+    if x_odd is None or x_even is None or not _same(x_odd, x_even):
+        return None
+    if list(cx.shape_of(node)) != list(cx.shape_of(x_odd)):
+        return None
+    return x_odd
+
+
 def _cos_sin(node, fn):
     """(emb, factor, u) when ``node`` is unsqueeze(fn(emb) [* factor], u); else None."""
     node = through_identities(node)
@@ -123,17 +173,26 @@ def _cos_sin(node, fn):
     return through_identities(c.args[0]), factor, u
 
 
-def _frequencies(cx, emb):
-    """(positions node, inv_freq as float64 [h]) when emb = cat(p[..., None].float() * inv_freq twice)."""
-    if not is_call(emb, aten.cat.default) or len(emb.args[0]) != 2:
+def _frequencies(cx, emb, mode):
+    """(positions node, inv_freq as float64 [h]) when emb is freqs = p[..., None].float() * inv_freq
+    [B', S, h] twice over: cat(freqs, freqs) ("neox") or each frequency twice in a row ("normal":
+    repeat_interleave(freqs, 2, -1), or its decomposition view(expand(freqs[..., None], [..., 2])))."""
+    if cx.rank_of(emb) != 3:
         return None
-    rank = cx.rank_of(emb)
-    if rank != 3 or _dim(emb.args[1] if len(emb.args) > 1 else 0, rank) != 2:
-        return None
-    f0, f1 = emb.args[0]
-    if not _same(f0, f1):
-        return None
-    ops = _mul_operands(f0)
+    if mode == "neox":
+        if not is_call(emb, aten.cat.default) or len(emb.args[0]) != 2:
+            return None
+        if _dim(emb.args[1] if len(emb.args) > 1 else 0, 3) != 2:
+            return None
+        f0, f1 = emb.args[0]
+        if not _same(f0, f1):
+            return None
+        freqs = f0
+    else:
+        freqs = _repeated_twice(cx, emb)
+        if freqs is None:
+            return None
+    ops = _mul_operands(freqs)
     if ops is None:
         return None
     for p, i in (ops, ops[::-1]):
@@ -142,6 +201,29 @@ def _frequencies(cx, emb):
         if table is not None and pos is not None:
             return pos, table
     return None
+
+
+def _repeated_twice(cx, emb):
+    """f when emb [B', S, 2h] is each value of f [B', S, h] twice in a row; else None."""
+    if is_call(emb, aten.repeat_interleave.self_int):
+        args = list(emb.args) + [None] * (3 - len(emb.args))
+        dim = emb.kwargs.get("dim", args[2])
+        if number(args[1]) == 2 and dim is not None and _dim(dim, 3) == 2:
+            return emb.args[0]
+        return None
+    if not is_call(emb, aten.view.default, aten.reshape.default, aten._unsafe_view.default):
+        return None
+    e = through_identities(emb.args[0])
+    if not is_call(e, aten.expand.default) or cx.rank_of(e) != 4 or list(cx.shape_of(e))[-1] != 2:
+        return None
+    u = through_identities(e.args[0])
+    if not is_call(u, aten.unsqueeze.default) or _dim(u.args[1], 4) != 3:
+        return None
+    f = u.args[0]
+    fs, es = cx.shape_of(f), cx.shape_of(emb)
+    if len(fs) != 3 or as_expr(es[2]) != as_expr(fs[2]) * 2 or any(as_expr(a) != as_expr(b) for a, b in zip(fs[:2], es[:2])):
+        return None
+    return f
 
 
 def _constant_vector(cx, node):
@@ -204,27 +286,28 @@ def _match(cx, xc, rs):
         if cos is None:
             continue
         for r, su in (q, q[::-1]):
-            rx = _rotate_half_of(cx, r, d)
             sin = _cos_sin(su, aten.sin.default)
-            if rx is None or sin is None or not _same(rx, x):
+            if sin is None or sin[0] is not cos[0] or sin[1] != cos[1] or sin[2] != cos[2]:
                 continue
-            if sin[0] is not cos[0] or sin[1] != cos[1] or sin[2] != cos[2]:
-                continue
-            try:
-                y = _emit(cx, x, cos)
-            except Unsupported:  # (ops it emitted before are unused: pruned)
-                y = None
-            if y is not None:
-                return y
+            for mode, rotated in (("neox", _rotate_half_of), ("normal", _rotate_every_two_of)):
+                rx = rotated(cx, r, d)
+                if rx is None or not _same(rx, x):
+                    continue
+                try:
+                    y = _emit(cx, x, cos, mode)
+                except Unsupported:  # (ops it emitted before are unused: pruned)
+                    y = None
+                if y is not None:
+                    return y
     return None
 
 
-def _emit(cx, x, cos):
+def _emit(cx, x, cos, mode):
     emb, factor, u = cos
     u = _dim(u, 4)
     if u not in (1, 2) or not np.isfinite(factor):
         return None
-    found = _frequencies(cx, emb)
+    found = _frequencies(cx, emb, mode)
     if found is None:
         return None
     pos, inv_freq = found
@@ -247,6 +330,6 @@ def _emit(cx, x, cos):
         positions = cx.reshape(positions, (es[1],))
     ff = cx.constant((1.0 / inv_freq).astype(np.float32))
     xt = cx.transpose(lt, [0, 2, 1, 3]) if u == 1 else lt
-    attrs = {"mode": "neox", "base": 1.0, "attention_factor": factor}
+    attrs = {"mode": mode, "base": 1.0, "attention_factor": factor}
     y = cx.emit(K.RoPE, [xt, positions, ff], attrs)
     return cx.transpose(y, [0, 2, 1, 3]) if u == 1 else y
