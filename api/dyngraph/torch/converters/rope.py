@@ -1,7 +1,7 @@
 """Hugging Face's rotary embedding, recognized and emitted as one RoPE op.
 
-Every model of ``transformers`` with rotary embeddings writes them the same
-way (``apply_rotary_pos_emb``)::
+Most models of ``transformers`` with rotary embeddings write them one way
+(``apply_rotary_pos_emb``)::
 
     freqs = positions[..., None].float() * inv_freq        # [B', S, D/2]
     emb = cat(freqs, freqs, -1)                             # [B', S, D]
