@@ -230,6 +230,22 @@ def test_save_and_load(rng, tmp_path):
         check(out, x, pos, **attrs)
 
 
+def test_save_and_load_with_freq_factors(rng, tmp_path):
+    """The optional input (a constant) and attention_factor survive a saved file."""
+    s = dg.Dim("s")
+    ff = np.linspace(1.0, 3.0, 4).astype(np.float32)
+    attrs = {"mode": "normal", "base": 100.0, "rotary_dims": 8, "attention_factor": 0.7}
+    cp = compile_op(ROPE, [[s, 2, 16], [s], [4]], [dg.f32, dg.i64, dg.f32], attrs=attrs, constants={2: ff})
+    cp.save(tmp_path / "rope_ff.dg")
+    loaded = dg.load(tmp_path / "rope_ff.dg", dg.Engine(dg.Engine.CPU, num_threads=1))
+    assert len(loaded.get_inputs()) == 2  # the factors are the file's constant
+    for S in (1, 6):
+        x, pos = randn(rng, (S, 2, 16)), np.arange(S) + 5
+        (out,) = run(loaded, x, pos)
+        check(out, x, pos, freq_factors=ff, **attrs)
+        np.testing.assert_array_equal(out, run(cp, x, pos)[0])
+
+
 # -- errors -----------------------------------------------------------------------------------------
 
 
