@@ -365,6 +365,9 @@ ggml_tensor* rope_ext(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_te
     if (!ggml_is_vector(b) || b->ne[0] != a->ne[2])
         violated(fn, cat("positions ", describe(b), " must be a vector of ", a->ne[2]));
     if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a->ne[0]) violated(fn, cat("n_dims ", n_dims, " must be even and in (0, ", a->ne[0], "]"));
+    // ggml's rope (CPU and CUDA) moves the features past n_dims two at a time: an odd row's last pair
+    // would reach one past it
+    if (a->ne[0] % 2 != 0) violated(fn, cat("x's rows (", a->ne[0], ") must have an even length"));
     if (mode & 1) violated(fn, "mode bit 0 is not supported");
     if (!std::isfinite(freq_base) || !(freq_base > 0) || !std::isfinite(freq_scale) || !std::isfinite(attn_factor))
         violated(fn, "freq_base must be positive, freq_scale and attn_factor finite");

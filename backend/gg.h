@@ -130,7 +130,7 @@ ggml_tensor* get_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 // c->ne[3] == 1; a and b with contiguous rows.
 ggml_tensor* set_rows(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b, ggml_tensor* c);
 
-// Rotary embedding: a F32 or F16, dense rows; b an I32 vector of a->ne[2]
+// Rotary embedding: a F32 or F16, dense rows of an even length; b an I32 vector of a->ne[2]
 // positions; n_dims even, in (0, a->ne[0]]; mode without bit 0; freq_factors
 // null or a contiguous F32 vector of at least a->ne[0]/2 (ggml's CPU rope
 // reads one per pair of the row, rotated or not); freq_base positive,

@@ -54,7 +54,7 @@ void lower_rope(LowerCtx& c) {
         if (ff->type != GGML_TYPE_F32) ff = gg::cast(c.ctx, ff, GGML_TYPE_F32);
         if (ff->ne[0] != n / 2 || ff->ne[1] * ff->ne[2] * ff->ne[3] != 1) c.unsupported("freq_factors must have n/2 values");
         // ggml's CPU rope reads a factor for every pair of the row, rotated or passed through: ones after them
-        if (n < d) ff = gg::concat(c.ctx, ff, gg::fill(c.ctx, gg::arange(c.ctx, 0.0f, float(d / 2 - n / 2), 1.0f), 1.0f), 0);
+        if (d / 2 > n / 2) ff = gg::concat(c.ctx, ff, gg::fill(c.ctx, gg::arange(c.ctx, 0.0f, float(d / 2 - n / 2), 1.0f), 1.0f), 0);
     }
     ggml_tensor* r = gg::rope_ext(c.ctx, x, pos, ff, int(n), mode, base, scale, float(a.attention_factor));
     if (merge) r = gg::reshape_4d(c.ctx, r, d, h, s, b);

@@ -215,6 +215,7 @@ int main() {
     expect_violation("rope: position count", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 4), nullptr, 8, 0, 1e4f, 1.0f, 1.0f); });
     expect_violation("rope: odd n_dims", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 7, 0, 1e4f, 1.0f, 1.0f); });
     expect_violation("rope: n_dims above ne0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 10, 0, 1e4f, 1.0f, 1.0f); });
+    expect_violation("rope: odd rows", [&] { gg::rope_ext(ctx, T(F32, 7, 2, 3), T(I32, 3), nullptr, 4, 0, 1e4f, 1.0f, 1.0f); });
     expect_violation("rope: mode bit 0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 1, 1e4f, 1.0f, 1.0f); });
     expect_violation("rope: base 0", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 0, 0.0f, 1.0f, 1.0f); });
     expect_violation("rope: NaN scale", [&] { gg::rope_ext(ctx, T(F32, 8, 2, 3), T(I32, 3), nullptr, 8, 0, 1e4f, NAN, 1.0f); });

@@ -269,6 +269,8 @@ def test_supported_by_the_backend():
         ([[1, 3, 2, 8], [3]], {"rotary_dims": 3}, "even"),
         ([[1, 3, 2, 8], [3]], {"rotary_dims": 10}, "larger than the head size"),
         ([[1, 3, 2, 7], [3]], {}, "must be even"),
+        ([[1, 3, 2, 7], [3]], {"rotary_dims": 6}, "must be even"),  # ggml moves the rest in pairs
+        ([[1, 3, 2, 9], [3]], {"rotary_dims": 2}, "must be even"),
         ([[1, 3, 2, 8], [4]], {}, "positions"),
         ([[2, 3, 2, 8], [3, 3]], {}, "batch"),
         ([[3, 2, 8], [1, 3]], {}, "positions must have shape"),

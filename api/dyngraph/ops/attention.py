@@ -118,7 +118,7 @@ def rope(attrs, ins, ctx):
     """Rotary position embedding of x ``[B, S, H, D]`` (or ``[S, H, D]``) at
     positions ``[S]`` (or ``[B, S]``, one row per batch entry), i32 or i64.
 
-    With ``n = rotary_dims or D`` (even, at most D), for each position p of
+    With ``n = rotary_dims or D`` (even, at most D; D even), for each position p of
     the sequence and each i in ``[0, n/2)``::
 
         theta_i = p * scale * base ** (-2 i / n) / freq_factors[i]
@@ -160,14 +160,15 @@ def rope(attrs, ins, ctx):
     n = attrs["rotary_dims"]
     if n < 0 or n % 2:
         raise ctx.error(f"rotary_dims must be even and >= 0 (0: all of D), got {n}")
-    if n == 0:
-        if d.is_const and d.value % 2:
-            raise ctx.error(f"the head size D={d} must be even to rotate all of it (or set an even rotary_dims)")
-        if not d.is_const:
-            ctx.equal(d % 2, ZERO, f"head size D={d} of x {format_shape(x.shape)} must be even")
-    elif d.is_const and n > d.value:
+    # D even also with rotary_dims < D: ggml's rope moves the features past n in pairs (an odd D's last
+    # pair would reach past the row)
+    if d.is_const and d.value % 2:
+        raise ctx.error(f"the head size D={d} must be even")
+    if not d.is_const:
+        ctx.equal(d % 2, ZERO, f"head size D={d} of x {format_shape(x.shape)} must be even")
+    if n and d.is_const and n > d.value:
         raise ctx.error(f"rotary_dims {n} is larger than the head size D={d}")
-    elif not d.is_const:
+    elif n and not d.is_const:
         # n <= D, written as an equality the runtime checks: min(D, n) == n
         ctx.equal(sym_min(d, n), Expr.const(n), f"rotary_dims {n} must not exceed the head size D={d} of x")
     if len(ins) == 3:

@@ -66,6 +66,11 @@ def _dim(d, rank):
         return None
 
 
+def _cat_axis(node, rank):
+    """A cat's or stack's axis, normalized for `rank` (None if out of range)."""
+    return _dim(node.args[1] if len(node.args) > 1 else 0, rank)
+
+
 def _mul_operands(node):
     node = through_identities(node)
     if is_call(node, aten.mul.Tensor) and len(node.args) == 2:
@@ -79,7 +84,7 @@ def _rotate_half_of(cx, node, d):
     if not is_call(node, aten.cat.default) or len(node.args[0]) != 2:
         return None
     rank = cx.rank_of(node)
-    if _dim(node.args[1] if len(node.args) > 1 else 0, rank) != rank - 1:
+    if _cat_axis(node, rank) != rank - 1:
         return None
     neg, low = (through_identities(a) for a in node.args[0])
     if not is_call(neg, aten.neg.default):
@@ -117,11 +122,11 @@ def _rotate_every_two_of(cx, node, d):
     if rank < 2 or list(cx.shape_of(st))[-1] != 2:
         return None
     if is_call(st, aten.stack.default):
-        if len(st.args[0]) != 2 or _dim(st.args[1] if len(st.args) > 1 else 0, rank) != rank - 1:
+        if len(st.args[0]) != 2 or _cat_axis(st, rank) != rank - 1:
             return None
         neg, even = (through_identities(a) for a in st.args[0])
     elif is_call(st, aten.cat.default):
-        if len(st.args[0]) != 2 or _dim(st.args[1] if len(st.args) > 1 else 0, rank) != rank - 1:
+        if len(st.args[0]) != 2 or _cat_axis(st, rank) != rank - 1:
             return None
         parts = [through_identities(a) for a in st.args[0]]
         if not all(is_call(q, aten.unsqueeze.default) and _dim(q.args[1], rank) == rank - 1 for q in parts):
@@ -182,7 +187,7 @@ def _frequencies(cx, emb, mode):
     if mode == "neox":
         if not is_call(emb, aten.cat.default) or len(emb.args[0]) != 2:
             return None
-        if _dim(emb.args[1] if len(emb.args) > 1 else 0, 3) != 2:
+        if _cat_axis(emb, 3) != 2:
             return None
         f0, f1 = emb.args[0]
         if not _same(f0, f1):
