@@ -47,23 +47,6 @@ void dequant_sgemm(ggml_type type, int64_t M, int64_t n, int64_t K, const float*
     }
 }
 
-// Weight rows per chunk of row_blocks_nt: about this many bytes, in L2 while every block of rows passes.
-constexpr int64_t kRowBlockChunkBytes = 256 << 10;
-
-// C[M, n] = A[M, K] . W[n, K]^T for a few more rows than small_gemm takes: blocks of 4 rows (its
-// best register blocking with AVX2: 4 rows x 3 weight rows) over chunks of W that stay in L2.
-void row_blocks_nt(int64_t M, int64_t n, int64_t K, const float* A, int lda, const float* W, int ldw, float* C,
-                   int ldc) {
-    const int64_t chunk =
-        std::max<int64_t>(kColumnAlign, kRowBlockChunkBytes / (K * int64_t(sizeof(float))) / kColumnAlign * kColumnAlign);
-    for (int64_t c = 0; c < n; c += chunk) {
-        const int64_t nc = std::min(chunk, n - c);
-        for (int64_t m = 0; m < M; m += 4)
-            small_gemm_nt(int(std::min<int64_t>(4, M - m)), nc, K, A + m * lda, lda, W + c * ldw, ldw, C + m * ldc + c,
-                          ldc);
-    }
-}
-
 // C[m, j] = bias[j] for rows m < M, columns j < n: what sgemm then adds its product to (beta 1), in
 // place of the zeros it would write first (the bias costs no pass of its own).
 void fill_bias(int64_t M, int64_t n, const float* bias, float* C, int ldc) {
@@ -123,9 +106,7 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
             f32_matvec_nt(n, K, A, reinterpret_cast<const float*>(W), ldb, C + n0);
         } else if (M <= kSmallGemmMaxRows) {
             small_gemm_nt(int(M), n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
-        } else if (M < kSgemmRows && kernel_isa() == Isa::avx2) {
-            row_blocks_nt(M, n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
-        } else if (M < kF32GemmMaxRows && kernel_isa() >= Isa::avx512) {
+        } else if (M < kF32GemmMaxRows && kernel_isa() >= Isa::avx2) {
             f32_gemm_nt(M, n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else {
             if (bias) fill_bias(M, n, bias + n0, C + n0, ldc);

@@ -1,7 +1,6 @@
 """Our hand-vectorized kernels are compiled for several instruction sets and
 picked at run time for the CPU: f32 products of 2-7 rows (AVX-512VL, AVX2 +
-FMA, baseline), of 8-11 rows (AVX2: the same in blocks of 4 rows) and of 8-63
-rows (AVX-512F; else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
+FMA, baseline) and of 8-63 rows (AVX-512F, AVX2 + FMA; else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
 integer kernels; else ggml's product for 1-7 rows and ggml's dequantization +
 sgemm from 8). Each variant is asked for with DYNGRAPH_KERNEL_ISA in a fresh
 process, which reports the variant it runs (the one asked for, or the best
@@ -155,10 +154,11 @@ QUANT_CHECK = textwrap.dedent("""
 
 
 # f32 products of 1 to 70 rows (on AVX-512: 1 row f32_matvec, 2-7 small_gemm, then our
-# tiled kernel up to 63 rows; below it ggml at 1 row, small_gemm, OpenBLAS): row counts
-# with every remainder of the 8-row tiles, K with and
-# without a masked tail and in 1-3 blocks of up to 512, weight rows over
-# several 256 KiB chunks and every remainder of the 3-row tiles, 1-2 threads.
+# tiled kernel up to 63 rows; with AVX2 the same from 2 rows, ggml at 1; generic: ggml
+# at 1 row, small_gemm, OpenBLAS): row counts with every remainder of the 8- and 4-row
+# tiles, K with and without a partial last vector and in 1-3 blocks (of up to 512 values
+# with AVX-512, 1024 with AVX2), weight rows over several 256 KiB chunks and every
+# remainder of the 3-row tiles, 1-2 threads.
 F32_CHECK = textwrap.dedent("""
     import numpy as np
     import dyngraph as dg
@@ -166,7 +166,7 @@ F32_CHECK = textwrap.dedent("""
     rng = np.random.default_rng(3)
     for threads in (1, 2):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
-        for k, n in ((37, 19), (512, 100), (600, 701), (1100, 65)):
+        for k, n in ((37, 19), (512, 100), (600, 701), (1100, 65), (2100, 40)):
             x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
             w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
             y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
