@@ -106,7 +106,7 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
             f32_matvec_nt(n, K, A, reinterpret_cast<const float*>(W), ldb, C + n0);
         } else if (M <= kSmallGemmMaxRows) {
             small_gemm_nt(int(M), n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
-        } else if (M < kF32GemmMaxRows && kernel_isa() >= Isa::avx2) {
+        } else if (kernel_isa() >= Isa::avx2 && M < (kernel_isa() == Isa::avx2 ? kF32GemmMaxRowsAvx2 : kF32GemmMaxRows)) {
             f32_gemm_nt(M, n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else {
             if (bias) fill_bias(M, n, bias + n0, C + n0, ldc);

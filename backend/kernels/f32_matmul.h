@@ -6,13 +6,15 @@
 // - f32: 1 row ggml's (a matrix-vector product; where the CPU has AVX-512
 //   small_gemm.h, which prefetches the weights: on an Ice Lake Xeon 1.2-1.35x
 //   ggml's speed, 12 against 9.5 GB/s of weights); 2-7 rows our register-blocked
-//   kernel (small_gemm.h); 8 to kF32GemmMaxRows - 1 rows our tiled kernel
-//   (f32_gemm.h, AVX-512F or AVX2), which reads the weights where they lie
-//   where sgemm copies them (Ice Lake Xeon, 32 rows, several runs: 45-72
+//   kernel (small_gemm.h); from 8 rows our tiled kernel (f32_gemm.h), which
+//   reads the weights where they lie where sgemm copies them: with AVX-512 up
+//   to kF32GemmMaxRows - 1 (Ice Lake Xeon, 32 rows, several runs: 45-72
 //   against 39-55 GFLOP/s for sgemm and 41-57 for ggml; level at 64 rows,
-//   sgemm ahead from 128. Zen 1, AVX2, SmolLM2's shapes with the weights
-//   from memory, 16-64 rows: 27-35 against OpenBLAS's 12-26 and llamafile's
-//   24-33); from kF32GemmMaxRows on OpenBLAS's sgemm (the scipy-openblas32 wheel).
+//   sgemm ahead from 128), with AVX2 up to kF32GemmMaxRowsAvx2 - 1 (Zen 1,
+//   SmolLM2's shapes with the weights from memory, 16-64 rows: 27-35
+//   against OpenBLAS's 12-26 and llamafile's 24-33; the MLP of the report at
+//   64 / 128 / 256 rows 0.81 / 0.94 / 1.00 of sgemm's time); from there on
+//   OpenBLAS's sgemm (the scipy-openblas32 wheel).
 // - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
 //   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
 //   AVX2 (AVX-512 VNNI where it has that: quant_vnni.h); weights ggml repacked
@@ -33,7 +35,8 @@
 
 namespace dg::kernels {
 
-constexpr int64_t kF32GemmMaxRows = 64;
+constexpr int64_t kF32GemmMaxRows = 64;       // with AVX-512
+constexpr int64_t kF32GemmMaxRowsAvx2 = 256;  // with AVX2 and no AVX-512
 
 // From this many rows on, f32 products go to f32_mul_mat; one row is a
 // matrix-vector product, where ggml's dot products do as well (on a Zen 3;

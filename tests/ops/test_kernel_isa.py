@@ -153,9 +153,9 @@ QUANT_CHECK = textwrap.dedent("""
 """)
 
 
-# f32 products of 1 to 70 rows (on AVX-512: 1 row f32_matvec, 2-7 small_gemm, then our
-# tiled kernel up to 63 rows; with AVX2 the same from 2 rows, ggml at 1; generic: ggml
-# at 1 row, small_gemm, OpenBLAS): row counts with every remainder of the 8- and 4-row
+# f32 products of 1 to 256 rows (on AVX-512: 1 row f32_matvec, 2-7 small_gemm, then our
+# tiled kernel up to 63 rows, then OpenBLAS; with AVX2 ggml at 1 row, small_gemm, the tiled kernel up
+# to 255; generic: ggml at 1 row, small_gemm, OpenBLAS): row counts with every remainder of the 8- and 4-row
 # tiles, K with and without a partial last vector and in 1-3 blocks (of up to 512 values
 # with AVX-512, 1024 with AVX2), weight rows over several 256 KiB chunks and every
 # remainder of the 3-row tiles, 1-2 threads.
@@ -176,7 +176,7 @@ F32_CHECK = textwrap.dedent("""
             (p,) = g.get_partitions()
             W = rng.standard_normal((n, k)).astype(np.float32)
             cp = p.compile([x, w], [y], e, constants={1: W})
-            for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8, 1, 7):
+            for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8, 1, 7, 130, 255, 256):
                 a = rng.standard_normal((m, k)).astype(np.float32)
                 (out,) = cp(a)
                 ref = a.astype(np.float64) @ W.T.astype(np.float64)
