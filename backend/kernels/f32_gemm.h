@@ -1,4 +1,5 @@
-// f32 products of 8 to 63 rows with f32 weights, AVX-512F or AVX2 + FMA
+// f32 products of 8 rows and more (to the thresholds in f32_matmul.h: 63 rows
+// with AVX-512, 255 with AVX2) with f32 weights, AVX-512F or AVX2 + FMA
 // (isa.h: avx2 and up): C = A . W^T with the weights read where they lie (no
 // packing; the activation rows, small, are packed once), each output a dot
 // product along K in the vectors' lanes: tiles of 8 activation rows x 3
@@ -7,7 +8,7 @@
 // reduced together at the end of K. K in blocks (a tile's activations stay
 // in L1), weights in chunks of 256 KiB that stay in L2 while every tile of
 // rows passes over them, the next chunk prefetched meanwhile. OpenBLAS's
-// sgemm (what runs from 64 rows) copies the weights into its packed layout
+// sgemm (what runs past those thresholds) copies the weights into its packed layout
 // on every call: at the few tens of rows of a prompt, that copy from memory
 // is about half its time (perf, SmolLM2 f32 prefill on an AVX-512 Xeon); on
 // a Zen 1 (AVX2) SmolLM2's f32 prefill went from 97 to 137 tokens/s with
