@@ -1,6 +1,6 @@
 """Our hand-vectorized kernels are compiled for several instruction sets and
 picked at run time for the CPU: f32 products of 2-7 rows (AVX-512VL, AVX2 +
-FMA, baseline) and of 8-63 rows (AVX-512F, AVX2 + FMA; else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
+FMA, baseline) and of 8-63 rows with AVX-512F, 8-255 with AVX2 + FMA (else OpenBLAS), products with q8_0/q4_0/q4_1 weights (AVX-512 VNNI and AVX2
 integer kernels; else ggml's product for 1-7 rows and ggml's dequantization +
 sgemm from 8). Each variant is asked for with DYNGRAPH_KERNEL_ISA in a fresh
 process, which reports the variant it runs (the one asked for, or the best
