@@ -69,5 +69,5 @@ def ggml_has_q4_0_layout() -> bool:
 
 def ggml_repacks_q4_0() -> bool:
     """Whether q4_0 weights go to ggml's repacked layout (its faster kernels): where it has one, unless
-    our AVX-512 VNNI kernels compute them, faster still (kernels/f32_matmul.h)."""
-    return ggml_has_q4_0_layout() and dg._backend.kernel_isa() != "avx512vnni"
+    our kernels compute them (with AVX2 and up), faster still (kernels/f32_matmul.h)."""
+    return ggml_has_q4_0_layout() and dg._backend.kernel_isa() == "generic"

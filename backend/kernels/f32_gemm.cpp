@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "dequantize.h"
 #include "isa.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -84,9 +85,17 @@ void f32_gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
     avx2::gemm_nt(M, N, K, A, lda, W, ldw, C, ldc);
 }
 
+void f32_gemm_nt_dequant(ggml_type type, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
+                         size_t ldw, float* C, int64_t ldc) {
+    if (kernel_isa() >= Isa::avx512) return avx512::gemm_nt_dequant(type, M, N, K, A, lda, W, ldw, C, ldc);
+    avx2::gemm_nt_dequant(type, M, N, K, A, lda, W, ldw, C, ldc);
+}
+
 #else  // not x86-64: never called (isa.h)
 
 void f32_gemm_nt(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t) {}
+void f32_gemm_nt_dequant(ggml_type, int64_t, int64_t, int64_t, const float*, int64_t, const char*, size_t, float*,
+                         int64_t) {}
 
 #endif
 

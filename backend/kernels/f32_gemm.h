@@ -15,7 +15,10 @@
 // this kernel in place of sgemm (llama.cpp: 130).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "ggml.h"
 
 namespace dg::kernels {
 
@@ -23,5 +26,18 @@ namespace dg::kernels {
 // Call only where kernel_isa() >= Isa::avx2.
 void f32_gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* W, int64_t ldw, float* C,
                  int64_t ldc);
+
+// The same product with W's N rows stored as `type` (dequantize.h; K a whole
+// number of its blocks), ldw bytes apart: each chunk of weight rows is
+// dequantized into a per-thread buffer (256 KiB, in L2) and multiplied from
+// there, the next chunk's stored bytes prefetched meanwhile, the activation
+// rows packed once for all chunks. Against our integer kernels (quant_gemm.h's
+// AVX2 variant, activations rounded to 8 bits) and ggml's repacked q4_0, on a
+// Zen 1 (dg_bench matmul, SmolLM2's shapes, weights from memory, 1 thread):
+// 32 rows 29-30 GFLOP/s against 20-22 and 24-25; 8 rows 22 against 19-20;
+// 128 rows 31-33 against 20-22 and 25; and the products are those of f32
+// (the activations are not rounded). Call only where kernel_isa() >= Isa::avx2.
+void f32_gemm_nt_dequant(ggml_type type, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
+                         size_t ldw, float* C, int64_t ldc);
 
 }  // namespace dg::kernels

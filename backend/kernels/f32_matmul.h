@@ -15,17 +15,22 @@
 //   against OpenBLAS's 12-26 and llamafile's 24-33; the MLP of the report at
 //   64 / 128 / 256 rows 0.81 / 0.94 / 1.00 of sgemm's time); from there on
 //   OpenBLAS's sgemm (the scipy-openblas32 wheel).
-// - q8_0, q4_0, q4_1: our integer kernels, activations rounded to 8 bits per
-//   block (quant_rows.h for 1-7 rows, quant_gemm.h from 8), where the CPU has
-//   AVX2 (AVX-512 VNNI where it has that: quant_vnni.h); weights ggml repacked
-//   (q4_0 by default, except where our VNNI kernels run: prefer_ggml_repack)
-//   stay with ggml's repacked kernels. Without AVX2: ggml's product below kDequantMinRows rows, blocks
-//   of weight rows dequantized into cache and sgemm from there (dequantize.h).
+// - q8_0, q4_0, q4_1: 1-7 rows our integer kernels, activations rounded to 8
+//   bits per block (quant_rows.h), where the CPU has AVX2; from 8 rows, where
+//   it has AVX-512 VNNI, the VNNI integer kernels (quant_gemm.h), else chunks
+//   of weight rows dequantized into L2 and our tiled f32 kernel on them
+//   (f32_gemm.h's f32_gemm_nt_dequant: on a Zen 1 1.2-1.35x ggml's repacked
+//   q4_0 at 32-128 rows, 1.5x our AVX2 integer kernel, which it replaced).
+//   Where the CPU has AVX2 the weights are not repacked by ggml
+//   (prefer_ggml_repack). Without AVX2: ggml's product below kDequantMinRows
+//   rows (q4_0 in ggml's repacked layout), blocks of weight rows dequantized
+//   into cache and sgemm from there (dequantize.h).
 // - f16, bf16: ggml's product where ggml has llamafile's sgemm (it multiplies
 //   in the weights' own type, AVX-512 BF16 where the CPU has it; the
-//   activations are rounded to that type); else as the types without AVX2.
+//   activations are rounded to that type); else as the other quantized types.
 // - other quantized types: ggml's product below kDequantMinRows rows,
-//   dequantized + sgemm from there.
+//   from there dequantized in chunks and f32_gemm where the CPU has AVX2
+//   (dequantized + sgemm without).
 #pragma once
 
 #include <cstdint>
@@ -84,11 +89,12 @@ bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* b
 
 // Whether quantized matmul weights of `type` go to ggml's CPU_REPACK layout
 // (where ggml's buffer type takes them, and the partition asks for it): not
-// for the types our AVX-512 VNNI kernels compute (quant_vnni.h), which are
-// faster than ggml's repacked kernels (q4_0 on an Ice Lake Xeon,
-// dg_bench matmul, several runs: 32 rows 82-157 against 72-100 GFLOP/s, 1 row 31-39
-// against 20-24; SmolLM2 Q4_0 both ways in one process: prefill of 32 tokens
-// 1.14-1.29x, decode 1.3-1.5x).
+// for the types our kernels compute where the CPU has AVX2 (q8_0, q4_0, q4_1).
+// Our kernels against ggml's repacked q4_0: on an Ice Lake Xeon (VNNI, dg_bench
+// matmul, several runs) 32 rows 82-157 against 72-100 GFLOP/s, 1 row 31-39
+// against 20-24 (SmolLM2 Q4_0 prefill of 32 tokens 1.14-1.29x, decode
+// 1.3-1.5x); on a Zen 1 (AVX2) 32 rows 30-31 against 24-25 (dequantized f32),
+// 4 rows 21-23 against 19-20, 1 row level (16-17).
 bool prefer_ggml_repack(ggml_type type);
 
 // Whether f16 / bf16 weights go to ggml's product at every row count (ggml has llamafile's sgemm).

@@ -1,14 +1,13 @@
-// Products of 8 rows and more (prefill) with q8_0, q4_0 or q4_1 weights, in
-// integer arithmetic as llama.cpp does: the activation rows are rounded to 8
-// bits per 32-value block once (quant_act.h), then tiles of 4 activation rows
-// x 2 weight rows are multiplied block by block with 8-bit dot products
-// (AVX2 maddubs), each block's int32 sums scaled by the two blocks' scales
-// into f32 accumulators. The q4 types' offsets (q4_0: -8 d, q4_1: m) times
-// the activation blocks' sums are a small f32 product added with sgemm.
-// Against dequantizing the weights and sgemm in f32 (what ran before), the
-// weights are read as stored (2-7x fewer bytes) and nothing is converted.
-// AVX2 only (isa.h); where the CPU has AVX-512 VNNI, quant_vnni.h computes it, and from 16
-// rows on q8_0 / q4_0 weights, where the OS enabled AMX (amx.h), quant_amx.h.
+// Products of 8 rows and more (prefill) with q8_0, q4_0 or q4_1 weights in
+// integer arithmetic, where the CPU has AVX-512 VNNI (quant_vnni.h: the
+// activation rows rounded to 8 bits per 32-value block once, as llama.cpp
+// does, then 8-bit dot products with the weights as stored), and from 16 rows
+// on q8_0 / q4_0 weights, where the OS enabled AMX (amx.h), on AMX tiles
+// (quant_amx.h). Without VNNI these products are f32 ones on weights
+// dequantized chunk by chunk (f32_gemm.h's f32_gemm_nt_dequant): on a Zen 1
+// (AVX2) our AVX2 integer kernel (maddubs) ran 19-22 GFLOP/s at 8-2048 rows,
+// the dequantized f32 product 22-33 (dg_bench matmul, 2026-11-29), so the
+// AVX2 integer kernel is gone.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +17,7 @@
 
 namespace dg::kernels {
 
-// Whether quant_gemm_nt handles weights of `type` in this process.
+// Whether quant_gemm_nt handles weights of `type` in this process (VNNI, one of the three types).
 bool quant_gemm_supports(ggml_type type);
 
 // C[m, n] = sum_k A[m, k] * W[n, k] for m < M, n < N; W's rows of `type` are

@@ -8,7 +8,8 @@ The machine these tests were written on has no AMX, so they test what can be tes
 - the products' algorithm (rounding, weight packing into the tiles' layout, the padded edges,
   the per-block scaling) run on emulated tiles (plain C++ with the instructions' documented
   semantics) against numpy on the same rounded activations, and against the products that
-  run here through the public API (AVX2 on an AVX2 machine; on an AMX machine the real tiles).
+  run here through the public API where those are integer ones too (VNNI on a VNNI machine; on
+  an AMX machine the real tiles; elsewhere prefill multiplies dequantized weights in f32).
 The mapping of the tile operations to the AMX instructions is compiled but runs only on AMX
 hardware; there these tests compare the emulation with it.
 """
@@ -206,13 +207,13 @@ def test_emulated_tiles_match_numpy_and_the_products_running_here(storage, k):
     # Every block's dot products are exact int32 sums; the f32 work is one product of the two
     # scales, one of that with the sum and nb additions, each rounding once: against float64,
     # |error| <= (nb + 2) u S with S = sum_k |a_k| |w_k| (of the rounded values). The products
-    # running here through the public API (AVX2, VNNI, or on an AMX machine the real tiles) get
-    # the same bound with their own S (the AVX2 q4_0 kernel adds -8 d sum(a) apart: S grows by
+    # running here through the public API (VNNI, or on an AMX machine the real tiles) get
+    # the same bound with their own S (the integer q4_0 kernels add -8 d sum(a) apart: S grows by
     # 8 |d| |a|), doubled for their lane sums and sgemm; the two differ by at most both bounds.
     # The activations' rows are strided (lda > K).
     rng = np.random.default_rng(k)
     nb = k // 32
-    ours_here = B.kernel_isa() != "generic"  # the integer products run for 8+ rows (else f32 sgemm)
+    ours_here = B.kernel_isa() == "avx512vnni"  # integer products for 8+ rows (else dequantized, f32)
     for n in COLUMNS:
         raw, deq = stored(rng.standard_normal((n, k), dtype=np.float32), storage)
         cp = compiled(k, n, storage, raw) if ours_here else None
@@ -249,9 +250,11 @@ def test_nan_and_inf_activations_give_nan_where_the_other_variants_do(storage):
     bad = [0, 7, 19]
     assert np.isnan(got[bad]).all()
     assert np.isfinite(np.delete(got, bad, axis=0)).all()
-    if B.kernel_isa() != "generic":
-        (here,) = compiled(k, n, storage, raw)(a)
+    (here,) = compiled(k, n, storage, raw)(a)
+    if B.kernel_isa() == "avx512vnni":  # the integer products: the same NaNs
         assert np.array_equal(np.isnan(got), np.isnan(here))
+    else:  # dequantized weights in f32: inf times weights of either sign, or zero
+        assert not np.isfinite(here[bad]).any() and np.isfinite(np.delete(here, bad, axis=0)).all()
 
 
 # The same without AVX2 (DYNGRAPH_KERNEL_ISA=generic): the activations are rounded by the plain C++

@@ -1,12 +1,14 @@
 """Products with quantized (and f16) weights. With q8_0, q4_0 or q4_1 weights
-our integer kernels run where the CPU has AVX2 (1-7 rows: quant_rows, 8 and
-more: quant_gemm): the activations are rounded to 8 bits per 32-value block,
-as llama.cpp does, and the result is checked against numpy's product of the
-same rounded activations with the exactly dequantized weights. Without AVX2 the q types (and
-f16 where ggml lacks llamafile's sgemm) from 8 rows on are dequantized blocks
-and sgemm in f32, checked to f32 precision; fewer rows there, q4_0 weights ggml
-repacked, and f16 weights where ggml has llamafile's sgemm use ggml's product
-(8-bit or f16 rounding of the activations).
+our integer kernels run for 1-7 rows where the CPU has AVX2 (quant_rows), and
+from 8 rows where it has AVX-512 VNNI (quant_gemm): the activations are rounded
+to 8 bits per 32-value block, as llama.cpp does, and the result is checked
+against numpy's product of the same rounded activations with the exactly
+dequantized weights. From 8 rows without VNNI the weights are dequantized in
+chunks and multiplied in f32 (our tiled kernel with AVX2, sgemm without),
+checked to f32 precision, as are f16 weights from 8 rows where ggml lacks
+llamafile's sgemm. Without AVX2, fewer rows, q4_0 weights ggml repacked, and
+f16 weights where ggml has llamafile's sgemm use ggml's product (8-bit or f16
+rounding of the activations).
 The reference dequantization is gguf-py's, in float64, on one partition
 compiled once and run at several row counts."""
 
@@ -57,9 +59,10 @@ def rounded_rows(x: np.ndarray) -> np.ndarray:
     return (q.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
 
 
-def ours(storage: str) -> bool:
-    """Whether our integer kernels compute products with these weights here (any row count)."""
-    return storage in ("q8_0", "q4_0", "q4_1") and dg._backend.kernel_isa() != "generic"
+def rounds(storage: str, m: int) -> bool:
+    """Whether our integer kernels compute products of m rows with these weights here (rounding the rows)."""
+    isa = dg._backend.kernel_isa()
+    return storage in ("q8_0", "q4_0", "q4_1") and isa != "generic" and (m < 8 or isa == "avx512vnni")
 
 
 # our integer kernels against numpy on the same rounded activations: f32 accumulation of exact integer dots
@@ -79,7 +82,7 @@ def test_quantized_weight_product_matches_dequantized_reference(storage, threads
         x = rng.standard_normal((m, k), dtype=np.float32)
         (got,) = cp(x)
         assert got.shape == (m, n_out)
-        if ours(storage):
+        if rounds(storage, m):
             err = rel_err(got, rounded_rows(x) @ deq.T)
             assert err < ROUNDED, (storage, m, err)
         elif storage == "f16":
@@ -114,7 +117,7 @@ def test_batched_activations_share_one_quantized_weight(rng):
         x = rng.standard_normal((b, m, k), dtype=np.float32)
         (got,) = cp(x)
         assert got.shape == (b, m, n_out)
-        if ours("q8_0"):
+        if rounds("q8_0", m):
             ref = rounded_rows(x.reshape(b * m, k)).reshape(b, m, k) @ deq.T
             assert rel_err(got, ref) < ROUNDED
         else:
@@ -137,19 +140,18 @@ def test_small_row_kernel_is_exact_up_to_its_activation_rounding(storage, thread
         x[0, :32] = 0  # an all-zero block
         (got,) = cp(x)
         err = rel_err(got, rounded_rows(x) @ deq.T)
-        assert err < (ROUNDED if ours(storage) else LOOSE), (storage, m, err)
+        assert err < (ROUNDED if rounds(storage, m) else LOOSE), (storage, m, err)
 
 
 @pytest.mark.parametrize("storage", ["q8_0", "q4_0", "q4_1"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_prefill_kernel_is_exact_up_to_its_activation_rounding(storage, threads, rng):
-    # 8 rows and more: tiles of 4 rows x 2 weight rows, chunks of 128 weight
-    # rows, the q4 offsets added by sgemm. Row counts with every remainder of
-    # 4, an odd number of weight rows over three chunks (split between 2
-    # threads), rows of very different scales and an all-zero block, against
-    # numpy on the same rounded activations.
-    if not ours(storage):
-        pytest.skip("without AVX2 these products are dequantized + sgemm (the f32 test above)")
+    # 8 rows and more: with VNNI our integer kernel, checked against numpy on
+    # the same rounded activations; else the weights dequantized in chunks and
+    # multiplied in f32 (with AVX2 tiles of 4 rows x 3 weight rows over chunks
+    # of dequantized rows), checked to f32 precision. Row counts with every
+    # remainder of 4, an odd number of weight rows (split between 2 threads),
+    # rows of very different scales and an all-zero block.
     k, n_out = 352, 261
     w = rng.standard_normal((n_out, k), dtype=np.float32)
     sw, deq = stored(w, storage)
@@ -158,8 +160,27 @@ def test_prefill_kernel_is_exact_up_to_its_activation_rounding(storage, threads,
         x = rng.standard_normal((m, k), dtype=np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
         x[m // 2, 64:96] = 0  # an all-zero block
         (got,) = cp(x)
-        err = np.abs(got - rounded_rows(x) @ deq.T).max(axis=1) / np.abs(rounded_rows(x) @ deq.T).max(axis=1)
-        assert err.max() < ROUNDED, (storage, m, err.max())
+        ref = rounded_rows(x) @ deq.T if rounds(storage, m) else x.astype(np.float64) @ deq.T
+        err = np.abs(got - ref).max(axis=1) / np.abs(ref).max(axis=1)
+        assert err.max() < (ROUNDED if rounds(storage, m) else TIGHT * np.sqrt(k)), (storage, m, err.max())
+
+
+@pytest.mark.parametrize("storage", ["q8_0", "q4_0", "q4_1"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dequantized_prefill_over_several_k_blocks_and_chunks(storage, threads, rng):
+    # K = 2304: three K blocks of the tiled f32 kernel (1024 values with AVX2, 512 with AVX-512), so
+    # the partial sums carry over between blocks; 100 weight rows in chunks of 27 dequantized rows
+    # (256 KiB of f32 each) with a partial last one; 8 to 300 rows (past the 256 where f32 weights
+    # go to sgemm with AVX2). Where VNNI computes these products the activations are rounded.
+    k, n_out = 2304, 100
+    w = rng.standard_normal((n_out, k), dtype=np.float32)
+    sw, deq = stored(w, storage)
+    cp = compiled(k, n_out, sw, threads, repack=False)
+    for m in (8, 13, 64, 70, 300, 9):
+        x = rng.standard_normal((m, k), dtype=np.float32)
+        (got,) = cp(x)
+        ref = rounded_rows(x) @ deq.T if rounds(storage, m) else x.astype(np.float64) @ deq.T
+        assert rel_err(got, ref) < (ROUNDED if rounds(storage, m) else TIGHT * np.sqrt(k)), (storage, m)
 
 
 @pytest.mark.parametrize("storage", ["q8_0", "q4_1"])
