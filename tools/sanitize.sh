@@ -11,9 +11,11 @@
 #   tools/sanitize.sh env CMD..  # run CMD with the sanitized package and runtime preloaded
 #
 # PYTHON selects the interpreter (default: python3); it needs the project's
-# build and test dependencies (pip install '.[test]'). ggml, OpenBLAS and
-# Python itself are not instrumented: reports come from our code, and from
-# theirs where it calls an intercepted function (memcpy, memset, malloc...).
+# build and test dependencies (pip install '.[test]'). ggml, built from its
+# source in the same tree (the default), is instrumented too (a graph built wrong shows as
+# an overrun in ggml's kernel; its own known reports: tools/ubsan-ggml.supp);
+# OpenBLAS and Python itself are not: reports come from them only where they
+# call an intercepted function (memcpy, memset, malloc...).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 py="${PYTHON:-python3}"
