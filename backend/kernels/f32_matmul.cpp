@@ -105,8 +105,9 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         } else if (x->type != GGML_TYPE_F32 && quant_gemm_supports(x->type)) {
             quant_gemm_nt(x->type, M, n, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && (M < f32_gemm_max_rows() || kernel_isa() == Isa::avx2)) {
-            // (with AVX2 at every row count: on a Zen 1 33 GFLOP/s at 256 rows, where dequant_sgemm,
-            // packing the activations again for each block of weights, ran 13-18; 30-33 at 512 and 2048)
+            // (with AVX2 at every row count: on a Zen 1 29-34 GFLOP/s at 256-2048 rows, where
+            // dequant_sgemm ran 13-21 in a process that had run only such products and 32-35 after
+            // f32 products had run; the same code and sizes, not understood: a buffer's placement?)
             f32_gemm_nt_dequant(x->type, M, n, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32) {
             if (bias) fill_bias(M, n, bias + n0, C + n0, ldc);
