@@ -31,12 +31,12 @@ void f32_gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
 // number of its blocks), ldw bytes apart: each chunk of weight rows is
 // dequantized into a per-thread buffer (256 KiB, in L2) and multiplied from
 // there, the next chunk's stored bytes prefetched meanwhile, the activation
-// rows packed once for all chunks. Against our integer kernels (quant_gemm.h's
-// AVX2 variant, activations rounded to 8 bits) and ggml's repacked q4_0, on a
+// rows packed once for all chunks. Against the AVX2 integer kernel it replaced
+// (activations rounded to 8 bits, maddubs) and ggml's repacked q4_0, on a
 // Zen 1 (dg_bench matmul, SmolLM2's shapes, weights from memory, 1 thread):
-// 32 rows 29-30 GFLOP/s against 20-22 and 24-25; 8 rows 22 against 19-20;
-// 128 rows 31-33 against 20-22 and 25; and the products are those of f32
-// (the activations are not rounded). Call only where kernel_isa() >= Isa::avx2.
+// 8 rows 17-22 GFLOP/s against 17-20 and 17-20; 32 rows 29-31 against 20-22
+// and 24-25; 128 rows 31-33 against 20-22 and 25; and the products are those
+// of f32 (the activations are not rounded). Call only where kernel_isa() >= Isa::avx2.
 void f32_gemm_nt_dequant(ggml_type type, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
                          size_t ldw, float* C, int64_t ldc);
 

@@ -5,9 +5,9 @@
 // on q8_0 / q4_0 weights, where the OS enabled AMX (amx.h), on AMX tiles
 // (quant_amx.h). Without VNNI these products are f32 ones on weights
 // dequantized chunk by chunk (f32_gemm.h's f32_gemm_nt_dequant): on a Zen 1
-// (AVX2) our AVX2 integer kernel (maddubs) ran 19-22 GFLOP/s at 8-2048 rows,
-// the dequantized f32 product 22-33 (dg_bench matmul, 2026-11-29), so the
-// AVX2 integer kernel is gone.
+// (AVX2) our AVX2 integer kernel (maddubs) ran 16-22 GFLOP/s at 8-2048 rows,
+// the dequantized f32 product 17-22 at 8 rows and 29-34 from 32 (dg_bench
+// matmul, 2026-11-29), so the AVX2 integer kernel is gone.
 #pragma once
 
 #include <cstddef>

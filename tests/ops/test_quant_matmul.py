@@ -145,7 +145,7 @@ def test_small_row_kernel_is_exact_up_to_its_activation_rounding(storage, thread
 
 @pytest.mark.parametrize("storage", ["q8_0", "q4_0", "q4_1"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_prefill_kernel_is_exact_up_to_its_activation_rounding(storage, threads, rng):
+def test_prefill_product_is_exact_up_to_its_rounding(storage, threads, rng):
     # 8 rows and more: with VNNI our integer kernel, checked against numpy on
     # the same rounded activations; else the weights dequantized in chunks and
     # multiplied in f32 (with AVX2 tiles of 4 rows x 3 weight rows over chunks
