@@ -115,6 +115,8 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
             bias_added = true;
         } else if (M == 1 && kernel_isa() >= Isa::avx512) {
             f32_matvec_nt(n, K, A, reinterpret_cast<const float*>(W), ldb, C + n0);
+        } else if (M == 1 && kernel_isa() == Isa::avx2) {
+            f32_matvec_nt_avx2(n, K, A, reinterpret_cast<const float*>(W), ldb, C + n0);
         } else if (M <= kSmallGemmMaxRows) {
             small_gemm_nt(int(M), n, K, A, lda, reinterpret_cast<const float*>(W), ldb, C + n0, ldc);
         } else if (M < f32_gemm_max_rows()) {
@@ -171,7 +173,7 @@ bool half_weights_to_ggml(ggml_type type) {
 
 bool computes(const ggml_tensor* x, const ggml_tensor* y) {
     if (half_weights_to_ggml(x->type)) return false;
-    const int64_t min_rows = x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx512 ? 1 : kF32KernelMinRows)
+    const int64_t min_rows = x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx2 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;
     return f32_matmul_applies(x, y, min_rows);

@@ -3,9 +3,10 @@
 // several times slower than a blocked product once more than one row
 // multiplies the same weights. Which product runs, by weight type and rows
 // (measured with tests/benchmarks/cpp/matmul_bench.cpp):
-// - f32: 1 row ggml's (a matrix-vector product; where the CPU has AVX-512
-//   small_gemm.h, which prefetches the weights: on an Ice Lake Xeon 1.2-1.35x
-//   ggml's speed, 12 against 9.5 GB/s of weights); 2-7 rows our register-blocked
+// - f32: 1 row f32_matvec.h (a dot product per weight row, the rows in order:
+//   one stream from memory) where the CPU has AVX2, ggml's product without
+//   (a Zen 5, AVX-512: 0.79-0.99x ggml's time; a Zen 1, AVX2: 0.85-0.93x,
+//   11.5 against 9.7 GB/s of weights); 2-7 rows our register-blocked
 //   kernel (small_gemm.h); from 8 rows our tiled kernel (f32_gemm.h), which
 //   reads the weights where they lie where sgemm copies them: with AVX-512 up
 //   to kF32GemmMaxRows - 1 (Ice Lake Xeon, 32 rows, several runs: 45-72
@@ -43,9 +44,9 @@ namespace dg::kernels {
 constexpr int64_t kF32GemmMaxRows = 64;       // with AVX-512
 constexpr int64_t kF32GemmMaxRowsAvx2 = 256;  // with AVX2 and no AVX-512
 
-// From this many rows on, f32 products go to f32_mul_mat; one row is a
-// matrix-vector product, where ggml's dot products do as well (on a Zen 3;
-// where the CPU has AVX-512, from one row on: f32_matvec.h).
+// From this many rows on, f32 products go to f32_mul_mat without AVX2 (with
+// it from one row on: f32_matvec.h); one row is a matrix-vector product, where
+// ggml's dot products do as well as our generic code.
 constexpr int64_t kF32KernelMinRows = 2;
 
 // From this many rows on, products with quantized weights are dequantized

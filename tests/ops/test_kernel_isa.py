@@ -158,7 +158,7 @@ QUANT_CHECK = textwrap.dedent("""
 
 
 # f32 products of 1 to 256 rows (on AVX-512: 1 row f32_matvec, 2-7 small_gemm, then our
-# tiled kernel up to 63 rows, then OpenBLAS; with AVX2 ggml at 1 row, small_gemm, the tiled kernel up
+# tiled kernel up to 63 rows, then OpenBLAS; with AVX2 f32_matvec at 1 row, small_gemm, the tiled kernel up
 # to 255; generic: ggml at 1 row, small_gemm, OpenBLAS): row counts with every remainder of the 8- and 4-row
 # tiles, K with and without a partial last vector and in 1-3 blocks (of up to 512 values
 # with AVX-512, 1024 with AVX2), weight rows over several 256 KiB chunks and every
@@ -192,7 +192,7 @@ F32_CHECK = textwrap.dedent("""
             (out,) = cp(a)
             assert np.isnan(out[2]).all() and not np.isfinite(out[5]).any(), (threads, k, n)
             assert np.isfinite(np.delete(out, [2, 5], axis=0)).all(), (threads, k, n)
-            for at in (k // 3, k - 1):  # one row (AVX-512: f32_matvec), in its main loop and in its tail
+            for at in (k // 3, k - 1):  # one row (f32_matvec with AVX2 and up), in its main loop and in its tail
                 a = rng.standard_normal((1, k)).astype(np.float32)
                 a[0, at] = np.inf
                 (out,) = cp(a)

@@ -15,8 +15,8 @@
 // copy, so weights come from memory as in a model's forward pass. The paths
 // run interleaved; medians in microseconds and GFLOP/s are printed, each
 // result checked against the f32 product of the dequantized weights.
-// The "dyngraph avx2" column is our AVX2 kernels on this CPU: its 1-row f32
-// figures are small_gemm's, where a CPU without AVX-512 runs ggml's product.
+// The "dyngraph avx2" column is our AVX2 kernels on this CPU (1 row f32:
+// f32_matvec's AVX2 variant).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
