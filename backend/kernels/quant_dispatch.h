@@ -1,8 +1,8 @@
-// The ISA dispatch of the AVX2 products with q8_0 / q4_0 / q4_1 weights, written once for
-// quant_rows.cpp (1-7 rows) and quant_gemm.cpp (8 rows or more): which weight types they take,
-// the AVX-512 VNNI variant where the CPU has it (quant_vnni.h), else the activations rounded to
-// 8 bits (quant_act.h) and the AVX2 kernel of the weight's type. x86-64 only: elsewhere no
-// weight type is taken and ggml's product runs.
+// The ISA dispatch of our integer products with q8_0 / q4_0 / q4_1 weights: which weight types
+// they take (quant_rows.cpp, 1-7 rows, and quant_gemm.cpp, 8 rows or more with VNNI), and for
+// quant_rows the AVX-512 VNNI variant where the CPU has it (quant_vnni.h), else the activations
+// rounded to 8 bits (quant_act.h) and the AVX2 kernel of the weight's type. x86-64 only:
+// elsewhere no weight type is taken and ggml's product runs.
 #pragma once
 
 #include <cstdint>

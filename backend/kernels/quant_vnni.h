@@ -1,7 +1,7 @@
 // The AVX-512 VNNI variants of our products with q8_0, q4_0 or q4_1 weights
 // (isa.h: avx512vnni), for 1-7 rows (quant_rows.h) and 8 rows or more
 // (quant_gemm.h), with the same contracts. The activation rows are rounded
-// to 8 bits per block as the AVX2 variants round them and laid out four
+// to 8 bits per block as the AVX2 variant (1-7 rows) rounds them and laid out four
 // blocks to a group (quant_act_vnni.h); each group of four weight blocks is
 // read as stored (the GGUF layout, no repacking) and turned into 128 unsigned
 // bytes with two byte permutes (VBMI): q8_0 as w + 128, the q4 types as their
