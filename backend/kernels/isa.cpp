@@ -7,6 +7,10 @@
 
 #include "vector_clones.h"
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace dg::kernels {
 
 namespace {
@@ -59,6 +63,32 @@ int vector_level() {
 #else
     return 0;
 #endif
+}
+
+bool half_width_units() {
+    static const bool half = [] {
+        if (const char* v = std::getenv("DYNGRAPH_VECTOR_UNITS")) {
+            if (std::strcmp(v, "128") == 0) return true;
+            if (std::strcmp(v, "256") == 0) return false;
+        }
+#if defined(__GNUC__) && defined(__x86_64__)
+        unsigned eax, ebx, ecx, edx;
+        if (__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) && eax >= 0x8000001Au &&
+            __get_cpuid(0x8000001Au, &eax, &ebx, &ecx, &edx) && (eax & 5u) != 0)
+            return (eax & 1u) != 0 && (eax & 4u) == 0;  // FP128 set, FP256 not
+        // the leaf hidden or zeroed (a hypervisor may): by family and model, AMD's family 17h below
+        // model 30h (Zen, Zen+) and Hygon's family 18h (Dhyana, a Zen)
+        if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+        const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;    // "AuthenticAMD"
+        const bool hygon = ebx == 0x6f677948u && edx == 0x6e65476eu && ecx == 0x656e6975u;  // "HygonGenuine"
+        if (!(amd || hygon) || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+        const unsigned family = ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu);
+        const unsigned model = ((eax >> 4) & 0xFu) | ((eax >> 12) & 0xF0u);
+        return (amd && family == 0x17 && model < 0x30) || (hygon && family == 0x18);
+#endif
+        return false;
+    }();
+    return half;
 }
 
 const char* isa_name(Isa isa) {

@@ -26,6 +26,13 @@ Isa kernel_isa();
 // (int8_dot.h) pick their variant once per process and do not follow it.
 Isa set_kernel_isa_for_benchmark(Isa isa);
 
+// Whether the CPU issues a 256-bit vector operation as two 128-bit halves: AMD's CPUID leaf
+// 0x8000001A says so (FP128; Zen 1, Zen+, Hygon Dhyana); Intel's CPUs and AMD's from Zen 2 on have
+// 256-bit units (the leaf's FP256 bit, or no such leaf). Kernels whose 128-bit form needs fewer
+// operations pick it there (quant_rows.cpp). DYNGRAPH_VECTOR_UNITS=128 or 256, read once, overrides
+// it (the tests run both forms on any CPU).
+bool half_width_units();
+
 // "generic", "avx2", "avx512" or "avx512vnni".
 const char* isa_name(Isa isa);
 

@@ -2,7 +2,8 @@
 // and the first steps of a short prompt). The activation rows are rounded to
 // 8 bits per 32-value block once (as ggml's product does), then each weight
 // block is read once and multiplied into every row with 8-bit integer dot
-// products (AVX2), the next weight rows prefetched. ggml's product for these
+// products (AVX2, in 128-bit or 256-bit vectors by the CPU's units: isa.h,
+// half_width_units), the next weight rows prefetched. ggml's product for these
 // types computes one output at a time and reaches about half the memory
 // bandwidth; this reaches it. AVX2 only (isa.h): elsewhere ggml's product runs;
 // where the CPU has AVX-512 VNNI, quant_vnni.h computes it.

@@ -100,7 +100,9 @@ def test_small_row_kernel_variant_matches_numpy(isa):
 # multiplied in f32, against numpy in float64. Row counts 1-40 (the 1-7 row
 # kernels, the 8+ row tiles and every remainder of them), 1 and 2 threads, K of 1 to 18 blocks (groups of 4
 # blocks and every partial last group), an odd number of weight rows, an
-# all-zero block, rows of very different scales; then NaN and inf activations.
+# all-zero block, rows of very different scales; then NaN and inf activations. The 1-7 row kernels come
+# in 128-bit and 256-bit forms (quant_rows.cpp; the CPU's units pick one, DYNGRAPH_VECTOR_UNITS
+# either): both run at every level.
 QUANT_CHECK = textwrap.dedent("""
     import numpy as np
     import dyngraph as dg
@@ -153,7 +155,7 @@ QUANT_CHECK = textwrap.dedent("""
                     # rounded rows: a NaN block; f32 products: inf times weights of either sign, or zero
                     assert np.isnan(out[0]).all() and not np.isfinite(out[m - 1]).any(), (isa, storage, m)
                     assert np.isfinite(out[1:m - 1]).all(), (isa, storage, m)
-    print(isa)
+    print(isa, dg._backend.vector_units())
 """)
 
 
@@ -208,12 +210,39 @@ def test_f32_product_variant_of_many_rows_matches_numpy(isa):
     assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
 
 
+@pytest.mark.parametrize("units", ["128", "256"])
 @pytest.mark.parametrize("isa", ORDER)
-def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa):
+def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa, units):
     pytest.importorskip("gguf")
-    r = run_python(QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa}, timeout=600)
+    r = run_python(QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units}, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
+    assert r.stdout.split() == [min(isa, best_isa(), key=ORDER.index), units]
+
+
+def cpu_identity() -> tuple:
+    """(vendor_id, cpu family, model) from /proc/cpuinfo, or ("", 0, 0)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            fields = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line)
+    except OSError:
+        return "", 0, 0
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    return fields.get("vendor_id", ""), int(fields.get("cpu family", 0)), int(fields.get("model", 0))
+
+
+# Which CPUs issue 256-bit operations as two halves (isa.h, half_width_units: CPUID's FP128 bit, or
+# by family and model where a hypervisor hides that leaf): AMD's Zen and Zen+ (family 17h below model
+# 30h) and Hygon's Dhyana; not Zen 2 on, not Intel's. Checked against this CPU's /proc/cpuinfo, and
+# DYNGRAPH_VECTOR_UNITS overrides it either way.
+def test_vector_units_follow_the_cpu_model_and_the_override():
+    vendor, family, model = cpu_identity()
+    half = (vendor == "AuthenticAMD" and family == 0x17 and model < 0x30) or (vendor == "HygonGenuine" and family == 0x18)
+    code = "import dyngraph as dg; print(dg._backend.vector_units())"
+    assert run_python(code).stdout.strip() == ("128" if half else "256"), (vendor, family, model)
+    for units in ("128", "256"):
+        assert run_python(code, env_vars={"DYNGRAPH_VECTOR_UNITS": units}).stdout.strip() == units
+    # a value that is neither: the CPU's
+    assert run_python(code, env_vars={"DYNGRAPH_VECTOR_UNITS": "512"}).stdout.strip() == ("128" if half else "256")
 
 
 # The loops compiled for several levels (kernels/vector_clones.h: Winograd's transforms, attention's

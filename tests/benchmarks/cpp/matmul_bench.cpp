@@ -12,7 +12,9 @@
 // 576x1536, 1536x576) in f32, bf16, f16, q8_0, q4_0, q4_1, with
 // `rows` activation rows (default 32), one thread. The weights are spread over
 // copies that together exceed the L3 cache, and each call takes the next
-// copy, so weights come from memory as in a model's forward pass. The paths
+// copy, so weights come from memory as in a model's forward pass
+// (DG_BENCH_WEIGHT_COPIES=1: one copy, the weights in cache, to tell a
+// kernel's compute from its memory traffic). The paths
 // run interleaved; medians in microseconds and GFLOP/s are printed, each
 // result checked against the f32 product of the dequantized weights.
 // The "dyngraph avx2" column is our AVX2 kernels on this CPU (1 row f32:
@@ -161,8 +163,8 @@ int dg_bench::matmul_main(int argc, char** argv) {
     const int64_t shapes[][2] = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}};
     const ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_BF16, GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1};
     std::mt19937 rng(1);
-    std::printf("rows %lld, 1 thread, median of %d calls, weights from memory; us (GFLOP/s) [max error / max |ref|]\n",
-                (long long)M, reps);
+    std::printf("rows %lld, 1 thread, median of %d calls, weights from %s; us (GFLOP/s) [max error / max |ref|]\n",
+                (long long)M, reps, std::getenv("DG_BENCH_WEIGHT_COPIES") ? "DG_BENCH_WEIGHT_COPIES copies" : "memory");
     // our kernels' best variant here, and (where it is above avx2) the AVX2 one beside it, switched per call
     const k::Isa best = k::kernel_isa();
     const bool both = best > k::Isa::avx2;
@@ -176,7 +178,9 @@ int dg_bench::matmul_main(int argc, char** argv) {
             Bench b{s[0], s[1], M, t, {}, {}, {}};
             make_data(b, rng);
             const size_t wbytes = b.wdata.size();
-            const int copies = int(std::max<size_t>(2, (64u << 20) / std::max<size_t>(wbytes, 1)));
+            const char* copies_env = std::getenv("DG_BENCH_WEIGHT_COPIES");
+            const int copies = copies_env ? std::max(1, std::atoi(copies_env))
+                                          : int(std::max<size_t>(2, (64u << 20) / std::max<size_t>(wbytes, 1)));
             std::vector<Path> paths = {Path::ggml, Path::repack, Path::dyngraph};
             if (both) paths.push_back(Path::dyngraph_avx2);
             std::vector<std::vector<Case>> cases(paths.size());
