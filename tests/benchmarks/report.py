@@ -7,7 +7,8 @@
 Rows: the case, dyngraph's median, its reference's median, their ratio, the
 target and whether it is met. One engine thread, one BLAS thread, one torch
 thread everywhere, except where --threads N (or all) runs the PyTorch
-sections (eager, grid) on N engine and N torch threads. Within a section the cases run interleaved (timing.py):
+sections (eager, grid) on N engine and N torch threads and the llama.cpp one
+on N engine threads and llama-bench -t N. Within a section the cases run interleaved (timing.py):
 every round calls each once, in a random order. Sections:
 
 - cache hit: execute() at a built shape against the bare ggml compute of the
@@ -352,8 +353,8 @@ def features_line(have_torch: bool = False) -> str:
     return "CPU features used: " + "; ".join(parts)
 
 
-def llama_cpp_samples(types) -> dict:
-    """llama-bench's pp32 / tg32 tokens/s samples (1 thread, flash attention and
+def llama_cpp_samples(types, threads: int) -> dict:
+    """llama-bench's pp32 / tg32 tokens/s samples (`threads` threads, flash attention and
     repacking on, its defaults) per (build, type, "prefill" | "decode")."""
     gguf_dir = os.environ["SMOLLM2_GGUF_DIR"]
     import llama_cpp_baseline as lb
@@ -366,12 +367,12 @@ def llama_cpp_samples(types) -> dict:
     out = {}
     for label, bench in llama_cpp_builds().items():
         for t, path in models.items():
-            for r in lb.run_one(bench, path, "1", 3, {}):
+            for r in lb.run_one(bench, path, str(threads), 3, {}):
                 out[(label, t, "prefill" if r["n_prompt"] else "decode")] = list(r.get("samples_ts") or [r["avg_ts"]])
     return out
 
 
-def llama_cpp_rows(sm, rounds: int) -> List[Row]:
+def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
     import dyngraph.torch as dgt
     import torch_cases as tc
 
@@ -382,19 +383,20 @@ def llama_cpp_rows(sm, rounds: int) -> List[Row]:
     fns = {}
     for t, wt in types.items():
         if wt is None:
-            run = dgt.compile(sm.exported_last, engine=1, weights=gguf_weights(tc.smollm2_gguf(), sm.lm))
+            run = dgt.compile(sm.exported_last, engine=threads, weights=gguf_weights(tc.smollm2_gguf(), sm.lm))
         else:
-            run = dgt.compile(sm.exported_last, engine=1, weight_type=wt)
+            run = dgt.compile(sm.exported_last, engine=threads, weight_type=wt)
         for key, fn in tc.smollm2_steps(run).items():
             fns[f"{t} {key}"] = fn
     # both sides in the same stretch of time: the machine's load drifts over minutes
     samples = {name: [] for name in fns}
     ref: Optional[dict] = {} if llama_cpp_set_up() else None
     for _ in range(LLAMA_CPP_PASSES):
-        for name, v in interleaved(fns, max(1, rounds // LLAMA_CPP_PASSES), max_seconds=90 / LLAMA_CPP_PASSES).items():
+        for name, v in interleaved(fns, max(1, rounds // LLAMA_CPP_PASSES), max_seconds=90 / LLAMA_CPP_PASSES,
+                                   settle=0.0 if threads == 1 else SETTLE_THREADS).items():
             samples[name] += v
         if ref is not None:
-            for k, v in llama_cpp_samples(types).items():
+            for k, v in llama_cpp_samples(types, threads).items():
                 ref.setdefault(k, []).extend(v)
     builds = list(llama_cpp_builds()) if ref is not None else [None]
     rows = []
@@ -403,7 +405,8 @@ def llama_cpp_rows(sm, rounds: int) -> List[Row]:
             for key, n in (("prefill", 32), ("decode", 1)):
                 tps = n / (median(samples[f"{t} {key}"]) * 1e-9)
                 name = (f"vs llama.cpp{f' ({label})' if label else ''}: SmolLM2 {t}"
-                        f"{' (GGUF as stored)' if t == 'Q4_1' else ''} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s)")
+                        f"{' (GGUF as stored)' if t == 'Q4_1' else ''} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s"
+                        f"{f', {threads} threads' if threads != 1 else ''})")
                 target = i == 0  # the first build (native) carries the target, the others are for comparison
                 if ref is None:
                     rows.append(Row(name, f"{tps:.0f}", "not run (LLAMA_BENCH)", "-", f">= {LLAMA_CPP_FRACTION:.2f}", None))
@@ -539,8 +542,9 @@ def main() -> None:
                                                             "dg_bench"),
                     help="the C++ microbenchmarks' binary (cmake -DDYNGRAPH_BUILD_BENCH=ON)")
     ap.add_argument("--threads", default="1",
-                    help="threads of PyTorch and of dyngraph's engine in the eager and grid sections: a number or "
-                         "'all' (os.cpu_count()); default 1. Every other section runs one thread")
+                    help="threads of PyTorch and of dyngraph's engine in the eager and grid sections, and of "
+                         "dyngraph's engine and llama-bench in the llamacpp one: a number or 'all' "
+                         "(os.cpu_count()); default 1. Every other section runs one thread")
     args = ap.parse_args()
     if args.threads != "all" and not args.threads.isdigit():
         ap.error(f"--threads: a number or 'all', got {args.threads!r}")
@@ -578,7 +582,7 @@ def main() -> None:
     if have_torch and "grid" in only:
         rows += grid_rows(GRID_ROUNDS, threads)
     if sm is not None and "llamacpp" in only:
-        rows += llama_cpp_rows(sm, max(10, args.rounds // 4))
+        rows += llama_cpp_rows(sm, max(10, args.rounds // 4), threads)
     if sm is not None and "model" in only:
         rows += model_rows(sm)
     if "threads" in only:
@@ -589,7 +593,8 @@ def main() -> None:
     print(f"dyngraph {dg.__version__}, ggml {dg._backend.ggml_version()}, numpy {np.__version__}"
           + (f", torch {__import__('torch').__version__}" if have_torch else "") + f"; {machine()}")
     print(f"1 engine thread, 1 BLAS thread{'' if blas_one else ' (requested by environment only)'}, 1 torch thread"
-          + (f" (eager and grid: {threads} engine and {threads} torch threads)" if threads != 1 else "")
+          + (f" (eager and grid: {threads} engine and {threads} torch threads; llamacpp: {threads} engine "
+             f"threads, llama-bench -t {threads})" if threads != 1 else "")
           + f"; medians of interleaved rounds; load average before: {os.getloadavg()[0]:.2f}")
     print(features_line(have_torch))
     print()
