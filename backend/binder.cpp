@@ -123,40 +123,46 @@ void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool ch
     if (needs_partial_eval_) known.assign(prog_.symbols.size(), 0);
     for (const SourceDef& s : prog_.sources) {
         const HostTensor& h = *inputs[s.input];
-        std::string where = input_label(size_t(s.input));
+        // the messages' words, made only for a message: the hot path (a dimension read at every call)
+        // built two strings per source
+        auto where = [&] { return input_label(size_t(s.input)); };
         if (needs_partial_eval_ && (s.offset >= 0 || s.kind >= SourceKind::Reshape))
             evaluate_exprs(prog_, b.symbols.data(), b.values, &known, &node_known);
         int64_t v = 0;
         if (s.kind == SourceKind::Dim) {
             v = h.shape[s.index];
         } else if (s.kind == SourceKind::Value) {
-            v = read_element(h, s.index, where);
+            v = read_element(h, s.index, where());
         } else {
             const TensorDef& ref = prog_.tensors[size_t(s.ref)];
             std::vector<int64_t> ref_dims;
             for (int32_t e : ref.shape) {
-                if (!node_known[size_t(e)]) fail<IRError>("symbol source for ", where, " is ordered before the shape it resolves against");
+                if (!node_known[size_t(e)])
+                    fail<IRError>("symbol source for ", where(), " is ordered before the shape it resolves against");
                 ref_dims.push_back(b.values[size_t(e)]);
             }
-            std::vector<int64_t> vals = read_values(h, where);
-            std::vector<int64_t> r = s.kind == SourceKind::Reshape ? resolve_reshape(vals, ref_dims, s.flag != 0, where)
-                                                                   : resolve_order(vals, ref_dims.size(), where);
+            const std::string at = where();
+            std::vector<int64_t> vals = read_values(h, at);
+            std::vector<int64_t> r = s.kind == SourceKind::Reshape ? resolve_reshape(vals, ref_dims, s.flag != 0, at)
+                                                                   : resolve_order(vals, ref_dims.size(), at);
             if (size_t(s.index) >= r.size())
-                fail<ShapeError>(where, ": ", r.size(), " values, the partition reads value ", s.index);
+                fail<ShapeError>(at, ": ", r.size(), " values, the partition reads value ", s.index);
             v = s.kind == SourceKind::PermutedDim ? ref_dims[size_t(r[size_t(s.index)])] : r[size_t(s.index)];
         }
         int64_t off = s.offset >= 0 ? b.values[size_t(s.offset)] : 0;
         const SymbolDef& sym = prog_.symbols[size_t(s.symbol)];
-        std::string what = s.kind == SourceKind::Dim ? cat(where, " dimension ", s.index) : cat(where, " element ", s.index);
+        auto what = [&] {
+            return s.kind == SourceKind::Dim ? cat(where(), " dimension ", s.index) : cat(where(), " element ", s.index);
+        };
         int64_t num = 0;
         if (__builtin_sub_overflow(v, off, &num) || (s.coeff == -1 && num == INT64_MIN))
-            fail<ShapeError>(what, " is ", v, ": ", sym.name, " overflows 64 bits");
+            fail<ShapeError>(what(), " is ", v, ": ", sym.name, " overflows 64 bits");
         if (num % s.coeff != 0)
-            fail<ShapeError>(what, " is ", v, ", which is not ", s.coeff, "*", sym.name,
+            fail<ShapeError>(what(), " is ", v, ", which is not ", s.coeff, "*", sym.name,
                              off ? cat(" + ", off) : std::string(), " for any integer ", sym.name);
         int64_t val = num / s.coeff;
         if (val < sym.min || val > sym.max)
-            fail<ShapeError>(what, " is ", v, ": that makes ", sym.name, " = ", val, ", outside its range [", sym.min,
+            fail<ShapeError>(what(), " is ", v, ": that makes ", sym.name, " = ", val, ", outside its range [", sym.min,
                              ", ", sym.max, "]");
         b.symbols[size_t(s.symbol)] = val;
         if (needs_partial_eval_) known[size_t(s.symbol)] = 1;

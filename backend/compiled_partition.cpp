@@ -412,21 +412,22 @@ BuiltGraph& CompiledPartition::validate(const HostTensor* const* in, size_t n_in
                                         size_t n_out) {
     binder_.bind(in, n_in, binding_);
     if (n_out != prog_.outputs.size()) fail<ShapeError>("expected ", prog_.outputs.size(), " outputs, got ", n_out);
-    // a tensor's engine: the partition's, or one interchangeable with it (Engine::same_as)
-    auto check_engine = [&](const HostTensor& h, const std::string& what) {
+    // a tensor's engine: the partition's, or one interchangeable with it (Engine::same_as); `what()` names
+    // the tensor, made only for a message (strings built at every call were most of this check's time)
+    auto check_engine = [&](const HostTensor& h, auto what) {
         const auto* e = static_cast<const Engine*>(h.engine);
         if (e && e->same_as(*engine_)) return;
         if (!e)
-            fail<ExecutionError>(what, " was made without an engine (tensors must be made for the engine the partition "
-                                       "was compiled for, or an equal one)");
-        fail<ExecutionError>(what, " was made for another engine: a ", e->describe(), ", the partition's is a ",
+            fail<ExecutionError>(what(), " was made without an engine (tensors must be made for the engine the partition "
+                                         "was compiled for, or an equal one)");
+        fail<ExecutionError>(what(), " was made for another engine: a ", e->describe(), ", the partition's is a ",
                              engine_->describe(), " (tensors must be made for an equal engine: same devices and threads)");
     };
     for (size_t i = 0; i < n_in; ++i) {
         if (in[i]->data == nullptr) fail<ExecutionError>(binder_.input_label(i), " has no data");
-        check_engine(*in[i], binder_.input_label(i));
+        check_engine(*in[i], [&] { return binder_.input_label(i); });
     }
-    for (size_t j = 0; j < n_out; ++j) check_engine(*out[j], cat("output ", j));
+    for (size_t j = 0; j < n_out; ++j) check_engine(*out[j], [&] { return cat("output ", j); });
     BuiltGraph& g = lookup(binding_);
     for (size_t j = 0; j < n_out; ++j) {
         const TensorDef& t = prog_.tensors[size_t(prog_.outputs[j])];
