@@ -24,19 +24,21 @@ std::string Binder::symbol_values(const Binding& b) const {
     return s;
 }
 
-static int64_t read_element(const HostTensor& t, int64_t index, const std::string& where) {
-    if (t.data == nullptr) fail<ShapeError>(where, " is a shape tensor: its values are needed, pass a Tensor with data");
-    if (index >= t.numel()) fail<ShapeError>(where, ": element ", index, " is needed but it has ", t.numel(), " elements");
+// `where()` names the tensor in a message (made only for one)
+template <class Where>
+static int64_t read_element(const HostTensor& t, int64_t index, const Where& where) {
+    if (t.data == nullptr) fail<ShapeError>(where(), " is a shape tensor: its values are needed, pass a Tensor with data");
+    if (index >= t.numel()) fail<ShapeError>(where(), ": element ", index, " is needed but it has ", t.numel(), " elements");
     if (t.dtype == DType::I32) return static_cast<const int32_t*>(t.data)[index];
     if (t.dtype == DType::I64) return static_cast<const int64_t*>(t.data)[index];
-    fail<DTypeError>(where, ": shape tensors are i32 or i64, got ", dtype_name(t.dtype));
+    fail<DTypeError>(where(), ": shape tensors are i32 or i64, got ", dtype_name(t.dtype));
 }
 
 namespace {
 
 std::vector<int64_t> read_values(const HostTensor& t, const std::string& where) {
     std::vector<int64_t> v(size_t(t.numel()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = read_element(t, int64_t(i), where);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = read_element(t, int64_t(i), [&] { return where; });
     return v;
 }
 
@@ -132,7 +134,7 @@ void Binder::bind(const HostTensor* const* inputs, size_t n, Binding& b, bool ch
         if (s.kind == SourceKind::Dim) {
             v = h.shape[s.index];
         } else if (s.kind == SourceKind::Value) {
-            v = read_element(h, s.index, where());
+            v = read_element(h, s.index, where);
         } else {
             const TensorDef& ref = prog_.tensors[size_t(s.ref)];
             std::vector<int64_t> ref_dims;
