@@ -207,8 +207,11 @@ def test_sizes_no_input_gives_are_read_from_a_symbol_input(engine, tmp_path):
     for n in (1, 5, 64):
         (got,) = cp(xv, np.array([n], np.int64))
         np.testing.assert_array_equal(got, np.arange(3, 3 + n) + 6.0)
-    with pytest.raises(dg.ShapeError, match="outside its range"):
+    # the messages name the input and the element (their words are made only for an error)
+    with pytest.raises(dg.ShapeError, match=r"input 1 .*element 0 is 65: that makes seq = 65, outside its range"):
         cp(xv, np.array([65], np.int64))
+    with pytest.raises(dg.ShapeError, match=r"input 1 .*: element 0 is needed but it has 0 elements"):
+        cp(xv, np.array([], np.int64))
     cp.save(tmp_path / "p.dg")
     loaded = dg.load(tmp_path / "p.dg", engine)
     assert [s.name for s in loaded.symbol_inputs] == ["seq"]
