@@ -75,15 +75,12 @@ ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return is_dense(t) ? t : gg:
 template <class Ok>
 static bool readers_all(const LowerCtx& c, int32_t t, Ok ok, int* readers) {
     *readers = 0;
-    if (!c.env.host || c.env.placed) return false;
-    for (int32_t o : c.prog.outputs)
-        if (o == t) return false;
-    for (const OpDef& other : c.prog.ops)
-        for (size_t i = 0; i < other.inputs.size(); ++i)
-            if (other.inputs[i] == t) {
-                if (!ok(other, i)) return false;
-                ++*readers;
-            }
+    if (!c.env.host || c.env.placed || c.prog.is_output[size_t(t)]) return false;
+    for (int32_t r = c.prog.reader_begin[size_t(t)]; r < c.prog.reader_begin[size_t(t) + 1]; ++r) {
+        const Program::Reader& at = c.prog.readers[size_t(r)];
+        if (!ok(c.prog.ops[size_t(at.op)], size_t(at.input))) return false;
+        ++*readers;
+    }
     return true;
 }
 

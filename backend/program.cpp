@@ -179,6 +179,23 @@ const uint8_t* aligned_ir(const uint8_t* buf, size_t size, AlignedBuffer& copy) 
     return static_cast<const uint8_t*>(copy.data());
 }
 
+// Program::reader_begin, readers and is_output (counting sort by tensor, so each tensor's readers
+// keep program order).
+static void index_readers(Program& prog) {
+    const size_t n = prog.tensors.size();
+    prog.reader_begin.assign(n + 1, 0);
+    for (const OpDef& op : prog.ops)
+        for (int32_t t : op.inputs) ++prog.reader_begin[size_t(t) + 1];
+    for (size_t t = 0; t < n; ++t) prog.reader_begin[t + 1] += prog.reader_begin[t];
+    prog.readers.resize(size_t(prog.reader_begin[n]));
+    std::vector<int32_t> next(prog.reader_begin.begin(), prog.reader_begin.end() - 1);
+    for (size_t o = 0; o < prog.ops.size(); ++o)
+        for (size_t i = 0; i < prog.ops[o].inputs.size(); ++i)
+            prog.readers[size_t(next[size_t(prog.ops[o].inputs[i])]++)] = {int32_t(o), int32_t(i)};
+    prog.is_output.assign(n, 0);
+    for (int32_t o : prog.outputs) prog.is_output[size_t(o)] = 1;
+}
+
 Program Program::parse(const uint8_t* buf, size_t size) {
     if (buf == nullptr || size < 8) fail<IRError>("the IR buffer is empty or truncated (", size, " bytes)");
     if (reinterpret_cast<uintptr_t>(buf) % 8 != 0) fail<IRError>("internal error: the IR buffer is not 8-byte aligned");
@@ -369,6 +386,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
         for (size_t k = 0; k < j; ++k)
             if (prog.outputs[k] == i) fail<IRError>("tensor ", prog.tensors[size_t(i)].label(), " is listed twice as output");
     }
+    index_readers(prog);
     // symbol sources and guards
     if (p->sources())
         for (const auto* s : *p->sources()) {

@@ -119,6 +119,18 @@ struct Program {
     // `buf` must be 8-byte aligned (see aligned_ir).
     static Program parse(const uint8_t* buf, size_t size);
 
+    // Who reads each tensor, built at parse: the (op index, input index) pairs reading tensor t are
+    // readers[reader_begin[t] .. reader_begin[t + 1]), in program order; is_output[t] when t is a
+    // program output. The lowering asks "is this op the only reader?" per op: a scan of every op
+    // each time made a rebuild quadratic in the ops.
+    struct Reader {
+        int32_t op;
+        int32_t input;
+    };
+    std::vector<int32_t> reader_begin;
+    std::vector<Reader> readers;
+    std::vector<char> is_output;
+
     // Nodes whose value depends on no symbol, evaluated once at parse.
     std::vector<char> is_const;
     std::vector<int64_t> const_vals;
