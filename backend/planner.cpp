@@ -72,55 +72,70 @@ MemoryPlan plan_memory(ggml_cgraph* graph, const PtrMap<int>& external, size_t a
     MemoryPlan plan;
     FreeList fl(align);
     const int n_nodes = ggml_graph_n_nodes(graph);
-    auto needs_memory = [&](const ggml_tensor* t) {
-        return t->view_src == nullptr && t->data == nullptr && !external.contains(t);
-    };
+    // One slot per view root the arena may hold: a tensor without data (weights and state have theirs)
+    // and not in the caller's buffers; `last_use` is the last node reading it (n_nodes: a leaf, held
+    // for the whole graph). Weights, the most common source, never reach the map.
     struct Slot {
         int last_use = -1;
         size_t offset = 0;
+        size_t bytes = 0;
         bool live = false;
+        bool arena = false;  // not external
+        bool known = false;
     };
     PtrMap<Slot> slots(size_t(n_nodes) * 2);
+    auto note = [&](ggml_tensor* root, int i) {
+        Slot& sl = slots[root];
+        if (!sl.known) {
+            sl.known = true;
+            sl.arena = !external.contains(root);
+        }
+        sl.last_use = i;
+    };
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor* t = ggml_graph_node(graph, i);
-        slots[view_root(t)].last_use = i;
-        for (int s = 0; s < GGML_MAX_SRC; ++s)
-            if (t->src[s]) slots[view_root(t->src[s])].last_use = i;
+        if (ggml_tensor* r = view_root(t); r->data == nullptr) note(r, i);
+        for (ggml_tensor* src : t->src)
+            if (src)
+                if (ggml_tensor* r = view_root(src); r->data == nullptr) note(r, i);
     }
+    // (no insertion from here on: the slots' addresses are stable)
     plan.placed.reserve(size_t(n_nodes));
+    Slot* read[GGML_MAX_SRC + 1];
     for (int i = 0; i < n_nodes; ++i) {
         ggml_tensor* t = ggml_graph_node(graph, i);
-        for (int s = 0; s < GGML_MAX_SRC; ++s) {
-            ggml_tensor* src = t->src[s];
-            if (src && src->op == GGML_OP_NONE && needs_memory(src)) {
-                Slot& sl = slots[src];
-                if (!sl.live && sl.last_use != n_nodes) {
-                    sl.offset = fl.alloc(ggml_nbytes(src));  // a leaf without data: lives for the whole graph
-                    sl.live = true;
-                    sl.last_use = n_nodes;
-                    plan.placed.emplace_back(src, sl.offset);
-                }
-            }
-        }
-        if (t->view_src != nullptr) {
-            plan.views.push_back(t);
-        } else if (needs_memory(t)) {
-            Slot& sl = slots[t];
-            sl.offset = fl.alloc(ggml_nbytes(t));
-            sl.live = true;
-            plan.placed.emplace_back(t, sl.offset);
-        }
-        // release what this node was the last to read (after allocating its output: no aliasing)
-        for (int s = 0; s <= GGML_MAX_SRC; ++s) {
-            ggml_tensor* src = s < GGML_MAX_SRC ? t->src[s] : t;
+        int n_read = 0;
+        for (ggml_tensor* src : t->src) {
             if (!src) continue;
             ggml_tensor* r = view_root(src);
+            if (r->data != nullptr) continue;
             Slot* sl = slots.find(r);
-            if (sl && sl->live && sl->last_use == i) {
-                fl.release(sl->offset, ggml_nbytes(r));
-                sl->live = false;
+            read[n_read++] = sl;
+            if (r == src && src->op == GGML_OP_NONE && sl->arena && !sl->live && sl->last_use != n_nodes) {
+                sl->bytes = ggml_nbytes(src);
+                sl->offset = fl.alloc(sl->bytes);  // a leaf without data: lives for the whole graph
+                sl->live = true;
+                sl->last_use = n_nodes;
+                plan.placed.emplace_back(src, sl->offset);
             }
         }
+        ggml_tensor* r = view_root(t);
+        Slot* own = r->data == nullptr ? slots.find(r) : nullptr;
+        if (t->view_src != nullptr) {
+            plan.views.push_back(t);
+        } else if (own && own->arena) {
+            own->bytes = ggml_nbytes(t);
+            own->offset = fl.alloc(own->bytes);
+            own->live = true;
+            plan.placed.emplace_back(t, own->offset);
+        }
+        if (own) read[n_read++] = own;
+        // release what this node was the last to read (after allocating its output: no aliasing)
+        for (int k = 0; k < n_read; ++k)
+            if (read[k]->live && read[k]->last_use == i) {
+                fl.release(read[k]->offset, read[k]->bytes);
+                read[k]->live = false;
+            }
     }
     plan.size = fl.top();
     return plan;
