@@ -214,11 +214,15 @@ _PATTERNS = {
 def fuse_int8(prog: Program, data: Dict[int, np.ndarray]) -> int:
     """Rewrite every matching pattern; returns how many were fused."""
     fused = 0
+    maps = None  # (producers, readers) of prog.ops as they are: made again only after a rewrite
     for op in [o for o in prog.ops if o.kind in _PATTERNS]:
         match, kind, store_weights = _PATTERNS[op.kind]
-        m = match(prog, op, _producers(prog), _readers(prog))
+        if maps is None:
+            maps = _producers(prog), _readers(prog)
+        m = match(prog, op, *maps)
         if m is None:
             continue
+        maps = None
         new = OpSpec(op.id, kind, op.name, m["inputs"], [m["output"]], m["attrs"])
         drop = {id(o) for o in m["remove"]}
         prog.ops = [new if o is op else o for o in prog.ops if id(o) not in drop]

@@ -42,15 +42,18 @@ def check_state_writes(ops, property_of: Callable[[int], Property]) -> Dict[int,
     """Refuse reads of a state version that is written again; return the versions."""
     ops = list(ops)
     versions = state_versions(ops, property_of)
+    readers: Dict[int, list] = {}  # version id -> the ops reading it, in order (one scan, not one per write)
+    for op in ops:
+        for t in op.inputs:
+            if t.id in versions:
+                readers.setdefault(t.id, []).append(op)
     for op in ops:
         w = written_input(op)
         if w is None or op.inputs[w].id not in versions:
             continue
         written = op.inputs[w].id
-        for other in ops:
-            if other is op:
-                continue
-            if any(t.id == written for t in other.inputs):
+        for other in readers[written]:
+            if other is not op:
                 raise CompileError(
                     f"state tensor {versions[written]}: {other.label} reads a version that {op.label} then writes "
                     f"in place; read the written result instead"

@@ -600,6 +600,7 @@ class Converter:
         results = out_node.args[0]
         outputs, roots, user_roots = [], [], []
         input_mutations, buffer_writes = [], []
+        state_maps = None  # made again only after a copy into a state
         self.node = out_node
         for spec, v in zip(sig.output_specs, results):
             val = self.values.get(v) if isinstance(v, fx.Node) else v
@@ -614,7 +615,12 @@ class Converter:
                     raise CompileError(f"buffer {spec.target} is assigned a non-tensor")
                 sid = self.states.get(spec.target)
                 if sid is not None:
-                    val = self._final_state_write(spec.target, sid, val)
+                    if state_maps is None:
+                        state_maps = self._state_maps()
+                    new_val = self._final_state_write(spec.target, sid, val, *state_maps)
+                    if new_val is not val:
+                        state_maps = None  # a copy was emitted: a new version of sid
+                    val = new_val
                     roots.append(val)
                 else:
                     buffer_writes.append((spec.target, self.buffer_ids[spec.target], val.id))
@@ -657,17 +663,23 @@ class Converter:
             torch_dtypes=self.torch_dtypes,
         )
 
-    def _final_state_write(self, name: str, sid: int, val: LogicalTensor) -> LogicalTensor:
-        """The buffer's new value must be written into its state: a version of
-        the state already is; anything else is copied in (whole-buffer assignment)."""
-        state_lt = self.tensors[sid]
+    def _state_maps(self):
+        """(state versions, the ids of the versions some op writes) of the ops so far, for
+        _final_state_write."""
         versions = state_versions(self.ops, lambda tid: self.tensors[tid].property)
+        written = {op.inputs[w].id for op in self.ops if (w := written_input(op)) is not None}
+        return versions, written
+
+    def _final_state_write(self, name: str, sid: int, val: LogicalTensor, versions, written) -> LogicalTensor:
+        """The buffer's new value must be written into its state: a version of
+        the state already is; anything else is copied in (whole-buffer assignment).
+        ``versions`` and ``written``: _state_maps() of the ops as they are."""
+        state_lt = self.tensors[sid]
         if versions.get(val.id) == sid:
             return val
         if val.id in self.opaque or sid in self.opaque:
             raise RunnerBuffer(name, "its new value has no dyngraph form")
         # the latest version of the state (the one no write consumes)
-        written = {op.inputs[written_input(op)].id for op in self.ops if written_input(op) is not None}
         latest = [t for t, s in versions.items() if s == sid and t not in written] or [sid]
         dst = self.tensors[latest[0]]
         rank = self.types[sid].rank
