@@ -154,3 +154,35 @@ def test_bad_sizes_and_a_model_that_skips_a_cache_layer_are_typed_errors():
 
     with pytest.raises(CompileError, match="wrote 1 of its 2 layers"):
         StaticCacheLM(OneCachedLayerOfTwo(), max_cache_len=8)
+
+
+def test_the_export_records_stack_traces_only_when_asked(monkeypatch):
+    """export_static_cache_lm leaves out each node's stack trace (a sixth of a real model's export time) unless
+    asked; torch's setting is as it was afterwards, after a failed export too; both programs compute the same."""
+    from torch.fx import config as fx_config
+
+    model, prompt = build("llama-sdpa")
+    lm = StaticCacheLM(model, max_cache_len=32).eval()
+    before = fx_config.do_not_emit_stack_traces
+    quick = export_static_cache_lm(lm)
+    assert fx_config.do_not_emit_stack_traces == before
+    traced = export_static_cache_lm(lm, stack_traces=True)
+
+    def traces(ep):
+        return [n.meta.get("stack_trace") for n in ep.graph.nodes if n.op == "call_function"]
+
+    # (the few runtime asserts export inserts afterwards name the pass that made them, either way)
+    model_traces = [sum(bool(t) and "modeling_llama" in t for t in traces(ep)) for ep in (quick, traced)]
+    assert model_traces[0] == 0 and model_traces[1] > len(traces(traced)) // 4, model_traces
+    runs = [dgt.compile(ep, engine=1) for ep in (quick, traced)]
+    got = [run(prompt, torch.arange(PROMPT)) for run in runs]
+    torch.testing.assert_close(got[0], got[1], atol=0, rtol=0)
+
+    def fail(*args, **kwargs):
+        assert fx_config.do_not_emit_stack_traces
+        raise RuntimeError("export failed")
+
+    monkeypatch.setattr(torch.export, "export", fail)
+    with pytest.raises(RuntimeError, match="export failed"):
+        export_static_cache_lm(lm)
+    assert fx_config.do_not_emit_stack_traces == before

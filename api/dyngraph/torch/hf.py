@@ -11,12 +11,18 @@ sequence lengths.
 
 from __future__ import annotations
 
+import contextlib
 from typing import List, Optional, Sequence
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
 
 from ..errors import CompileError, ShapeError
+
+try:
+    from torch.fx import config as _fx_config
+except ImportError:  # (a torch before the setting: stack traces are always recorded)
+    _fx_config = None
 
 
 class _PositionedLayer(StaticLayer):
@@ -160,15 +166,38 @@ def load_gguf_causal_lm(path: str, dtype: torch.dtype = torch.float32):
 
 
 def export_static_cache_lm(lm: StaticCacheLM, example_length: int = 4, max_length: Optional[int] = None,
-                           batch_size: int = 1):
+                           batch_size: int = 1, stack_traces: bool = False):
     """``torch.export`` a :class:`StaticCacheLM` with a dynamic sequence length
-    (1 to ``max_length``, at most the cache length)."""
+    (1 to ``max_length``, at most the cache length).
+
+    The nodes carry no ``stack_trace`` unless ``stack_traces``: recording the
+    Python stack of each of a model's thousands of traced ops took an eighth
+    of the export's time (SmolLM2-135M on a Zen 1, the first export in a
+    process: 13.7-13.9 s with them, 11.6-12.1 s without), and dyngraph does
+    not read them (``torch.fx.config.do_not_emit_stack_traces``,
+    set for the export only)."""
     max_length = min(max_length or lm.max_cache_len, lm.max_cache_len)
     seq = torch.export.Dim("seq", min=1, max=max_length)
     ids = torch.zeros((batch_size, example_length), dtype=torch.long)
     pos = torch.arange(example_length)
-    with torch.no_grad():
+    with torch.no_grad(), _stack_traces(stack_traces):
         return torch.export.export(lm, (ids, pos), dynamic_shapes=({1: seq}, {0: seq}), strict=False)
+
+
+@contextlib.contextmanager
+def _stack_traces(record: bool):
+    """torch.fx's tracers record each node's stack trace (or not) inside; the setting is restored after.
+    A torch without the setting records them as it always does."""
+    config = _fx_config
+    if record or not hasattr(config, "do_not_emit_stack_traces"):
+        yield
+        return
+    before = config.do_not_emit_stack_traces
+    config.do_not_emit_stack_traces = True
+    try:
+        yield
+    finally:
+        config.do_not_emit_stack_traces = before
 
 
 def greedy(run, prompt: Sequence[int], max_new_tokens: int, start: int = 0) -> List[int]:
