@@ -178,6 +178,25 @@ def test_compile_rejects_what_is_not_a_program():
         dgt.compile(MLP(), (torch.randn(4, 64),), engine="fast")
 
 
+def test_a_module_is_exported_without_stack_traces_unless_asked():
+    """dgt.compile's export leaves out each node's Python stack (dyngraph never reads it; an eighth of a real
+    model's export), and leaves torch's setting as it was; dyngraph.torch.export records them when asked."""
+    from torch.fx import config as fx_config
+
+    from dyngraph.torch.export import export
+
+    def model_traces(ep):  # nodes whose stack trace reaches this file's MLP.forward
+        return sum("forward" in (n.meta.get("stack_trace") or "") for n in ep.graph.nodes if n.op == "call_function")
+
+    before = fx_config.do_not_emit_stack_traces
+    x, dims = torch.randn(4, 64), ({0: n_dim()},)
+    run = dgt.compile(MLP(), (x,), dynamic_shapes=dims, engine=1)
+    assert fx_config.do_not_emit_stack_traces == before
+    assert model_traces(run.exported_program) == 0
+    assert model_traces(export(MLP(), (x,), dynamic_shapes=dims, stack_traces=True)) >= 3  # linear, silu, linear
+    assert_matches_eager(run, MLP().eval(), [[torch.randn(n, 64)] for n in (1, 9)])
+
+
 def test_export_failures_are_compile_errors():
     class DataDependent(torch.nn.Module):
         def forward(self, x):

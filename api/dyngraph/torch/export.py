@@ -8,6 +8,7 @@ silu, index_copy): one dyngraph op each instead of a handful.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -16,6 +17,11 @@ from torch._decomp import core_aten_decompositions
 
 from ..errors import CompileError
 from .converters import kept_whole
+
+try:
+    from torch.fx import config as _fx_config
+except ImportError:  # (a torch before the setting: stack traces are always recorded)
+    _fx_config = None
 
 
 def decomposition_table() -> dict:
@@ -27,15 +33,36 @@ def decomposition_table() -> dict:
     return table
 
 
+@contextlib.contextmanager
+def stack_traces_recorded(record: bool):
+    """Inside, torch.fx's tracers record each node's Python stack trace
+    (``node.meta["stack_trace"]``) or, with ``record`` false, do not
+    (``torch.fx.config.do_not_emit_stack_traces``, restored after). dyngraph
+    never reads them, and capturing them is an eighth of a real model's
+    export time. A torch without the setting records them as always."""
+    config = _fx_config
+    if record or not hasattr(config, "do_not_emit_stack_traces"):
+        yield
+        return
+    before = config.do_not_emit_stack_traces
+    config.do_not_emit_stack_traces = True
+    try:
+        yield
+    finally:
+        config.do_not_emit_stack_traces = before
+
+
 def export(module: torch.nn.Module, args: Tuple = (), kwargs: Optional[dict] = None,
-           dynamic_shapes: Any = None, strict: bool = False) -> torch.export.ExportedProgram:
-    """``torch.export.export`` in eval mode and without autograd."""
+           dynamic_shapes: Any = None, strict: bool = False,
+           stack_traces: bool = False) -> torch.export.ExportedProgram:
+    """``torch.export.export`` in eval mode and without autograd (and without
+    the nodes' stack traces unless ``stack_traces``: stack_traces_recorded)."""
     if not isinstance(module, torch.nn.Module):
         raise CompileError(f"expected a torch.nn.Module or an ExportedProgram, got {type(module).__name__}")
     was_training = module.training
     module.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), stack_traces_recorded(stack_traces):
             return torch.export.export(module, tuple(args), dict(kwargs or {}), dynamic_shapes=dynamic_shapes,
                                        strict=strict)
     except Exception as e:  # torch raises many kinds of errors here

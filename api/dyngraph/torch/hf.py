@@ -11,18 +11,13 @@ sequence lengths.
 
 from __future__ import annotations
 
-import contextlib
 from typing import List, Optional, Sequence
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
 
 from ..errors import CompileError, ShapeError
-
-try:
-    from torch.fx import config as _fx_config
-except ImportError:  # (a torch before the setting: stack traces are always recorded)
-    _fx_config = None
+from .export import stack_traces_recorded
 
 
 class _PositionedLayer(StaticLayer):
@@ -180,24 +175,8 @@ def export_static_cache_lm(lm: StaticCacheLM, example_length: int = 4, max_lengt
     seq = torch.export.Dim("seq", min=1, max=max_length)
     ids = torch.zeros((batch_size, example_length), dtype=torch.long)
     pos = torch.arange(example_length)
-    with torch.no_grad(), _stack_traces(stack_traces):
+    with torch.no_grad(), stack_traces_recorded(stack_traces):
         return torch.export.export(lm, (ids, pos), dynamic_shapes=({1: seq}, {0: seq}), strict=False)
-
-
-@contextlib.contextmanager
-def _stack_traces(record: bool):
-    """torch.fx's tracers record each node's stack trace (or not) inside; the setting is restored after.
-    A torch without the setting records them as it always does."""
-    config = _fx_config
-    if record or not hasattr(config, "do_not_emit_stack_traces"):
-        yield
-        return
-    before = config.do_not_emit_stack_traces
-    config.do_not_emit_stack_traces = True
-    try:
-        yield
-    finally:
-        config.do_not_emit_stack_traces = before
 
 
 def greedy(run, prompt: Sequence[int], max_new_tokens: int, start: int = 0) -> List[int]:
