@@ -186,6 +186,13 @@ class CompiledPartition:
         ``build=False`` only computes shapes."""
         if len(inputs) != len(self._inputs):
             raise ShapeError(f"expected {len(self._inputs)} inputs {self._input_ids}, got {len(inputs)}")
+        if type(inputs) is list:  # the usual call, Tensors in a list: passed as they are
+            for x in inputs:
+                if type(x) is not Tensor:
+                    break
+            else:
+                shapes = self._impl.infer(inputs, build, True)
+                return [lt._with_concrete_shape(s) for lt, s in zip(self._outputs, shapes)]
         specs = []
         for i, x in enumerate(inputs):
             if isinstance(x, Tensor):
@@ -197,7 +204,7 @@ class CompiledPartition:
                 raise ShapeError(f"input {i} (tensor {x.label}): shape {format_shape(x.shape)} is not concrete")
             specs.append((x.id, DTYPE_CODE[x.dtype], list(x.shape)))
         shapes = self._impl.infer(specs, build, True)
-        return [lt.with_shape(s) for lt, s in zip(self._outputs, shapes)]
+        return [lt._with_concrete_shape(s) for lt, s in zip(self._outputs, shapes)]
 
     def execute(self, stream, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Compute: ``inputs`` in get_inputs() order, ``outputs`` shaped as infer_outputs() says.

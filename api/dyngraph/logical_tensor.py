@@ -113,6 +113,12 @@ class LogicalTensor:
         lt.id, lt.dtype, lt.shape, lt.property, lt.name = self.id, self.dtype, shape, self.property, self.name
         return lt
 
+    def _with_concrete_shape(self, shape: tuple) -> "LogicalTensor":
+        """with_shape for a tuple of non-negative ints the backend computed (infer_outputs): no checks."""
+        lt = LogicalTensor.__new__(LogicalTensor)
+        lt.id, lt.dtype, lt.shape, lt.property, lt.name = self.id, self.dtype, shape, self.property, self.name
+        return lt
+
     # -- value semantics ---------------------------------------------------------
     def _key(self):
         return (self.id, self.dtype, self.shape, self.property)
