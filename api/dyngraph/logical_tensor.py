@@ -109,12 +109,11 @@ class LogicalTensor:
         shape = None if shape is None else tuple(shape)
         if shape is None or not all(type(d) is int and d >= 0 for d in shape):
             return LogicalTensor(self.id, self.dtype, shape, self.property, self.name)
-        lt = LogicalTensor.__new__(LogicalTensor)  # a concrete shape of a checked tensor: nothing to validate
-        lt.id, lt.dtype, lt.shape, lt.property, lt.name = self.id, self.dtype, shape, self.property, self.name
-        return lt
+        return self._with_concrete_shape(shape)  # a concrete shape of a checked tensor: nothing to validate
 
     def _with_concrete_shape(self, shape: tuple) -> "LogicalTensor":
-        """with_shape for a tuple of non-negative ints the backend computed (infer_outputs): no checks."""
+        """with_shape for a tuple of non-negative ints (checked by with_shape, or computed by the backend
+        for infer_outputs): no checks."""
         lt = LogicalTensor.__new__(LogicalTensor)
         lt.id, lt.dtype, lt.shape, lt.property, lt.name = self.id, self.dtype, shape, self.property, self.name
         return lt
