@@ -117,8 +117,36 @@ size_t count(const flatbuffers::Vector<T>* v) {
     return v ? v->size() : 0;
 }
 
-std::vector<int32_t> ints32(const flatbuffers::Vector<int32_t>* v) {
-    return v ? std::vector<int32_t>(v->begin(), v->end()) : std::vector<int32_t>{};
+// The bytes of every vector and string the parser copies out, against the buffer's size. FlatBuffers
+// lets any number of tables refer to one vector or string: without this a file of a few megabytes could
+// have each of a million ops refer to one vector of a million inputs, and the parser copy and check them
+// all (hours and terabytes). A file whose vectors and strings are each referred to once (what every
+// writer makes, dyngraph's included) holds them within its own size.
+class CopyBudget {
+public:
+    explicit CopyBudget(size_t size) : size_(size), left_(size) {}
+    void take(size_t n, size_t elem_size) {
+        const size_t bytes = n * elem_size;  // (n < 2^32 elements of at most 24 bytes: no overflow)
+        if (bytes > left_)
+            fail<IRError>("the IR's vectors and strings add up to more bytes than its ", size_,
+                          "-byte buffer: one is referred to more than once (a malformed file)");
+        left_ -= bytes;
+    }
+
+private:
+    size_t size_, left_;
+};
+
+std::vector<int32_t> ints32(const flatbuffers::Vector<int32_t>* v, CopyBudget& budget) {
+    if (!v) return {};
+    budget.take(v->size(), sizeof(int32_t));
+    return std::vector<int32_t>(v->begin(), v->end());
+}
+
+std::string str_of(const flatbuffers::String* s, CopyBudget& budget) {
+    if (!s) return "";
+    budget.take(s->size(), 1);
+    return s->str();
 }
 
 // The verifier checks a vector's alignment only to 4 bytes: the elements of a vector
@@ -127,8 +155,9 @@ std::vector<int32_t> ints32(const flatbuffers::Vector<int32_t>* v) {
 static_assert(FLATBUFFERS_LITTLEENDIAN, "dyngraph reads FlatBuffers vectors bytewise on little-endian hosts");
 
 template <class T, class V>
-std::vector<T> copy_out(const flatbuffers::Vector<V>* v) {
+std::vector<T> copy_out(const flatbuffers::Vector<V>* v, CopyBudget& budget) {
     static_assert(sizeof(T) == sizeof(std::remove_const_t<std::remove_pointer_t<V>>), "copy_out: element sizes differ");
+    if (v) budget.take(v->size(), sizeof(T));
     std::vector<T> out(v ? v->size() : 0);
     if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
     return out;
@@ -138,11 +167,11 @@ void check_count(size_t n, size_t limit, const char* what) {
     if (n > limit) fail<IRError>("the IR has ", n, " ", what, " (at most ", limit, ")");
 }
 
-std::string name_of(const flatbuffers::String* s, const char* what) {
+std::string name_of(const flatbuffers::String* s, const char* what, CopyBudget& budget) {
     if (!s) return "";
     if (s->size() > limits::kMaxNameBytes)
         fail<IRError>("a ", what, " name has ", s->size(), " bytes (at most ", limits::kMaxNameBytes, ")");
-    return s->str();
+    return str_of(s, budget);
 }
 
 void check_index(int64_t i, size_t n, const char* what, const std::string& where) {
@@ -211,6 +240,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
     if (p->version() != 1) fail<IRError>("IR version ", p->version(), " is not supported (this build reads version 1)");
 
     Program prog;
+    CopyBudget budget(size);
     check_count(count(p->symbols()), limits::kMaxSymbols, "symbols");
     check_count(count(p->exprs()), limits::kMaxExprNodes, "expression nodes");
     check_count(count(p->tensors()), limits::kMaxTensors, "tensors");
@@ -219,7 +249,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
     if (p->symbols())
         for (const auto* s : *p->symbols()) {
             SymbolDef d;
-            d.name = name_of(s->name(), "symbol");
+            d.name = name_of(s->name(), "symbol", budget);
             d.min = s->min();
             d.max = s->max();
             if (d.min < 0 || d.max < d.min)
@@ -234,7 +264,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
         std::vector<uint8_t> nesting(n, 0);
         prog.is_const.assign(n, 0);
         prog.const_vals.assign(n, 0);
-        const std::vector<fbs::ExprNode> nodes = copy_out<fbs::ExprNode>(p->exprs());
+        const std::vector<fbs::ExprNode> nodes = copy_out<fbs::ExprNode>(p->exprs(), budget);
         for (size_t i = 0; i < n; ++i) {
             const fbs::ExprNode* e = &nodes[i];
             auto op = uint8_t(e->op());
@@ -277,11 +307,11 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             const auto* t = p->tensors()->Get(flatbuffers::uoffset_t(i));
             TensorDef d;
             d.id = t->id();
-            d.name = name_of(t->name(), "tensor");
+            d.name = name_of(t->name(), "tensor", budget);
             auto dt = uint8_t(t->dtype());
             if (dt >= kNumDTypes) fail<IRError>("tensor ", d.label(), " has unknown dtype ", int(dt));
             d.dtype = DType(dt);
-            d.shape = ints32(t->shape());
+            d.shape = ints32(t->shape(), budget);
             if (d.shape.size() > size_t(kMaxRank))
                 fail<IRError>("tensor ", d.label(), " has rank ", d.shape.size(), " (at most ", kMaxRank, ")");
             for (int32_t s : d.shape) check_index(s, n_exprs, "expression", cat("tensor ", d.label()));
@@ -300,7 +330,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
     std::vector<char> available(n_tensors, 0);
     for (size_t i = 0; i < n_tensors; ++i)
         if (prog.tensors[i].property != Property::Variable) available[i] = 1;
-    prog.inputs = ints32(p->inputs());
+    prog.inputs = ints32(p->inputs(), budget);
     for (int32_t i : prog.inputs) {
         check_index(i, n_tensors, "tensor", "program input");
         if (prog.tensors[size_t(i)].property != Property::Variable)
@@ -314,12 +344,12 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             OpDef d;
             d.id = o->id();
             d.kind = uint16_t(o->kind());
-            d.name = name_of(o->name(), "op");
+            d.name = name_of(o->name(), "op", budget);
             if (d.kind >= uint16_t(fbs::OpKind::End)) fail<IRError>("op '", d.name, "' has unknown kind ", d.kind);
             const ops::OpFacts& facts = d.facts();
             if (!facts.registered) fail<IRError>("op '", d.name, "': op kind ", facts.name, " has no shape rule in this build");
-            d.inputs = ints32(o->inputs());
-            d.outputs = ints32(o->outputs());
+            d.inputs = ints32(o->inputs(), budget);
+            d.outputs = ints32(o->outputs(), budget);
             std::string where = d.label();
             check_arity(facts, d.inputs.size(), facts.min_inputs, facts.max_inputs, "inputs", where);
             check_arity(facts, d.outputs.size(), facts.min_outputs, facts.max_outputs, "outputs", where);
@@ -365,26 +395,26 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             if (o->attrs())
                 for (const auto* a : *o->attrs()) {
                     AttrDef ad;
-                    ad.name = a->name() ? a->name()->str() : "";
+                    ad.name = str_of(a->name(), budget);
                     auto ty = uint8_t(a->type());
                     if (ty > uint8_t(AttrType::Exprs)) fail<IRError>(where, ": attribute '", ad.name, "' has unknown type");
                     ad.type = AttrType(ty);
-                    ad.ints = copy_out<int64_t>(a->ints());
-                    ad.floats = copy_out<double>(a->floats());
-                    if (a->str()) ad.str = a->str()->str();
-                    ad.exprs = ints32(a->exprs());
+                    ad.ints = copy_out<int64_t>(a->ints(), budget);
+                    ad.floats = copy_out<double>(a->floats(), budget);
+                    ad.str = str_of(a->str(), budget);
+                    ad.exprs = ints32(a->exprs(), budget);
                     attrs.push_back(std::move(ad));
                 }
             d.attrs = ops::read_attrs(d.kind, attrs, ranks, n_exprs, where);
             prog.ops.push_back(std::move(d));
         }
-    prog.outputs = ints32(p->outputs());
-    for (size_t j = 0; j < prog.outputs.size(); ++j) {
-        int32_t i = prog.outputs[j];
+    prog.outputs = ints32(p->outputs(), budget);
+    std::vector<char> listed(n_tensors, 0);
+    for (int32_t i : prog.outputs) {
         check_index(i, n_tensors, "tensor", "program output");
         if (!available[size_t(i)]) fail<IRError>("program output ", prog.tensors[size_t(i)].label(), " is never produced");
-        for (size_t k = 0; k < j; ++k)
-            if (prog.outputs[k] == i) fail<IRError>("tensor ", prog.tensors[size_t(i)].label(), " is listed twice as output");
+        if (listed[size_t(i)]) fail<IRError>("tensor ", prog.tensors[size_t(i)].label(), " is listed twice as output");
+        listed[size_t(i)] = 1;
     }
     index_readers(prog);
     // symbol sources and guards
@@ -410,7 +440,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
         }
     if (p->guards())
         for (const auto* g : *p->guards()) {
-            GuardDef d{g->lhs(), g->rhs(), name_of(g->message(), "guard message")};
+            GuardDef d{g->lhs(), g->rhs(), name_of(g->message(), "guard message", budget)};
             check_index(d.lhs, n_exprs, "expression", "guard");
             check_index(d.rhs, n_exprs, "expression", "guard");
             prog.guards.push_back(std::move(d));
@@ -454,6 +484,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             fail<IRError>("tensor ", t.label(), ": ", e.what());
         }
     }
+    std::vector<char> has_data(n_tensors, 0);
     if (p->data())
         for (const auto* d : *p->data()) {
             int32_t ti = d->tensor();
@@ -463,8 +494,9 @@ Program Program::parse(const uint8_t* buf, size_t size) {
             size_t want = host_bytes(t, prog.static_shape(t));
             size_t got = d->data() ? d->data()->size() : 0;
             if (got != want) fail<IRError>("tensor ", t.label(), ": data has ", got, " bytes, its shape and type need ", want);
-            for (const auto& other : prog.data)
-                if (other.tensor == ti) fail<IRError>("tensor ", t.label(), " has data twice");
+            if (has_data[size_t(ti)]) fail<IRError>("tensor ", t.label(), " has data twice");
+            has_data[size_t(ti)] = 1;
+            budget.take(got, 1);  // (not copied here, but uploaded once per tensor)
             prog.data.push_back({ti, d->data() ? d->data()->data() : nullptr, got});
         }
     return prog;

@@ -6,7 +6,9 @@ writes it back; ``seal`` makes a loadable file of it (header and checksum)."""
 from __future__ import annotations
 
 import flatbuffers
+import numpy as np
 
+from dyngraph.fb import Op as FbOp
 from dyngraph.fb.ExprNode import ExprNodeT
 from dyngraph.fb.Program import Program, ProgramT
 from dyngraph.ir_codes import ExprOp, IR_IDENTIFIER
@@ -39,4 +41,43 @@ def append_nodes(t: ProgramT, nodes) -> int:
     return len(t.exprs) - 1
 
 
-__all__ = ["ExprOp", "append_nodes", "body_of", "node", "pack", "seal", "unpack"]
+class _OpSharing:
+    """An op of a ProgramT packed by pack_sharing: its inputs vector and name string are those of the first op
+    packed (FlatBuffers lets any number of tables refer to one vector; dyngraph's writer never does)."""
+
+    def __init__(self, op, shared: dict):
+        self.op, self.shared = op, shared
+
+    def Pack(self, b):
+        o, shared = self.op, self.shared
+        if "inputs" not in shared:
+            shared["inputs"] = b.CreateNumpyVector(np.asarray(o.inputs, np.int32))
+            shared["name"] = b.CreateString(o.name or "")
+        outputs = b.CreateNumpyVector(np.asarray(o.outputs, np.int32))
+        attrs = [a.Pack(b) for a in (o.attrs or [])]
+        FbOp.StartAttrsVector(b, len(attrs))
+        for a in reversed(attrs):
+            b.PrependUOffsetTRelative(a)
+        attrs_vec = b.EndVector()
+        FbOp.Start(b)
+        FbOp.AddId(b, o.id)
+        FbOp.AddKind(b, o.kind)
+        FbOp.AddName(b, shared["name"])
+        FbOp.AddInputs(b, shared["inputs"])
+        FbOp.AddOutputs(b, outputs)
+        FbOp.AddAttrs(b, attrs_vec)
+        return FbOp.End(b)
+
+
+def pack_sharing(t: ProgramT) -> bytes:
+    """pack, with every op referring to the first op's inputs vector and name string."""
+    shared: dict = {}
+    ops = t.ops
+    t.ops = [_OpSharing(o, shared) for o in ops]
+    try:
+        return pack(t)
+    finally:
+        t.ops = ops
+
+
+__all__ = ["ExprOp", "append_nodes", "body_of", "node", "pack", "pack_sharing", "seal", "unpack"]

@@ -191,3 +191,38 @@ def test_binary_operands_of_different_dtypes_are_refused(engine, kind, attrs):
     p.tensors[p.inputs[1]].dtype = dg.f32
     p.tensors[p.outputs[0]].dtype = dg.f16
     refused(p, rf"{kind.name}\): output 0 .* is f16, the op's outputs have the dtype of input 0")
+
+
+def test_a_vector_shared_by_many_ops_is_refused(engine):
+    """FlatBuffers lets any number of tables refer to one vector: 64 Concat ops referring to one vector of 4,096
+    inputs (and one name) make a 25 KB file that the reader would copy and check as 1 MB (a million ops of a
+    million inputs: hours and terabytes from megabytes). Refused with an IRError, by the C++ reader and the
+    Python one (which checks with it first); the same program written plainly is read."""
+    from dyngraph.ir_reader import read_program
+    from irtools import append_nodes, node, pack, pack_sharing, unpack
+
+    x, y = dg.LogicalTensor(0, dg.f32, [1]), dg.LogicalTensor(1, dg.f32)
+
+    def ops(g):
+        g.add_op(dg.Op(0, K.Concat, [x, x], [y], {"axis": 0}))
+        return [y]
+
+    t = unpack(bytes(write_program(compiled(engine, ops, [x]).program)))
+    m = 4096
+    wide = append_nodes(t, [node(0, m)])  # the constant m
+    op0, out0 = t.ops[0], t.tensors[t.outputs[0]]
+    t.ops, t.tensors, t.outputs = [], list(t.tensors), []
+    for k in range(64):
+        op, out = copy.deepcopy(op0), copy.deepcopy(out0)
+        out.id, out.shape = 100 + k, [wide]
+        t.tensors.append(out)
+        op.id, op.inputs, op.outputs = k, [op0.inputs[0]] * m, [len(t.tensors) - 1]
+        t.ops.append(op)
+        t.outputs.append(len(t.tensors) - 1)
+    plain, shared = pack(t), pack_sharing(t)
+    assert len(shared) * 20 < len(plain)
+    _backend.check_ir(plain)
+    assert len(read_program(plain).ops) == 64
+    for check in (_backend.check_ir, read_program):
+        with pytest.raises(dg.IRError, match="referred to more than once"):
+            check(shared)
