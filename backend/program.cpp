@@ -372,7 +372,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
                 check_dtype(facts, true, j, t, where);
                 ranks.push_back(int(t.shape.size()));
                 // a constant held in a weight storage type (q4_0 blocks...) only where the op reads weights
-                if (t.storage != Storage::Default && !((facts.weight_inputs >> j) & 1u))
+                if (t.storage != Storage::Default && !(j < 32 && ((facts.weight_inputs >> j) & 1u)))
                     fail<IRError>(where, ": input ", j, " ", t.label(), " is stored as a weight type; ", facts.name,
                                   " reads no weights there");
                 if (j < 32 && ((facts.same_dtype_inputs >> j) & 1u)) {
@@ -449,7 +449,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
     std::vector<char> shape_only(n_tensors, 1);
     for (const OpDef& op : prog.ops)
         for (size_t j = 0; j < op.inputs.size(); ++j)
-            if (!((op.facts().shape_inputs >> j) & 1u)) shape_only[size_t(op.inputs[j])] = 0;
+            if (!(j < 32 && ((op.facts().shape_inputs >> j) & 1u))) shape_only[size_t(op.inputs[j])] = 0;
     for (int32_t o : prog.outputs) shape_only[size_t(o)] = 0;
     for (size_t i = 0; i < n_tensors; ++i) {
         const TensorDef& t = prog.tensors[i];
