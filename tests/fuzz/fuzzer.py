@@ -106,7 +106,7 @@ class Generator:
         if r < 0.65:
             base = rng.choice(pool) if pool and rng.random() < 0.35 else seed.model
             model, what = mutate_structure(rng, base, self.ctx)
-            body = ir.encode(model, misalign_data=rng.random() < 0.05)
+            body = ir.encode(model, misalign_data=rng.random() < 0.05, share=rng.random() < 0.25)
             how = "structure"
         else:
             base = ir.encode(rng.choice(pool)) if pool and rng.random() < 0.2 else seed.body

@@ -292,8 +292,26 @@ def _tables(b: flatbuffers.Builder, offs) -> int:
     return b.EndVector()
 
 
-def _str(b, s):
-    return None if s is None else b.CreateString(s)
+class _Memo:
+    """With share on, a vector or string equal to one already written is not written again:
+    every table that holds it refers to the one copy (FlatBuffers allows it, the verifier
+    does not look, and a reader that copies per reference must count the copies)."""
+
+    def __init__(self, b: flatbuffers.Builder, share: bool):
+        self.b, self.seen = b, {} if share else None
+
+    def __call__(self, key, make):
+        if self.seen is None:
+            return make()
+        if key not in self.seen:
+            self.seen[key] = make()
+        return self.seen[key]
+
+    def ints(self, values, bits):
+        return None if values is None else self(("i", bits, tuple(values)), lambda: _ints(self.b, values, bits))
+
+    def str(self, s):
+        return None if s is None else self(("s", s), lambda: self.b.CreateString(s))
 
 
 def _i(b, slot, v, default, bits=32):
@@ -309,10 +327,13 @@ def _off(b, slot, o):
         b.PrependUOffsetTRelativeSlot(slot, o, 0)
 
 
-def encode(prog: Program, misalign_data: bool = False) -> bytes:
-    """Encode the model as a bare IR FlatBuffer with the 'DGIR' identifier."""
+def encode(prog: Program, misalign_data: bool = False, share: bool = False) -> bytes:
+    """Encode the model as a bare IR FlatBuffer with the 'DGIR' identifier; with `share`,
+    equal int vectors and strings are written once and referred to by every table that
+    holds them."""
     size = sum(len(d.data or b"") + 64 for d in prog.data or []) + (1 << 16)
     b = flatbuffers.Builder(size)
+    memo = _Memo(b, share)
 
     data_offs = None
     if prog.data is not None:
@@ -330,7 +351,7 @@ def encode(prog: Program, misalign_data: bool = False) -> bytes:
     if prog.symbols is not None:
         sym_offs = []
         for s in prog.symbols:
-            n = _str(b, s.name)
+            n = memo.str(s.name)
             b.StartObject(3)
             _off(b, 0, n)
             _i(b, 1, s.min, 1, 64)
@@ -341,8 +362,8 @@ def encode(prog: Program, misalign_data: bool = False) -> bytes:
     if prog.tensors is not None:
         tensor_offs = []
         for t in prog.tensors:
-            n = _str(b, t.name)
-            sh = _ints(b, t.shape, 32) if t.shape is not None else None
+            n = memo.str(t.name)
+            sh = memo.ints(t.shape, 32)
             b.StartObject(6)
             _i(b, 0, t.id, 0, 64)
             _off(b, 1, n)
@@ -360,11 +381,11 @@ def encode(prog: Program, misalign_data: bool = False) -> bytes:
             if o.attrs is not None:
                 aoffs = []
                 for a in o.attrs:
-                    n = _str(b, a.name)
-                    iv = _ints(b, a.ints, 64) if a.ints is not None else None
+                    n = memo.str(a.name)
+                    iv = memo.ints(a.ints, 64)
                     fv = _floats(b, a.floats) if a.floats is not None else None
-                    sv = _str(b, a.str)
-                    ev = _ints(b, a.exprs, 32) if a.exprs is not None else None
+                    sv = memo.str(a.str)
+                    ev = memo.ints(a.exprs, 32)
                     b.StartObject(6)
                     _off(b, 0, n)
                     _i8(b, 1, a.type, 0)
@@ -374,9 +395,9 @@ def encode(prog: Program, misalign_data: bool = False) -> bytes:
                     _off(b, 5, ev)
                     aoffs.append(b.EndObject())
                 attr_vec = _tables(b, aoffs)
-            n = _str(b, o.name)
-            ins = _ints(b, o.inputs, 32) if o.inputs is not None else None
-            outs = _ints(b, o.outputs, 32) if o.outputs is not None else None
+            n = memo.str(o.name)
+            ins = memo.ints(o.inputs, 32)
+            outs = memo.ints(o.outputs, 32)
             b.StartObject(6)
             _i(b, 0, o.id, 0, 64)
             b.PrependUint16Slot(1, int(o.kind) & 0xFFFF, 0)
@@ -405,7 +426,7 @@ def encode(prog: Program, misalign_data: bool = False) -> bytes:
     if prog.guards is not None:
         guard_offs = []
         for g in prog.guards:
-            m = _str(b, g.message)
+            m = memo.str(g.message)
             b.StartObject(3)
             _i(b, 0, g.lhs, 0)
             _i(b, 1, g.rhs, 0)
@@ -422,8 +443,8 @@ def encode(prog: Program, misalign_data: bool = False) -> bytes:
     syms_vec = _tables(b, sym_offs) if sym_offs is not None else None
     tensors_vec = _tables(b, tensor_offs) if tensor_offs is not None else None
     ops_vec = _tables(b, op_offs) if op_offs is not None else None
-    ins_vec = _ints(b, prog.inputs, 32) if prog.inputs is not None else None
-    outs_vec = _ints(b, prog.outputs, 32) if prog.outputs is not None else None
+    ins_vec = memo.ints(prog.inputs, 32)
+    outs_vec = memo.ints(prog.outputs, 32)
     src_vec = _tables(b, src_offs) if src_offs is not None else None
     guard_vec = _tables(b, guard_offs) if guard_offs is not None else None
     data_vec = _tables(b, data_offs) if data_offs is not None else None

@@ -332,6 +332,28 @@ def m_op_io(rng, m, ctx):
     return f"op {o.name} outputs {what}"
 
 
+def m_fanout(rng, m, ctx):
+    """Copies of one op, each with the same long input list: written with sharing (the
+    fuzzer's encode(share=...)), a small file whose tables refer to one vector many times."""
+    if not m.ops or not m.tensors:
+        return None
+    o = rng.choice(m.ops)
+    width = rng.choice([33, 64, 1000, 4096, 20000])
+    copies = rng.choice([2, 16, 200])
+    ins = (o.inputs or [_some_tensor(rng, m)]) * width
+    outs = [t for t in (o.outputs or []) if 0 <= t < len(m.tensors)]
+    fresh = rng.random() < 0.7  # each copy writes a new tensor like the op's output: a valid program
+    for i in range(copies):
+        mine = list(o.outputs or [])
+        if fresh and outs:
+            t = m.tensors[outs[0]]
+            m.tensors.append(ir.Tensor(id=max(x.id for x in m.tensors) + 1, name=t.name, dtype=t.dtype,
+                                       shape=t.shape, property=t.property, storage=t.storage))
+            mine = [len(m.tensors) - 1]
+        m.ops.append(ir.Op(id=o.id + 1 + i, kind=o.kind, name=o.name, inputs=list(ins), outputs=mine, attrs=o.attrs))
+    return f"op {o.name} x{copies} with {len(ins)} inputs"
+
+
 def _attr_value(rng, m, a: ir.Attr, kind: Optional[str] = None):
     kind = kind or rng.choice(["int", "ints", "float", "floats", "str", "exprs"])
     a.ints = a.floats = a.str = a.exprs = None
@@ -535,6 +557,7 @@ STRUCTURE = [
     (m_dim, 10), (m_rank, 3), (m_expr, 8), (m_arith, 6), (m_deep_chain, 2), (m_shared_dag, 3), (m_unused_nodes, 0.3),
     (m_op_kind, 4), (m_op_io, 5), (m_attr, 12), (m_symbol, 4), (m_source, 5), (m_guard, 4), (m_data, 6),
     (m_tensor, 6), (m_program_io, 3), (m_ops_order, 2), (m_version, 0.3),
+    (m_fanout, 1),
 ]
 _S_FUNCS = [f for f, _ in STRUCTURE]
 _S_WEIGHTS = [w for _, w in STRUCTURE]

@@ -57,6 +57,51 @@ def test_an_encoded_model_loads_and_computes_like_the_original(seeds_dir, engine
     np.testing.assert_array_equal(a, b)
 
 
+def test_a_model_written_with_sharing_reads_back_and_computes_the_same(seeds_dir, engine, tmp_path):
+    """encode(share=True) refers to one copy of each equal vector and string: the same
+    model, a smaller file, loaded and run like the plain one (sharing that does not
+    amplify is within the reader's copy budget)."""
+    with open(os.path.join(seeds_dir, "mlp.dg"), "rb") as f:
+        raw = f.read()
+    m = ir.decode(raw[ir.body_offset(raw):])
+    shared = ir.encode(m, share=True)
+    assert ir.decode(shared) == m and len(shared) < len(ir.encode(m))
+    path = tmp_path / "shared.dg"
+    path.write_bytes(discover(raw).seal(shared))
+    x = np.random.default_rng(2).standard_normal((3, 16)).astype(np.float32)
+    np.testing.assert_array_equal(dg.load(path, engine)(x)[0], dg.load(os.path.join(seeds_dir, "mlp.dg"), engine)(x)[0])
+
+
+def test_a_fanout_written_with_sharing_is_a_typed_error(seeds_dir, engine, tmp_path):
+    """The fanout mutator's 16 copies of a Concat with one 40,000-input list (within the
+    limit of op inputs), the list written once: a file far smaller than what a reader
+    copying per reference makes."""
+    from .mutate import m_fanout
+
+    with open(os.path.join(seeds_dir, "ops.dg"), "rb") as f:
+        raw = f.read()
+    m = ir.decode(raw[ir.body_offset(raw):])
+
+    class Widest(random.Random):  # the Concat, the widest input list, 16 copies
+        def choice(self, seq):
+            if all(isinstance(v, ir.Op) for v in seq):
+                return next(o for o in seq if o.name.startswith("concat"))
+            return 16 if 16 in seq else max(seq)
+
+        def random(self):  # each copy writes a tensor of its own
+            return 0.0
+
+    assert re.match(r"op concat_\d+ x16 with 40000 inputs", m_fanout(Widest(3), m, None))
+    body = ir.encode(m, share=True)
+    assert len(body) * 10 < 16 * 4 * 40000
+    path = tmp_path / "fanout.dg"
+    path.write_bytes(discover(raw).seal(body))
+    with pytest.raises(dg.IRError, match="referred to more than once"):
+        dg.load(path, engine)
+    with pytest.raises(dg.IRError, match="referred to more than once"):
+        dg._backend.CompiledPartition(body, {}, engine.impl, 16)  # the C++ reader alone
+
+
 def test_a_changed_dimension_reaches_the_loader_as_a_typed_error(seeds_dir, engine, tmp_path):
     with open(os.path.join(seeds_dir, "mlp.dg"), "rb") as f:
         raw = f.read()
