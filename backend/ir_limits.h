@@ -15,6 +15,7 @@ constexpr int kMaxExprNesting = 32;                 // nested //, %, min, max (a
 constexpr size_t kMaxSymbols = 1024;
 constexpr size_t kMaxTensors = size_t(1) << 20;
 constexpr size_t kMaxOps = size_t(1) << 20;
+constexpr size_t kMaxOpInputs = size_t(1) << 22;    // all ops' inputs together (the Python reader's checks are per input)
 constexpr size_t kMaxNameBytes = 4096;              // tensor, op, symbol names and messages
 constexpr int64_t kMaxDim = int64_t(1) << 40;       // any dimension, static or evaluated
 constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 40;  // any one tensor (1 TiB)

@@ -338,6 +338,11 @@ Program Program::parse(const uint8_t* buf, size_t size) {
         if (available[size_t(i)]) fail<IRError>("tensor ", prog.tensors[size_t(i)].label(), " is listed twice as input");
         available[size_t(i)] = 1;
     }
+    if (p->ops()) {
+        size_t n_inputs = 0;
+        for (const auto* o : *p->ops()) n_inputs += count(o->inputs());
+        check_count(n_inputs, limits::kMaxOpInputs, "op inputs");
+    }
     if (p->ops())
         for (size_t k = 0; k < p->ops()->size(); ++k) {
             const auto* o = p->ops()->Get(flatbuffers::uoffset_t(k));

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+import numpy as np
+
 from . import _backend
 from .errors import DyngraphError, IRError
 from .fb.Program import Program as FbProgram
@@ -103,14 +105,21 @@ def _attr_value(a, exprs: List[Expr]):
     if t == AttrType.INT:
         return int(a.Ints(0)) if a.IntsLength() else 0
     if t == AttrType.INTS:
-        return tuple(int(a.Ints(i)) for i in range(a.IntsLength()))
+        return tuple(_values(a.IntsAsNumpy()))
     if t == AttrType.FLOAT:
         return float(a.Floats(0)) if a.FloatsLength() else 0.0
     if t == AttrType.FLOATS:
-        return tuple(float(a.Floats(i)) for i in range(a.FloatsLength()))
+        return tuple(_values(a.FloatsAsNumpy()))
     if t == AttrType.STRING:
         return _s(a.Str())
-    return tuple(exprs[a.Exprs(i)] for i in range(a.ExprsLength()))
+    return tuple(exprs[i] for i in _values(a.ExprsAsNumpy()))
+
+
+def _values(vec) -> list:
+    """A FlatBuffers scalar vector as Python numbers, read at once (the generated accessors'
+    ``AsNumpy`` give 0 for an absent vector): element by element, a file of a few MB of
+    op inputs took a minute."""
+    return vec.tolist() if isinstance(vec, np.ndarray) else []
 
 
 def read_program(buf) -> Program:
@@ -126,7 +135,7 @@ def read_program(buf) -> Program:
         prog = Program(symbols=symbols)
         for i in range(fb.TensorsLength()):
             t = fb.Tensors(i)
-            shape = tuple(exprs[t.Shape(d)] for d in range(t.ShapeLength()))
+            shape = tuple(exprs[d] for d in _values(t.ShapeAsNumpy()))
             prog.tensors.append(
                 TensorSpec(int(t.Id()), _s(t.Name()), CODE_DTYPE[t.Dtype()], shape, CODE_PROPERTY[t.Property()], STORAGE_TYPES[t.Storage()])
             )
@@ -141,13 +150,13 @@ def read_program(buf) -> Program:
                     int(o.Id()),
                     OpKind(o.Kind()),
                     _s(o.Name()),
-                    [int(o.Inputs(k)) for k in range(o.InputsLength())],
-                    [int(o.Outputs(k)) for k in range(o.OutputsLength())],
+                    _values(o.InputsAsNumpy()),
+                    _values(o.OutputsAsNumpy()),
                     attrs,
                 )
             )
-        prog.inputs = [int(fb.Inputs(i)) for i in range(fb.InputsLength())]
-        prog.outputs = [int(fb.Outputs(i)) for i in range(fb.OutputsLength())]
+        prog.inputs = _values(fb.InputsAsNumpy())
+        prog.outputs = _values(fb.OutputsAsNumpy())
         for i in range(fb.SourcesLength()):
             s = fb.Sources(i)
             off = exprs[s.Offset()] if s.Offset() >= 0 else None

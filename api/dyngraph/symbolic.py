@@ -360,6 +360,16 @@ def as_expr(v) -> Expr:
     return Expr.const(v)
 
 
+def sym_sum(items: Iterable[ExprLike]) -> Expr:
+    """a + b + c + ...: one canonical form made at the end (adding n terms one by one
+    makes n of them, which a Concat of thousands of inputs felt)."""
+    terms: Dict[Monomial, int] = {}
+    for v in items:
+        for m, c in as_expr(v)._terms:
+            terms[m] = terms.get(m, 0) + c
+    return Expr(terms)
+
+
 def sym_min(a: ExprLike, b: ExprLike) -> Expr:
     return _apply("min", as_expr(a), as_expr(b))
 

@@ -254,6 +254,28 @@ def test_concat_with_mismatched_inputs_is_a_shape_error(shapes, axis, match):
         compile_op(K.Concat, shapes, attrs={"axis": axis})
 
 
+def test_concat_rule_counts_a_repeated_input_and_names_the_first_bad_one():
+    """The rule checks each distinct input once (a saved file may repeat one thousands of
+    times) yet sums every use along the axis, and an error names the bad input's first
+    position."""
+    from dyngraph.op_pipeline import infer_new_op
+    from dyngraph.ops import TensorType, schema_of
+    from dyngraph.symbolic import Expr, Symbol, sym_sum
+
+    seq = Expr.symbol(Symbol("seq", 1, 64))
+    a = TensorType(dg.f32, (Expr.const(2), seq))
+    b = TensorType(dg.f32, (Expr.const(2), Expr.const(3)))
+    schema = schema_of(K.Concat)
+    (out,), _, _ = infer_new_op(schema, {"axis": 1}, [a] * 3000 + [b] * 2 + [a], 1, "concat")
+    assert out.shape == (Expr.const(2), seq * 3001 + 6)
+    assert sym_sum([seq, 2, seq, -seq]) == seq + 2 and sym_sum([]) == Expr.const(0)
+    bad = TensorType(dg.f32, (Expr.const(4), seq))
+    with pytest.raises(dg.ShapeError, match="input 2001 dimension 0"):
+        infer_new_op(schema, {"axis": 1}, [a] * 2001 + [bad] + [a] * 5 + [bad], 1, "concat")
+    with pytest.raises(dg.DTypeError, match="input 1001 has dtype f16, input 0 has f32"):
+        infer_new_op(schema, {"axis": 1}, [a] * 1001 + [TensorType(dg.f16, a.shape)] * 3, 1, "concat")
+
+
 def test_concat_whose_symbolic_dims_always_differ_is_a_shape_error_at_compile():
     seq = dg.Dim("seq", max=64)
     with pytest.raises(dg.ShapeError, match="dimension 0"):

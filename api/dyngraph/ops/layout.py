@@ -3,8 +3,10 @@ concat, slice and type cast."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..op import OpKind as K
-from ..symbolic import Expr, as_expr, format_shape, sym_max, sym_min
+from ..symbolic import Expr, as_expr, format_shape, sym_max, sym_min, sym_sum
 from .common import exact_quotient, normalize_axis, numel
 from .registry import ALL_INPUTS, AttrSpec, TensorType, register
 
@@ -84,14 +86,18 @@ def concat(attrs, ins, ctx):
     rank = ins[0].rank
     axis = normalize_axis(attrs["axis"], rank, ctx)
     shape = list(ins[0].shape)
-    for i, t in enumerate(ins[1:], 1):
-        if t.rank != rank:
-            raise ctx.error(f"input {i} has rank {t.rank}, input 0 has rank {rank}")
-        for d in range(rank):
-            if d == axis:
-                shape[d] = shape[d] + t.shape[d]
-            else:
-                shape[d] = ctx.equal(shape[d], t.shape[d], f"input {i} dimension {d}")
+    # each distinct input once (a program may repeat one thousands of times), in order of first use
+    uses = Counter(map(id, ins))
+    distinct = {id(t): t for t in ins}
+    for t in distinct.values():
+        if len(t.shape) != rank or any(d != axis and e is not shape[d] for d, e in enumerate(t.shape)):
+            i = next(i for i, x in enumerate(ins) if x is t)
+            if t.rank != rank:
+                raise ctx.error(f"input {i} has rank {t.rank}, input 0 has rank {rank}")
+            for d, e in enumerate(t.shape):
+                if d != axis:
+                    shape[d] = ctx.equal(shape[d], e, f"input {i} dimension {d}")
+    shape[axis] = sym_sum(t.shape[axis] * uses[k] for k, t in distinct.items())
     return [TensorType(dt, tuple(shape))]
 
 

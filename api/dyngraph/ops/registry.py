@@ -372,11 +372,21 @@ def check_ranked(name: str, spec: AttrSpec, v: Any, ranks: Sequence[int], label:
 
 
 def check_dtypes(schema: OpSchema, in_dtypes: Sequence[DataType], label: str, what: str = "input") -> None:
-    for i, dt in enumerate(in_dtypes):
-        c = schema.input_class(i) if what == "input" else schema.output_class(i)
-        if dt not in DTYPE_CLASSES[c]:
-            name = schema.input_label(i) if what == "input" else f"output {i}"
-            raise DTypeError(f"{label}: {name} must be {_DTYPE_WORDS[c]} tensor, got {dt}")
+    classes = schema.dtypes if what == "input" else schema.out_dtypes
+    last = len(classes) - 1  # the last class covers every position from its own on
+
+    def fail(i: int, c: str):
+        name = schema.input_label(i) if what == "input" else f"output {i}"
+        raise DTypeError(f"{label}: {name} must be {_DTYPE_WORDS[c]} tensor, got {in_dtypes[i]}")
+
+    for i, dt in enumerate(in_dtypes[:last]):
+        if dt not in DTYPE_CLASSES[classes[i]]:
+            fail(i, classes[i])
+    tail = in_dtypes[last:]
+    allowed = DTYPE_CLASSES[classes[last]]
+    for dt in {id(dt): dt for dt in tail}.values():  # each dtype once (a Concat may have thousands of inputs)
+        if dt not in allowed:
+            fail(last + next(j for j, x in enumerate(tail) if x is dt), classes[last])
 
 
 def same_dtype_inputs(schema: OpSchema, n_in: int) -> List[int]:
@@ -391,11 +401,13 @@ def check_facts(schema: OpSchema, attrs: Dict[str, Any], in_types: Sequence[Tens
     checks the rest)."""
     check_dtypes(schema, [t.dtype for t in in_types], label)
     same = same_dtype_inputs(schema, len(in_types))
-    for i in same[1:]:
-        if in_types[i].dtype is not in_types[same[0]].dtype:
-            raise DTypeError(f"{label}: {schema.input_label(i)} has dtype {in_types[i].dtype}, "
-                             f"{schema.input_label(same[0])} has {in_types[same[0]].dtype}; they must match")
-    ranks = [t.rank for t in in_types]
+    if same:
+        first = in_types[same[0]].dtype
+        bad = next((i for i in same if in_types[i].dtype is not first), None)
+        if bad is not None:
+            raise DTypeError(f"{label}: {schema.input_label(bad)} has dtype {in_types[bad].dtype}, "
+                             f"{schema.input_label(same[0])} has {first}; they must match")
+    ranks = [len(t.shape) for t in in_types]
     for name, spec in schema.attrs.items():
         if attrs.get(name) is not None:
             check_ranked(name, spec, attrs[name], ranks, label)
@@ -425,8 +437,8 @@ def check_ranks(schema: OpSchema, in_types: Sequence[TensorType], out_types: Seq
     takes it (``high_rank``)."""
     from ..logical_tensor import MAX_RANK
 
-    ranks = [t.rank for t in list(in_types) + list(out_types) if t is not None]
-    top = max(ranks, default=0)
+    top = max([len(t.shape) for t in in_types if t is not None] + [len(t.shape) for t in out_types if t is not None],
+              default=0)
     if top > MAX_RANK:
         raise ShapeError(f"{label}: rank {top} is above the supported maximum of {MAX_RANK}")
     if top > GGML_RANK and schema.high_rank is None:
