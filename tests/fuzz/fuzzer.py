@@ -40,6 +40,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_CRASH_DIR = os.path.join(HERE, "corpus", "crashes")
 DEEP_PHASES = ("infer", "execute", "call", "state")
+POOL_OP_INPUTS = 100_000  # inputs that reach execution join the pool when their ops take fewer inputs
+
+
+def _op_inputs(model: ir.Program) -> int:
+    return sum(len(o.inputs or ()) for o in model.ops or ())
 
 
 def child_env() -> dict:
@@ -118,7 +123,8 @@ class Generator:
                 "model": model}
 
     def feedback(self, task: dict, phase: Optional[str]) -> None:
-        if task.get("model") is not None and phase in DEEP_PHASES:
+        # a model of a million op inputs (the fanout mutator's) stays out: 704 of them would fill the memory
+        if task.get("model") is not None and phase in DEEP_PHASES and _op_inputs(task["model"]) < POOL_OP_INPUTS:
             pool = self.pool[task["kind"]]
             if len(pool) < 64:
                 pool.append(task["model"])

@@ -339,8 +339,8 @@ def m_fanout(rng, m, ctx):
         return None
     o = rng.choice(m.ops)
     width = rng.choice([33, 64, 1000, 4096, 20000])
-    copies = rng.choice([2, 16, 200])
-    ins = (o.inputs or [_some_tensor(rng, m)]) * width
+    ins = (o.inputs or [_some_tensor(rng, m)])[:2] * width  # (the op may be an earlier fanout's copy)
+    copies = min(rng.choice([2, 16, 200]), max(1, (1 << 21) // len(ins)))  # 2 M inputs at most: 8 MB unshared
     outs = [t for t in (o.outputs or []) if 0 <= t < len(m.tensors)]
     fresh = rng.random() < 0.7  # each copy writes a new tensor like the op's output: a valid program
     for i in range(copies):
