@@ -372,6 +372,53 @@ void bind_amx(py::module_& m) {
         py::arg("C"), py::arg("A"), py::arg("B"), "TDPBSSD on emulated tiles shaped as the arrays: C + A . B (int32).");
 }
 
+// The tables of a checked IR as Python values: names decoded as UTF-8 with replacement (as the
+// Python reader always did), enums as their codes, vectors as lists. See ir_reader.read_program.
+py::str utf8(const std::string& s) {
+    PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace");
+    if (!o) throw py::error_already_set();
+    return py::reinterpret_steal<py::str>(o);
+}
+
+template <typename T>
+py::list list_of(const std::vector<T>& v) {
+    py::list l(v.size());
+    for (size_t i = 0; i < v.size(); ++i) l[i] = py::cast(v[i]);
+    return l;
+}
+
+py::dict read_ir_tables(py::buffer ir) {
+    py::buffer_info info = ir.request();
+    AlignedBuffer copy;
+    const size_t n = size_t(info.size * info.itemsize);
+    const Program p = Program::parse(aligned_ir(static_cast<const uint8_t*>(info.ptr), n, copy), n, true);
+    py::list symbols, exprs, tensors, ops, sources, guards;
+    for (const SymbolDef& s : p.symbols) symbols.append(py::make_tuple(utf8(s.name), s.min, s.max));
+    for (const ExprNode& e : p.exprs) exprs.append(py::make_tuple(int(e.op), e.a, e.b));
+    for (const TensorDef& t : p.tensors)
+        tensors.append(py::make_tuple(t.id, utf8(t.name), int(t.dtype), list_of(t.shape), int(t.property), int(t.storage)));
+    for (const OpDef& o : p.ops) {
+        py::list attrs;
+        for (const AttrDef& a : o.raw_attrs)
+            attrs.append(py::make_tuple(utf8(a.name), int(a.type), list_of(a.ints), list_of(a.floats), utf8(a.str),
+                                        list_of(a.exprs)));
+        ops.append(py::make_tuple(o.id, int(o.kind), utf8(o.name), list_of(o.inputs), list_of(o.outputs), attrs));
+    }
+    for (const SourceDef& s : p.sources)
+        sources.append(py::make_tuple(s.symbol, int(s.kind), s.input, s.index, s.coeff, s.offset, s.ref, s.flag));
+    for (const GuardDef& g : p.guards) guards.append(py::make_tuple(g.lhs, g.rhs, utf8(g.message)));
+    py::dict d;
+    d["symbols"] = symbols;
+    d["exprs"] = exprs;
+    d["tensors"] = tensors;
+    d["ops"] = ops;
+    d["inputs"] = list_of(p.inputs);
+    d["outputs"] = list_of(p.outputs);
+    d["sources"] = sources;
+    d["guards"] = guards;
+    return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_backend, m) {
@@ -453,6 +500,9 @@ PYBIND11_MODULE(_backend, m) {
             Program::parse(aligned_ir(static_cast<const uint8_t*>(info.ptr), n, copy), n);
         },
         "Verify an IR buffer (FlatBuffers verification and index checks); raises IRError.");
+    m.def("read_ir", &read_ir_tables,
+          "Verify an IR buffer as check_ir does and return its tables as Python values (the Python reader's "
+          "input: the generated FlatBuffers accessors cost microseconds per field).");
 
     py::class_<Device, std::shared_ptr<Device>>(m, "Device")
         .def_property_readonly("kind", &Device::kind)

@@ -225,7 +225,7 @@ static void index_readers(Program& prog) {
     for (int32_t o : prog.outputs) prog.is_output[size_t(o)] = 1;
 }
 
-Program Program::parse(const uint8_t* buf, size_t size) {
+Program Program::parse(const uint8_t* buf, size_t size, bool keep_attrs) {
     if (buf == nullptr || size < 8) fail<IRError>("the IR buffer is empty or truncated (", size, " bytes)");
     if (reinterpret_cast<uintptr_t>(buf) % 8 != 0) fail<IRError>("internal error: the IR buffer is not 8-byte aligned");
     if (!fbs::ProgramBufferHasIdentifier(buf))
@@ -411,6 +411,7 @@ Program Program::parse(const uint8_t* buf, size_t size) {
                     attrs.push_back(std::move(ad));
                 }
             d.attrs = ops::read_attrs(d.kind, attrs, ranks, n_exprs, where);
+            if (keep_attrs) d.raw_attrs = std::move(attrs);
             prog.ops.push_back(std::move(d));
         }
     prog.outputs = ints32(p->outputs(), budget);

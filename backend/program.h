@@ -72,6 +72,7 @@ struct OpDef {
     std::vector<int32_t> inputs;
     std::vector<int32_t> outputs;
     ops::OpAttrs attrs;  // the kind's attribute struct, read and checked once (generated/op_schema.h)
+    std::vector<AttrDef> raw_attrs;  // the file's attribute list, kept only when parse() is asked to (read_ir)
 
     const ops::OpFacts& facts() const { return ops::kOpFacts[kind]; }
     std::string label() const;  // "op 'name' (Kind)"
@@ -117,7 +118,8 @@ struct Program {
     // Verify the FlatBuffer and check that every index is in range, ops come
     // in a valid order, and constant data has the right size. Throws IRError.
     // `buf` must be 8-byte aligned (see aligned_ir).
-    static Program parse(const uint8_t* buf, size_t size);
+    // `keep_attrs` keeps each op's attributes as the file lists them (OpDef::raw_attrs).
+    static Program parse(const uint8_t* buf, size_t size, bool keep_attrs = false);
 
     // Who reads each tensor, built at parse: the (op index, input index) pairs reading tensor t are
     // readers[reader_begin[t] .. reader_begin[t + 1]), in program order; is_output[t] when t is a

@@ -226,3 +226,39 @@ def test_a_vector_shared_by_many_ops_is_refused(engine):
     for check in (_backend.check_ir, read_program):
         with pytest.raises(dg.IRError, match="referred to more than once"):
             check(shared)
+
+
+def test_the_reader_gives_back_what_the_writer_wrote(engine):
+    """read_program (the C++ reader's tables, _backend.read_ir) then write_program gives the same bytes:
+    symbols, expressions, every attribute type, a guard (seq == kv) and a value-source symbol survive."""
+    from dyngraph.ir_reader import read_program
+
+    seq, kv = dg.Dim("seq", max=64), dg.Dim("kv", min=2, max=32)
+    x = dg.LogicalTensor(0, dg.f32, [seq, 8])
+    w = dg.LogicalTensor(1, dg.f32, [kv, 8])
+    shape = dg.LogicalTensor(2, dg.i64, [2])
+    h, r, y, z = (dg.LogicalTensor(i, dg.f32) for i in (3, 4, 5, 6))
+
+    def ops(g):
+        g.add_op(dg.Op(0, K.Add, [x, w], [h]))
+        g.add_op(dg.Op(1, K.LayerNorm, [h], [r], {"epsilon": 1e-3, "use_affine": False}))
+        g.add_op(dg.Op(2, K.StaticReshape, [r], [y], {"shape": [-1], "special_zero": False}))
+        g.add_op(dg.Op(3, K.DynamicReshape, [r, shape], [z], {"special_zero": False}))
+        return [y, z]
+
+    prog = compiled(engine, ops, [x, w, shape]).program
+    assert prog.guards and prog.sources
+    data = bytes(write_program(prog))
+    back = read_program(data)
+    assert [(s.name, s.min, s.max) for s in back.symbols] == [(s.name, s.min, s.max) for s in prog.symbols]
+    assert bytes(write_program(back)) == data
+
+
+def test_names_that_are_not_utf8_are_read_with_replacement_characters(norm_prog):
+    from dyngraph.ir_reader import read_program
+    from irtools import pack, unpack
+
+    t = unpack(bytes(write_program(norm_prog)))
+    t.ops[0].name, t.tensors[0].name = b"ln\xff", b"\xfe\xffx"
+    back = read_program(pack(t))
+    assert back.ops[0].name == "ln\ufffd" and back.tensors[0].name == "\ufffd\ufffdx"
