@@ -139,12 +139,6 @@ class OpSchema:
     def input_label(self, i: int) -> str:
         return f"input {i} ({self.input_names[i]})" if i < len(self.input_names) else f"input {i}"
 
-    def input_class(self, i: int) -> str:
-        return self.dtypes[min(i, len(self.dtypes) - 1)]
-
-    def output_class(self, i: int) -> str:
-        return self.out_dtypes[min(i, len(self.out_dtypes) - 1)]
-
 
 @dataclass
 class ValueSymbol:
