@@ -12,64 +12,71 @@ namespace dg::kernels {
 
 namespace {
 
+// erfc(z) = t exp(q(s) - z^2), t = 1 / (1 + 0.39 z), s = 1 - t = 0.39 z t, q of degree 8 (tools/fit_erfc.py:
+// within 6.1e-8 of log(erfcx(z) / t) for z in [0, 9.4], so that is the relative error it adds). s is
+// computed as (0.39 z) t, to the relative error of one rounding: 1 - t (or a polynomial in t), near z = 0
+// where t rounds to an absolute 6e-8, reads erfcx at a z off by up to 6e-8 / 0.39 (a fit of degree 7 in t
+// was 2.2 ulps of x off at x = -0.07; this form 1.2 at most). On |x|: 0.39 / sqrt(2)
+constexpr float kT = 0.27577164466275356f;
+constexpr float kC[9] = {-5.49184946e-08f, -1.89326692f, -0.00469934195f, 0.493290067f, 0.0962576047f,
+                         0.0360246263f,    -0.773844481f, 0.760323703f,    -0.228259221f};
+
 inline float gelu_erf(float x) {
-    // |x|, held below 1e4 (where the result is max(x, 0) to f32 precision) so that x = +-inf gives
-    // the finite 0.5 |x| t below; written as a select that keeps NaN
+    // |x|, held at 14 (where the result is max(x, 0) in f32: GELU(-13.3) is below the normal floats) so
+    // that x = +-inf gives the finite 0.5 |x| t below; written as a select that keeps NaN
     float ax = x < 0.0f ? -x : x;
-    ax = 1e4f < ax ? 1e4f : ax;
-    const float z = ax * 0.70710678118654752f;  // |x| / sqrt(2)
-    const float t = 1.0f / (1.0f + 0.5f * z);
-    // c0 + c1 t + ... + c9 t^9 in Estrin's order (fast_exp.h): a chain of 4 multiply-adds, not 9
-    const float t2 = t * t, t4 = t2 * t2, t8 = t4 * t4;
-    const float b0 = t * 1.00002368f - 1.26551223f, b1 = t * 0.09678418f + 0.37409196f;
-    const float b2 = t * 0.27886807f - 0.18628806f, b3 = t * 1.48851587f - 1.13520398f;
-    const float b4 = t * 0.17087277f - 0.82215223f;
-    const float q = ((t2 * b1 + b0) + t4 * (t2 * b3 + b2)) + t8 * b4;
-    // erfc(|x| / sqrt(2)) = t exp(q - z^2); 0.5 x erfc(-x / sqrt(2)) is 0.5 |x| (2 - erfc) for x >= 0 and
+    ax = 14.0f < ax ? 14.0f : ax;
+    const float hx = 0.5f * ax, kax = kT * ax;
+    const float t = 1.0f / (1.0f + kax), s = kax * t;
+    // q(s) in Estrin's order: a chain of 4 multiply-adds, not 8
+    const float s2 = s * s, s4 = s2 * s2;
+    const float q = (s2 * (s * kC[3] + kC[2]) + (s * kC[1] + kC[0])) +
+                    s4 * (s2 * (s2 * kC[8] + (s * kC[7] + kC[6])) + (s * kC[5] + kC[4]));
+    // z^2 as x^2 / 2, one rounding (x / sqrt(2), squared, rounds twice: 1.7e-6 at x = -4, where this is 7e-7).
+    // erfc(|x| / sqrt(2)) = t exp(q - x^2 / 2); 0.5 x erfc(-x / sqrt(2)) is 0.5 |x| (2 - erfc) for x >= 0 and
     // -0.5 |x| erfc for x < 0: max(x, 0) - 0.5 |x| t exp(...) both ways, with no select on the sign.
     // NaN: max gives 0, and the product NaN
     const float pos = x > 0.0f ? x : 0.0f;
-    return pos - (0.5f * ax * t) * exp_nonpositive(q - z * z);
+    return pos - (hx * t) * exp_nonpositive(q - hx * ax);
 }
 
 #ifdef DG_GELU_AVX2
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 
-// gelu_erf above, 8 values at a time, its selects written as min / max / and: GCC's vectorization of
-// the scalar form blends (vblendvps, 2 uops and a long latency each on a Zen 1), and this form took
-// 0.87 of its time there (256 x 1024 values, one thread, the GELU node alone). Min and max take their second
-// operand where either is NaN: the operand order below keeps the scalar form's NaN, inf and -0.
+// gelu_erf above, 8 values at a time, its selects written as min / max: GCC's vectorization of the scalar
+// form blends (vblendvps, 2 uops and a long latency each on a Zen 1). Min and max take their second
+// operand where either is NaN: the operand order below keeps the scalar form's NaN, inf and -0. The loop
+// is bound by its operations, not their latency (each one left out takes its share of the time), so its
+// exp is exp_nonpositive's with two fewer: ln2 in one constant (with the multiply-add, n ln2 is off by at
+// most 143 x 1.9e-9), and 2^n built from k's bits, where n + 127 already sits (below).
 inline __m256 gelu_erf8(__m256 x) {
-    const __m256 ax = _mm256_min_ps(_mm256_set1_ps(1e4f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
-    const __m256 z = _mm256_mul_ps(ax, _mm256_set1_ps(0.70710678118654752f));
-    const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.5f), z, _mm256_set1_ps(1.0f)));
-    const __m256 t2 = _mm256_mul_ps(t, t), t4 = _mm256_mul_ps(t2, t2), t8 = _mm256_mul_ps(t4, t4);
-    const __m256 b0 = _mm256_fmadd_ps(t, _mm256_set1_ps(1.00002368f), _mm256_set1_ps(-1.26551223f));
-    const __m256 b1 = _mm256_fmadd_ps(t, _mm256_set1_ps(0.09678418f), _mm256_set1_ps(0.37409196f));
-    const __m256 b2 = _mm256_fmadd_ps(t, _mm256_set1_ps(0.27886807f), _mm256_set1_ps(-0.18628806f));
-    const __m256 b3 = _mm256_fmadd_ps(t, _mm256_set1_ps(1.48851587f), _mm256_set1_ps(-1.13520398f));
-    const __m256 b4 = _mm256_fmadd_ps(t, _mm256_set1_ps(0.17087277f), _mm256_set1_ps(-0.82215223f));
-    const __m256 q = _mm256_fmadd_ps(
-        t8, b4, _mm256_add_ps(_mm256_fmadd_ps(t2, b1, b0), _mm256_mul_ps(t4, _mm256_fmadd_ps(t2, b3, b2))));
-    const __m256 y = _mm256_fnmadd_ps(z, z, q);  // q - z^2
-    // exp_nonpositive(y) (fast_exp.h), 0 below -87
-    const __m256 yc = _mm256_max_ps(_mm256_set1_ps(-87.0f), y);
-    const __m256 shift = _mm256_set1_ps(12582912.0f);
-    const __m256 k = _mm256_fmadd_ps(yc, _mm256_set1_ps(1.4426950408889634f), shift);
+    const __m256 ax = _mm256_min_ps(_mm256_set1_ps(14.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x));
+    const __m256 hx = _mm256_mul_ps(ax, _mm256_set1_ps(0.5f)), kax = _mm256_mul_ps(ax, _mm256_set1_ps(kT));
+    const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(kax, _mm256_set1_ps(1.0f)));
+    const __m256 s = _mm256_mul_ps(kax, t);
+    const __m256 s2 = _mm256_mul_ps(s, s), s4 = _mm256_mul_ps(s2, s2);
+    auto pair = [&](int i) { return _mm256_fmadd_ps(s, _mm256_set1_ps(kC[i + 1]), _mm256_set1_ps(kC[i])); };
+    const __m256 hi = _mm256_fmadd_ps(s2, _mm256_fmadd_ps(s2, _mm256_set1_ps(kC[8]), pair(6)), pair(4));
+    const __m256 q = _mm256_fmadd_ps(s4, hi, _mm256_fmadd_ps(s2, pair(2), pair(0)));
+    const __m256 y = _mm256_fnmadd_ps(hx, ax, q);  // q - x^2 / 2, in [-99.3, 0]
+    // e^y = 2^n e^r, n = round(y / ln2), |r| <= ln2 / 2; k = y / ln2 + 1.5 * 2^23 + 127 rounds to an
+    // integer whose low mantissa bits are n + 127 (0 to 127, or below 0 for the values that are 0 in f32)
+    const __m256 shift = _mm256_set1_ps(12583039.0f);
+    const __m256 k = _mm256_fmadd_ps(y, _mm256_set1_ps(1.4426950408889634f), shift);
     const __m256 n = _mm256_sub_ps(k, shift);
-    const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(k), _mm256_castps_si256(shift));
-    const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), yc));
-    const __m256 r2 = _mm256_mul_ps(r, r);
+    const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.69314718055994531f), y);
+    const __m256 r2 = _mm256_mul_ps(r, r);  // e^r: fast_exp.h's polynomial
     const __m256 a0 = _mm256_add_ps(r, _mm256_set1_ps(1.0f));
     const __m256 a1 = _mm256_fmadd_ps(r, _mm256_set1_ps(0.16667114f), _mm256_set1_ps(0.49999231f));
     const __m256 a2 = _mm256_fmadd_ps(r, _mm256_set1_ps(0.0083125252f), _mm256_set1_ps(0.041890115f));
     const __m256 p = _mm256_fmadd_ps(r2, _mm256_fmadd_ps(r2, a2, a1), a0);
-    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
-    const __m256 e = _mm256_and_ps(_mm256_mul_ps(p, scale), _mm256_cmp_ps(y, _mm256_set1_ps(-87.0f), _CMP_GE_OQ));
+    // 2^n: k's low 9 bits shifted into the exponent field; k held at 1.5 * 2^23 (n + 127 = 0) gives +0.
+    // NaN: the max gives 1.5 * 2^23, and p is NaN
+    const __m256i bits = _mm256_castps_si256(_mm256_max_ps(k, _mm256_set1_ps(12582912.0f)));
+    const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 23));
     const __m256 pos = _mm256_max_ps(x, _mm256_setzero_ps());  // NaN: 0, and the product below NaN
-    return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), ax), t), e, pos);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(hx, t), _mm256_mul_ps(p, scale), pos);
 }
 
 void gelu_erf_row_avx2(const float* in, float* out, int64_t n) {
