@@ -208,8 +208,11 @@ struct HostList {
         }
         for (size_t i = 0; i < n; ++i) {
             py::object item = l[i];
-            if (!py::isinstance<PyTensor>(item)) fail<ExecutionError>(what, " ", i, " is not a dyngraph.Tensor");
-            PyTensor& t = item.cast<PyTensor&>();
+            // one look-up of the type (isinstance, then cast, looked it up twice: cold, as at a cache hit
+            // after other work, that was most of this list's time)
+            py::detail::make_caster<PyTensor> caster;
+            if (!caster.load(item, false)) fail<ExecutionError>(what, " ", i, " is not a dyngraph.Tensor");
+            PyTensor& t = py::detail::cast_op<PyTensor&>(caster);
             if (outputs) t.h.writable = t.array.writeable();
             ptr[i] = &t.h;
         }
@@ -661,8 +664,9 @@ PYBIND11_MODULE(_backend, m) {
                  std::vector<const HostTensor*> ptrs(specs.size());
                  for (size_t i = 0; i < specs.size(); ++i) {
                      py::handle s = specs[i];
-                     if (py::isinstance<PyTensor>(s)) {
-                         ptrs[i] = &s.cast<PyTensor&>().h;
+                     py::detail::make_caster<PyTensor> caster;
+                     if (caster.load(s, false)) {
+                         ptrs[i] = &py::detail::cast_op<PyTensor&>(caster).h;
                      } else {
                          auto tup = s.cast<py::tuple>();
                          fill_host(owned[i].h, tup[0].cast<int64_t>(), tup[1].cast<int>(), tup[2].cast<std::vector<int64_t>>());
