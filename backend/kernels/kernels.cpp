@@ -2,6 +2,7 @@
 #include "../gg.h"
 
 #include "gelu_erf.h"
+#include "gelu_tanh.h"
 #include "thread_share.h"
 
 #include <algorithm>
@@ -124,21 +125,14 @@ void unary_rows(ggml_tensor* dst, int ith, int nth, F f) {
     });
 }
 
-// 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), written as
-// x * sigmoid(2u): the same value without the cancellation of 1 + tanh(u) for x < 0.
-inline float gelu_tanh(float x) {
-    constexpr float k2 = 2.0f * 0.7978845608028654f;
-    const float u2 = k2 * x * (1.0f + 0.044715f * x * x);
-    return x / (1.0f + std::exp(-u2));
-}
-
-void gelu_erf_rows(ggml_tensor* dst, int ith, int nth) {
+// A row kernel (gelu_erf_row, gelu_tanh_row) over dst's rows; a row of a with strided elements one value at a time.
+void row_kernel_rows(ggml_tensor* dst, int ith, int nth, void (*row_fn)(const float*, float*, int64_t)) {
     const ggml_tensor* a = dst->src[0];
     for_rows(dst, ith, nth, [&](int64_t i1, int64_t i2, int64_t i3) {
         const char* row = static_cast<const char*>(a->data) + i1 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
         float* out = reinterpret_cast<float*>(static_cast<char*>(dst->data) + i1 * dst->nb[1] + i2 * dst->nb[2] + i3 * dst->nb[3]);
-        if (a->nb[0] == sizeof(float)) return gelu_erf_row(reinterpret_cast<const float*>(row), out, dst->ne[0]);
-        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) gelu_erf_row(reinterpret_cast<const float*>(row + i0 * a->nb[0]), out + i0, 1);
+        if (a->nb[0] == sizeof(float)) return row_fn(reinterpret_cast<const float*>(row), out, dst->ne[0]);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; ++i0) row_fn(reinterpret_cast<const float*>(row + i0 * a->nb[0]), out + i0, 1);
     });
 }
 
@@ -168,8 +162,8 @@ template <Unary OP>
 void unary_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     const Params p = unpack(ud);
     if constexpr (OP == Unary::Relu) unary_rows(dst, ith, nth, [](float x) { return relu(x); });
-    else if constexpr (OP == Unary::GeluTanh) unary_rows(dst, ith, nth, gelu_tanh);
-    else if constexpr (OP == Unary::GeluErf) gelu_erf_rows(dst, ith, nth);
+    else if constexpr (OP == Unary::GeluTanh) row_kernel_rows(dst, ith, nth, gelu_tanh_row);
+    else if constexpr (OP == Unary::GeluErf) row_kernel_rows(dst, ith, nth, gelu_erf_row);
     else if constexpr (OP == Unary::Erf) unary_rows(dst, ith, nth, [](float x) { return std::erf(x); });
     else if constexpr (OP == Unary::Reciprocal) unary_rows(dst, ith, nth, [](float x) { return 1.0f / x; });
     else if constexpr (OP == Unary::Rsqrt) unary_rows(dst, ith, nth, [](float x) { return 1.0f / std::sqrt(x); });

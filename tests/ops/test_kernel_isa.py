@@ -246,7 +246,7 @@ def test_vector_units_follow_the_cpu_model_and_the_override():
 
 
 # The loops compiled for several levels (kernels/vector_clones.h: Winograd's transforms, attention's
-# lanes, softmax and few-row products, GELU's erf, MatMul's bias) at every level this CPU has below
+# lanes, softmax and few-row products, GELU's erf and tanh forms, MatMul's bias) at every level this CPU has below
 # its best (the best is what the rest of the suite runs): their own tests, in a fresh process with
 # DYNGRAPH_KERNEL_ISA set, which runs the variant asked for (vector_level() says which).
 VECTOR_LEVELS = {"generic": 0, "avx2": 1, "avx512": 2}
@@ -257,7 +257,9 @@ VECTOR_TESTS = ["test_winograd.py", "test_attention.py", "test_attention_blocks.
                 "test_elementwise.py::test_unary_f32_matches_numpy",
                 "test_elementwise.py::test_unary_special_values_follow_numpy", "test_elementwise.py::test_gelu_limits",
                 "test_elementwise.py::test_gelu_erf_relative_error_over_the_whole_range",
-                "test_elementwise.py::test_gelu_erf_of_minus_infinity_is_its_limit"]
+                "test_elementwise.py::test_gelu_erf_of_minus_infinity_is_its_limit",
+                "test_elementwise.py::test_gelu_tanh_relative_error_over_the_whole_range",
+                "test_elementwise.py::test_gelu_tanh_of_the_infinities_and_overflow_are_its_limits"]
 
 
 @pytest.mark.parametrize("isa", [i for i in VECTOR_LEVELS if ORDER.index(i) < ORDER.index(best_isa())] or ["generic"])
