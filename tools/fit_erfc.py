@@ -4,9 +4,9 @@ erfc(z) = t exp(q(s) - z^2) with t = 1 / (1 + k z) and s = 1 - t = k z t: q
 approximates log(erfcx(z) / t) over z in [0, 9.4] (below GELU(x) = 1e-38 at
 x = -13.3), so an error of q is the kernel's relative error. The kernel
 computes s as (k z) t, with the relative error of one rounding: near z = 0,
-where t rounds to an absolute 6e-8, 1 - t would shift z by 6e-8 / k. A least-squares fit in t
-reweighted towards its largest errors (Lawson's iteration) approaches the
-minimax polynomial; k is chosen by a scan. Prints k, the error before and
+where t rounds to an absolute 6e-8, 1 - t would shift z by 6e-8 / k. A
+least-squares fit in s reweighted towards its largest errors (Lawson's
+iteration) approaches the minimax polynomial; k is chosen by a scan. Prints k, the error before and
 after rounding the coefficients to f32, and the coefficients c0..cN.
 
     python tools/fit_erfc.py [--degree 8]

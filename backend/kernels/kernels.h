@@ -31,8 +31,8 @@ ggml_tensor* binary(ggml_context* ctx, Binary op, ggml_tensor* a, ggml_tensor* b
 // functions, each rounding once where it can): ReLU propagates NaN (ggml's
 // gives 0), GELU-tanh is evaluated directly and vectorized (gelu_tanh.h;
 // ggml's reads an f16 table, about 1e-3 relative error), GELU-erf is
-// vectorized (gelu_erf.h; ggml's calls erff per element); ggml has no erf, round-half-even, ceil, floor, mish, elu or
-// pow. Round is ties-to-even (numpy, torch). The parameters travel in the
+// vectorized (gelu_erf.h; ggml's calls erff per element); ggml has no erf,
+// round-half-even, ceil, floor, mish, elu or pow. Round is ties-to-even (numpy, torch). The parameters travel in the
 // custom op's userdata (two floats), so a graph keeps no side storage.
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a, float p0 = 0.0f, float p1 = 0.0f);
 
