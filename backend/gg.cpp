@@ -475,6 +475,37 @@ ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a) {
     violated("ggml_unary", "unknown op");
 }
 
+bool is_unary(const ggml_tensor* t, Unary op) {
+    auto unary_is = [&](ggml_unary_op u) { return t->op == GGML_OP_UNARY && ggml_get_unary_op(t) == u; };
+    switch (op) {
+        case Unary::Silu: return unary_is(GGML_UNARY_OP_SILU);
+        case Unary::Sigmoid: return unary_is(GGML_UNARY_OP_SIGMOID);
+        case Unary::Tanh: return unary_is(GGML_UNARY_OP_TANH);
+        case Unary::Exp: return unary_is(GGML_UNARY_OP_EXP);
+        case Unary::Abs: return unary_is(GGML_UNARY_OP_ABS);
+        case Unary::Neg: return unary_is(GGML_UNARY_OP_NEG);
+        case Unary::Relu: return unary_is(GGML_UNARY_OP_RELU);
+        case Unary::Step: return unary_is(GGML_UNARY_OP_STEP);
+        case Unary::GeluErf: return unary_is(GGML_UNARY_OP_GELU_ERF);
+        case Unary::Log: return t->op == GGML_OP_LOG;
+        case Unary::Sqrt: return t->op == GGML_OP_SQRT;
+        case Unary::Sqr: return t->op == GGML_OP_SQR;
+        case Unary::Sin: return t->op == GGML_OP_SIN;
+        case Unary::Cos: return t->op == GGML_OP_COS;
+    }
+    return false;
+}
+
+ggml_tensor* swiglu(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b) {
+    const char* fn = "ggml_swiglu_split";
+    need_room(ctx);
+    need_types(fn, "a", a, {GGML_TYPE_F32, GGML_TYPE_F16});
+    if (b->type != a->type || !ggml_are_same_shape(a, b))
+        violated(fn, cat("a ", describe(a), " and b ", describe(b), " differ in type or shape"));
+    if (!ggml_is_contiguous(a) || !ggml_is_contiguous(b)) violated(fn, "a and b must be contiguous");
+    return ggml_swiglu_split(ctx, a, b);
+}
+
 namespace {
 
 // strides (dilations) >= 1, paddings >= 0; the windows' extent within the padded size

@@ -163,6 +163,10 @@ ggml_tensor* scale_bias(ggml_context* ctx, ggml_tensor* a, float s, float b);
 // Unary ops: a F32 or F16 with contiguous rows.
 enum class Unary { Silu, Sigmoid, Tanh, Exp, Log, Sqrt, Sqr, Abs, Neg, Sin, Cos, Relu, Step, GeluErf };
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a);
+// Whether `t` is the result of unary(op) (a metadata query).
+bool is_unary(const ggml_tensor* t, Unary op);
+// silu(a) * b in one op (ggml_swiglu_split): a and b contiguous, F32 or F16, of one type and shape.
+ggml_tensor* swiglu(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
 // The columns of 2-D convolution windows (ggml_im2col, F32 result [C * KH * KW, OW, OH, N]):
 // kernel a [KW, KH, C, O] (its shape only) F32 or F16; b F32 [W, H, C, N], contiguous;

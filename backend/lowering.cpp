@@ -70,12 +70,13 @@ bool is_dense(const ggml_tensor* t) {
 
 ggml_tensor* LowerCtx::cont(ggml_tensor* t) const { return is_dense(t) ? t : gg::cont(ctx, t); }
 
-// Whether tensor `t` of the host CPU path of an unplaced partition is not a partition output and
-// every (op, input index) reading it passes `ok`; how many readers it has goes to `readers`.
+// Whether tensor `t` is not a partition output and every (op, input index) reading it passes `ok`;
+// how many readers it has goes to `readers`. Unless `any_placement`, only on the host CPU path of an
+// unplaced partition.
 template <class Ok>
-static bool readers_all(const LowerCtx& c, int32_t t, Ok ok, int* readers) {
+static bool readers_all(const LowerCtx& c, int32_t t, Ok ok, int* readers, bool any_placement = false) {
     *readers = 0;
-    if (!c.env.host || c.env.placed || c.prog.is_output[size_t(t)]) return false;
+    if ((!any_placement && (!c.env.host || c.env.placed)) || c.prog.is_output[size_t(t)]) return false;
     for (int32_t r = c.prog.reader_begin[size_t(t)]; r < c.prog.reader_begin[size_t(t) + 1]; ++r) {
         const Program::Reader& at = c.prog.readers[size_t(r)];
         if (!ok(c.prog.ops[size_t(at.op)], size_t(at.input))) return false;
@@ -87,6 +88,21 @@ static bool readers_all(const LowerCtx& c, int32_t t, Ok ok, int* readers) {
 bool LowerCtx::output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size_t input)) const {
     int readers = 0;
     return k < op.outputs.size() && readers_all(*this, op.outputs[k], reads, &readers) && readers > 0;
+}
+
+bool LowerCtx::output_viewed_only_by(size_t k, bool (*views)(const OpDef& op, size_t input)) const {
+    int readers = 0;
+    return k < op.outputs.size() && readers_all(*this, op.outputs[k], views, &readers, true) && readers > 0;
+}
+
+const OpDef* LowerCtx::producer_read_only_here(size_t k) const {
+    if (k >= op.inputs.size()) return nullptr;
+    const int32_t t = op.inputs[k];
+    const int32_t made_by = prog.tensors[size_t(t)].producer;
+    int readers = 0;
+    auto here = [&](const OpDef& other, size_t i) { return &other == &op && i == k; };
+    return made_by >= 0 && readers_all(*this, t, here, &readers, true) && readers == 1 ? &prog.ops[size_t(made_by)]
+                                                                                      : nullptr;
 }
 
 bool LowerCtx::input_read_only_here(size_t k) const {

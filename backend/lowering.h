@@ -213,6 +213,13 @@ struct LowerCtx {
     // of an unplaced partition, not a partition output, and every op that reads it passes
     // `reads(op, input index)`.
     bool output_read_only_by(size_t k, bool (*reads)(const OpDef& op, size_t input)) const;
+    // The same question in any placement, for readers that only view the output (a transpose): where
+    // they run, what they hand on is a view of it (ggml's scheduler copies a view's span to another device).
+    bool output_viewed_only_by(size_t k, bool (*views)(const OpDef& op, size_t input)) const;
+    // The op that made input `k`, when this op reads that tensor once and nothing else does (not a
+    // partition output), in any placement: a lowering may then compute the two as one ggml op, reading
+    // the producer's own inputs (its ggml node is left unused); else nullptr.
+    const OpDef* producer_read_only_here(size_t k) const;
     // Whether the op's input `k` is read by this op alone (no other op, not a partition output), on
     // the host CPU path of an unplaced partition: what made it may be folded into this op.
     bool input_read_only_here(size_t k) const;

@@ -151,12 +151,17 @@ void lower_sdpa(LowerCtx& c) {
             if (shared && !shared->f16) shared->f16 = gg::cast(c.ctx, mask, GGML_TYPE_F16);
             f16 = shared ? shared->f16 : gg::cast(c.ctx, mask, GGML_TYPE_F16);
         }
-        ggml_tensor* fa = gg::flash_attn_ext(c.ctx, q, k, v, f16, float(scale));  // [Dv, Hq, Sq, B], f32 precision
+        // (q as it comes where its rows are dense f32: flash attention reads it by its strides, as
+        // llama.cpp hands it a permuted view; the matmul path below takes the dense copy)
+        ggml_tensor* q_rows = c.in[0]->type == GGML_TYPE_F32 && c.in[0]->nb[0] == sizeof(float) ? c.in[0] : q;
+        ggml_tensor* fa = gg::flash_attn_ext(c.ctx, q_rows, k, v, f16, float(scale));  // [Dv, Hq, Sq, B], f32 precision
         // a device's flash attention may not take these head sizes or types (CUDA's has no f32 kernel for
         // a head size of 16): the device computes the mul_mat path instead (the unused tensors stay unused)
         if (c.device_supports(fa)) {
+            // a view in [b, h, s, d] order of the [b, s, h, d] rows flash attention writes: made dense
+            // unless all that reads it is a transpose merging the heads (which then views dense rows)
             r = gg::permute(c.ctx, fa, 0, 2, 1, 3);
-            if (c.out_dtype(0) == DType::F32) r = gg::cont(c.ctx, r);
+            if (c.out_dtype(0) == DType::F32 && !c.output_viewed_only_by(0, swaps_heads_and_rows)) r = gg::cont(c.ctx, r);
         }
     }
     if (!r) r = matmul_attention(c, q, k, v, mask, scale);

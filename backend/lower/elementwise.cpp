@@ -41,8 +41,42 @@ void lower_arith(LowerCtx& c) {
     }
     a = c.cont(a);
     b = c.cont(b);
-    if (!same_ne(a, ne)) a = gg::repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
+    if (!same_ne(a, ne)) {
+        // a sum or a product (exact either way round) takes the smaller operand second, which ggml
+        // broadcasts as it reads it, instead of a repeated copy (an RMSNorm's weight times its rows)
+        constexpr bool commutes = INT_OP == kernels::Binary::Add || INT_OP == kernels::Binary::Mul;
+        if (commutes && a->type == b->type && same_ne(b, ne)) std::swap(a, b);
+        else a = gg::repeat_4d(c.ctx, a, ne[0], ne[1], ne[2], ne[3]);
+    }
     c.out = {OP(c.ctx, a, b)};
+}
+
+// silu(g) * u as one ggml op (ggml_swiglu_split) when the SiLU's output is read by this Multiply
+// alone and neither side broadcasts: one pass instead of two, and a GPU backend computes it together
+// with the products that make g and u (ggml-cuda fuses mul_mat, mul_mat, glu at one row, a decoder's
+// MLP). The SiLU's node is left unused. nullptr where this is not that pattern.
+ggml_tensor* swiglu_of(LowerCtx& c) {
+    if (c.out_dtype(0) != DType::F32) return nullptr;
+    const auto ne = c.out_shape(0).ne();
+    for (size_t s = 0; s < 2; ++s) {
+        const OpDef* made_by = c.producer_read_only_here(s);
+        const ggml_tensor* silu = c.in[s];
+        ggml_tensor* u = c.in[1 - s];
+        if (!made_by || made_by->kind != uint16_t(K::SiLU) || !gg::is_unary(silu, gg::Unary::Silu)) continue;
+        ggml_tensor* g = silu->src[0];
+        if (g->type == GGML_TYPE_F32 && u->type == GGML_TYPE_F32 && same_ne(g, ne) && same_ne(u, ne) &&
+            ggml_is_contiguous(g) && ggml_is_contiguous(u))
+            return gg::swiglu(c.ctx, g, u);
+    }
+    return nullptr;
+}
+
+void lower_multiply(LowerCtx& c) {
+    if (ggml_tensor* r = swiglu_of(c)) {
+        c.out = {r};
+        return;
+    }
+    lower_arith<gg::mul, kernels::Binary::Mul>(c);
 }
 
 // Binary ops of our kernel (F32 or I32): f16 and bf16 are computed in f32.
@@ -194,7 +228,7 @@ void lower_bias_add(LowerCtx& c) {
 void register_elementwise(LoweringTable& t) {
     t.add(uint16_t(K::Add), lower_arith<gg::add, kernels::Binary::Add>);
     t.add(uint16_t(K::Subtract), lower_arith<gg::sub, kernels::Binary::Sub>);
-    t.add(uint16_t(K::Multiply), lower_arith<gg::mul, kernels::Binary::Mul>);
+    t.add(uint16_t(K::Multiply), lower_multiply);
     t.add(uint16_t(K::Divide), lower_divide);
     t.add(uint16_t(K::Maximum), lower_extremum<true>);
     t.add(uint16_t(K::Minimum), lower_extremum<false>);

@@ -65,7 +65,10 @@ void lower_scatter_rows(LowerCtx& c) {
     ggml_tensor* src = c.in[2];
     if (src->type != GGML_TYPE_F32) src = gg::cast(c.ctx, c.cont(src), GGML_TYPE_F32);
     ggml_tensor* idx = c.safe_indices(c.cont(c.in[1]), ds.d[ds.rank - 2], "op '" + c.op.name + "'");
-    ggml_tensor* r = in_place ? c.write_state_rows(dst, c.cont(src), idx) : gg::set_rows(c.ctx, dst, c.cont(src), idx);
+    // (a device's ggml_set_rows reads the rows by their strides: a transposed view stays one, as a
+    // decoder's [b, h, s, d] keys and values are; the host CPU's journal wants them dense)
+    if (c.host() || src->nb[0] != ggml_type_size(src->type)) src = c.cont(src);
+    ggml_tensor* r = in_place ? c.write_state_rows(dst, src, idx) : gg::set_rows(c.ctx, dst, src, idx);
     if (in_place) c.env.side_effects.push_back(r);
     c.out = {r};
 }

@@ -30,6 +30,22 @@ void lower_reshape(LowerCtx& c) {
     c.out = {c.reshape(x, out)};
 }
 
+// Readers that make dense what they need of a transposed view themselves (a cont of their own where
+// the input is not dense already, or a view handed on to such readers): another transpose, a rotation,
+// a cache write, attention. (Not a reshape: one to the same sizes hands the view on to any reader.) The
+// transpose's output then stays a view for them on a device, where a chain such as [b, s, h, d] ->
+// [b, h, s, d] -> [b, s, h, d] (a rotary embedding between a model's transposes) is otherwise a copy
+// per step (host CPU partitions compose such chains: view_chain.h).
+bool makes_its_own_copy(const OpDef& op, size_t input) {
+    switch (K(op.kind)) {
+        case K::StaticTranspose:
+        case K::RoPE: return input == 0;
+        case K::ScatterRows: return input == 2;
+        case K::ScaledDotProductAttention: return input < 3;
+        default: return false;
+    }
+}
+
 void lower_transpose(LowerCtx& c) {
     Dims s = c.in_shape(0);
     const std::vector<int64_t>& order = c.attrs<ops::StaticTransposeAttrs>().order;  // a permutation or empty
@@ -43,6 +59,10 @@ void lower_transpose(LowerCtx& c) {
             c.out = {t};
             return;
         }
+    if (c.env.placed && s.rank <= kGgmlRank && !c.in_dims && c.output_viewed_only_by(0, makes_its_own_copy)) {
+        c.out = {c.permute(c.in[0], s.rank, perm)};
+        return;
+    }
     c.out = {c.transposed(c.in[0], s, perm)};
 }
 
