@@ -20,6 +20,8 @@ def test_each_kind_runs_clean(kind, n):
 
 
 def test_json_findings_stay_fixed():
-    """seed 2 input 1304: a float 'axis' of a per-channel Dequantize was a TypeError."""
+    """seed 2 input 1304: a float 'axis' of a per-channel Dequantize was a TypeError; seed 37 input
+    4672: a float 'axis' of a SoftMax with mode=inf_as_zero, likewise."""
     ctx = {"seeds": surfaces._json_seeds(), "engine": dg.Engine(num_threads=1)}
     assert surfaces.run_json(2, 1304, ctx) in ("pass", "typed")
+    assert surfaces.run_json(37, 4672, ctx) in ("pass", "typed")

@@ -65,6 +65,15 @@ def test_softmax_mode_none_keeps_the_nan_of_a_row_of_minus_inf(rng):
     assert np.isnan(y[0, 1]).all() and not np.isnan(y[1]).any()
 
 
+@pytest.mark.parametrize("axis", [1.5, "1", True])
+def test_softmax_decompositions_refuse_an_axis_that_is_not_an_integer(axis):
+    """mode=inf_as_zero and the stats output are decomposed before the op's attributes are checked:
+    a hostile file's axis is a typed error there too (it was a TypeError)."""
+    d = unary("SoftMax", (2, 3), axis=axis, mode="inf_as_zero")
+    with pytest.raises(dg.GraphError, match="'axis' must be an integer"):
+        import_graph(d, Overrides())
+
+
 def test_softmax_inf_as_zero_is_refused_by_name_without_decomposition():
     d = unary("SoftMax", (2, 3), axis=-1, mode="inf_as_zero")
     with pytest.raises(dg.UnsupportedError) as e:

@@ -287,10 +287,14 @@ class _Mapper:
         return core(ins, outs)
 
     def _core(self, rec: OpRec, kind: OpKind, ins, outs, attrs, inf_as_zero: bool, stats: bool) -> List[Op]:
+        axis = attrs.get("axis", 1)
+        if (inf_as_zero or stats) and (not isinstance(axis, int) or isinstance(axis, bool)):
+            # (the decompositions below index with it before the op's own attribute check runs)
+            raise GraphError(f"{rec.where}: attribute 'axis' must be an integer, got {axis!r}")
         ops = (self._softmax_inf_as_zero(rec, ins, outs[:1], attrs) if inf_as_zero
                else [Op(rec.id, kind, ins, outs[:1] if stats else outs, attrs, rec.name)])
         if stats:
-            ops += self._softmax_stats(rec, ins[0], outs[1], attrs.get("axis", 1), inf_as_zero)
+            ops += self._softmax_stats(rec, ins[0], outs[1], axis, inf_as_zero)
         return ops
 
     def _composed(self, rec: OpRec, info: Optional[KindInfo], ins, outs) -> List[Op]:
