@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU check, in one call on a lent CUDA machine (no network there): build dyngraph with
-# GGML_CUDA=ON from the carried wheels and ggml sdist, then, each step bounded, check the
-# libraries' exports, run the GPU tests, the rotary-fusion A/B, the GPU rows of the report, a GPU
-# rpc-server probe and as much of the whole suite as the time left allows. Logs go to $OUT.
+# GGML_CUDA=ON from the carried wheels and ggml sdist, then, each step bounded by the time left,
+# check the libraries' exports, measure SmolLM2's GPU rows (against llama.cpp CUDA, built beside,
+# unless GPU_CHECK_LLAMA=0, and PyTorch CUDA) and the rotary-fusion A/B, then run the GPU tests, the
+# graph-API decoder's rows and a GPU rpc-server probe (the whole suite: `gpu_check.sh suite`). Logs
+# go to $OUT.
 #
 # Prepare here (wheels for Python 3.12 and the ggml sdist, in the ignored folder .gpu/):
 #   PYTHON=.venv/bin/python tools/gpu_check.sh --fetch
