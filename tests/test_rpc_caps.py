@@ -321,3 +321,31 @@ def test_a_fake_server_that_answers_honestly_is_asked_and_obeyed():
         del cp, eng
     finally:
         srv.stop()
+
+
+def test_a_transposed_view_read_on_the_host_cpu_is_copied_there_whole(rng):
+    """On a device a transpose read by a RoPE stays a view (lower/layout.cpp). Where the server refuses
+    the RoPE, the host CPU runs it and reads that view of device memory: the scheduler copies its span
+    across, and the values are the host CPU's own."""
+    b = dg.GraphBuilder()
+    s = dg.Dim("s")
+    x, pos = b.input("x", dg.f32, [1, s, 4, 16]), b.input("positions", dg.i64, [1, s])
+    swap = {"order": [0, 2, 1, 3]}
+    y = b.op("Add", [x, x])  # computed on the device: the transposes view device memory
+    y = b.op("StaticTranspose", [b.op("StaticTranspose", [y], swap)], swap)
+    r = b.op("RoPE", [y, pos], {"mode": "neox", "base": 10000.0})
+    b.output(b.op("StaticTranspose", [b.op("Multiply", [r, r])], swap))  # back on the device
+    cpu = b.compile(dg.Engine("cpu", num_threads=1))
+    srv = Server("--refuse-op", "rope")
+    try:
+        dev = b.compile(engine(srv.endpoint))
+        for n in (1, 6):
+            ins = [rng.standard_normal((1, n, 4, 16)).astype(np.float32), rng.integers(0, 50, (1, n))]
+            (want,), (got,) = cpu(*ins), dev(*ins)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        info = dev.cache_info()
+        assert info.host_fallback_ops == 1 and info.graph_splits > 1, info
+        del dev
+    finally:
+        log = srv.stop()
+    assert "refused" not in log, log
