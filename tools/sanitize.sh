@@ -34,9 +34,9 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize-rec
 
 # -O1 (ASan's advice) and line tables only (-g1: reports still name file:line): about
 # half the compile time of RelWithDebInfo's -O2 -g, which is most of this job on 2 cores.
-# The code outside the kernels (and ggml) at -O0 (DYNGRAPH_COLD_CODE_FLAGS; DG_SANITIZE_COLD_FLAGS
-# overrides it, empty for -O1 everywhere): it compiles in about 60% of -O1's time and the tests
-# spend theirs in the kernels
+# Our code outside the kernels at -O0 (DYNGRAPH_COLD_CODE_FLAGS; DG_SANITIZE_COLD_FLAGS overrides
+# it, empty for -O1 everywhere): it compiles in two thirds of -O1's time, and the tests spend
+# theirs in the kernels and ggml, which keep -O1
 opt="-O1 -g1 -DNDEBUG"
 
 build() {
