@@ -7,10 +7,10 @@ tensors and the tokenizer, and dequantizes the weights in Python), and three
 test files in two workers needed it. The first worker to ask loads it from
 the GGUF and saves it in transformers' own format (safetensors, tokenizer.json)
 in the run's shared temporary directory; the others load that in a few
-seconds. The saved copy holds the GGUF's values, dequantized once (the same
-weights, logits and tokens, checked when this was written; in every run
+seconds. The saved copy holds the GGUF's values, dequantized once:
 tests/torch/test_torch_gguf.py compares the model its worker holds with the
-file's blocks, and the generation tests its tokens).
+file's blocks, and a copy saved and read back as here with the file's blocks
+and the original's tokens, in every run.
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ def load(shared_dir: Optional[str]) -> Tuple[str, object, object]:
     """(gguf path, model, tokenizer): the model in f32, in eval mode. With
     ``shared_dir`` (a directory every worker of this run sees) the GGUF is
     read by the first caller only; without it, read here."""
-    import torch
-    import transformers
     from filelock import FileLock
 
     from dyngraph.torch.hf import load_gguf_causal_lm
@@ -54,10 +52,22 @@ def load(shared_dir: Optional[str]) -> Tuple[str, object, object]:
     with FileLock(saved + ".lock"):
         if not os.path.exists(done):
             model, tok = load_gguf_causal_lm(path)
-            model.save_pretrained(saved)
-            tok.save_pretrained(saved)
+            save(model, tok, saved)
             open(done, "w").close()
             return path, model, tok
-    model = transformers.AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32).eval()
-    tok = transformers.AutoTokenizer.from_pretrained(saved)
-    return path, model, tok
+    return (path, *load_saved(saved))
+
+
+def save(model, tok, folder: str) -> None:
+    """The model and tokenizer in transformers' own format (what load_saved reads)."""
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+def load_saved(folder: str):
+    """(model, tokenizer) as save wrote them: the model in f32, in eval mode."""
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    return model, transformers.AutoTokenizer.from_pretrained(folder)

@@ -28,18 +28,35 @@ CHECKED = [f"model.model.layers.{i}.{m}.weight" for i in (0, 29) for m in (
     "model.model.embed_tokens.weight"]
 
 
-def test_the_files_blocks_are_the_models_values(stored):
-    # stored weights dequantize to exactly what transformers made of the file (q/k rows back in order);
+def assert_the_files_blocks_are(weights, params):
     # the first and last layer's attention and one MLP weight each, and the embedding
-    _, lm, _, weights, _, _ = stored
-    params = dict(lm.named_parameters(remove_duplicate=False))
-    assert {w.storage for w in weights.values()} == {"q4_1", "q8_0"} and len(weights) == 30 * 7 + 2
-    assert weights["model.lm_head.weight"] is weights["model.model.embed_tokens.weight"]  # tied
     for name in CHECKED:
         w = weights[name]
         q = getattr(gguf.GGMLQuantizationType, w.storage.upper())
         deq = gguf.quants.dequantize(w.data.reshape(w.shape[0], -1), q).reshape(w.shape)
         np.testing.assert_array_equal(deq, params[name].detach().numpy(), err_msg=name)
+
+
+def test_the_files_blocks_are_the_models_values(stored):
+    # stored weights dequantize to exactly what transformers made of the file (q/k rows back in order)
+    _, lm, _, weights, _, _ = stored
+    assert {w.storage for w in weights.values()} == {"q4_1", "q8_0"} and len(weights) == 30 * 7 + 2
+    assert weights["model.lm_head.weight"] is weights["model.model.embed_tokens.weight"]  # tied
+    assert_the_files_blocks_are(weights, dict(lm.named_parameters(remove_duplicate=False)))
+
+
+def test_a_copy_saved_and_read_back_holds_the_files_values(stored, tmp_path):
+    # what every test worker but the first reads instead of the GGUF (tests/smollm2_shared.py)
+    import smollm2_shared
+
+    _, lm, tok, weights, _, _ = stored
+    smollm2_shared.save(lm.model, tok, str(tmp_path))
+    copy, copy_tok = smollm2_shared.load_saved(str(tmp_path))
+    assert_the_files_blocks_are(weights, {"model." + k: v for k, v in copy.named_parameters(remove_duplicate=False)})
+    assert copy.lm_head.weight.data_ptr() == copy.model.embed_tokens.weight.data_ptr()  # still tied
+    text = "The capital of France is Paris, <|im_start|> 東京 über"
+    assert copy_tok(text)["input_ids"] == tok(text)["input_ids"]
+    assert (copy_tok.bos_token, copy_tok.eos_token, copy_tok.pad_token) == (tok.bos_token, tok.eos_token, tok.pad_token)
 
 
 def test_runs_on_the_files_types_at_the_files_size(stored):
