@@ -3,7 +3,8 @@
 // (isa.h: avx2 and up): C = A . W^T with the weights read where they lie (no
 // packing; the activation rows, small, are packed once), each output a dot
 // product along K in the vectors' lanes: tiles of 8 activation rows x 3
-// weight rows with AVX-512 (32 registers), 4 x 3 with AVX2 (16), every weight
+// weight rows with AVX-512 (32 registers; 4 x 6 where 512-bit operations issue
+// as two halves, isa.h's split_512_units), 4 x 3 with AVX2 (16), every weight
 // vector multiplied into the tile's rows while it is in a register, the sums
 // reduced together at the end of K. K in blocks (a tile's activations stay
 // in L1), weights in chunks of 256 KiB that stay in L2 while every tile of

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <initializer_list>
 
 #include "vector_clones.h"
@@ -65,12 +66,22 @@ int vector_level() {
 #endif
 }
 
+namespace {
+
+// DYNGRAPH_VECTOR_UNITS, when it is one of the widths it takes, else 0
+int units_asked() {
+    const char* v = std::getenv("DYNGRAPH_VECTOR_UNITS");
+    if (!v) return 0;
+    for (int w : {128, 256, 512})
+        if (std::strcmp(v, std::to_string(w).c_str()) == 0) return w;
+    return 0;
+}
+
+}  // namespace
+
 bool half_width_units() {
     static const bool half = [] {
-        if (const char* v = std::getenv("DYNGRAPH_VECTOR_UNITS")) {
-            if (std::strcmp(v, "128") == 0) return true;
-            if (std::strcmp(v, "256") == 0) return false;
-        }
+        if (const int w = units_asked()) return w == 128;
 #if defined(__GNUC__) && defined(__x86_64__)
         unsigned eax, ebx, ecx, edx;
         if (__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) && eax >= 0x8000001Au &&
@@ -89,6 +100,22 @@ bool half_width_units() {
         return false;
     }();
     return half;
+}
+
+bool split_512_units() {
+    static const bool split = [] {
+        if (const int w = units_asked()) return w < 512;
+        if (half_width_units()) return true;
+#if defined(__GNUC__) && defined(__x86_64__)
+        unsigned eax, ebx, ecx, edx;
+        if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+        const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+        if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+        return ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu) == 0x19;  // Zen 3 and Zen 4: only Zen 4 has AVX-512
+#endif
+        return false;
+    }();
+    return split;
 }
 
 const char* isa_name(Isa isa) {

@@ -29,9 +29,17 @@ Isa set_kernel_isa_for_benchmark(Isa isa);
 // Whether the CPU issues a 256-bit vector operation as two 128-bit halves: AMD's CPUID leaf
 // 0x8000001A says so (FP128; Zen 1, Zen+, Hygon Dhyana); Intel's CPUs and AMD's from Zen 2 on have
 // 256-bit units (the leaf's FP256 bit, or no such leaf). Kernels whose 128-bit form needs fewer
-// operations pick it there (quant_rows.cpp). DYNGRAPH_VECTOR_UNITS=128 or 256, read once, overrides
-// it (the tests run both forms on any CPU).
+// operations pick it there (quant_rows.cpp). DYNGRAPH_VECTOR_UNITS=128, or 256 or 512, read once,
+// overrides it (the tests run both forms on any CPU).
 bool half_width_units();
+
+// Whether the CPU issues a 512-bit vector operation as two 256-bit halves (where it has AVX-512):
+// AMD's Zen 4 (family 19h; its Zen 3 models have no AVX-512), and every CPU half_width_units()
+// names. Intel's AVX-512 CPUs and AMD's Zen 5 server parts run them at full width; no CPUID bit is
+// read for it, so Zen 5's mobile parts, which split them, count as full width too. Kernels
+// whose tile shape was measured better for it pick that shape there (f32_gemm.cpp).
+// DYNGRAPH_VECTOR_UNITS=128 or 256 makes it true, 512 false.
+bool split_512_units();
 
 // "generic", "avx2", "avx512" or "avx512vnni".
 const char* isa_name(Isa isa);

@@ -339,9 +339,10 @@ PYBIND11_MODULE(_backend, m) {
           "The level of the loops kernels/vector_clones.h compiles several times: 2 x86-64-v4, 1 x86-64-v3, 0 baseline.");
     m.def("kernel_isa", [] { return std::string(kernels::isa_name(kernels::kernel_isa())); },
           "Instruction set of the hand-vectorized kernels in this process (avx512, avx2 or generic).");
-    m.def("vector_units", [] { return kernels::half_width_units() ? 128 : 256; },
+    m.def("vector_units", [] { return kernels::half_width_units() ? 128 : kernels::split_512_units() ? 256 : 512; },
           "Width in bits of the vector units the kernels are tuned for: 128 where the CPU issues 256-bit "
-          "operations as two halves (AMD Zen 1, Zen+), else 256; DYNGRAPH_VECTOR_UNITS overrides it.");
+          "operations as two halves (AMD Zen 1, Zen+), 256 where it issues 512-bit ones as two (AMD's family "
+          "19h: Zen 4), else 512; DYNGRAPH_VECTOR_UNITS overrides it.");
     bind_amx(m);
     m.def(
         "build_info",

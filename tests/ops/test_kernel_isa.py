@@ -172,7 +172,8 @@ F32_CHECK = textwrap.dedent("""
     rng = np.random.default_rng(3)
     for threads in (1, 2):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
-        for k, n in ((37, 19), (512, 100), (600, 701), (1100, 65), (2100, 40)):
+        # (n: every remainder of the 3- and 6-weight tiles, at one thread and in the two threads' shares)
+        for k, n in ((37, 19), (37, 20), (64, 21), (512, 100), (600, 701), (1100, 65), (2100, 40)):
             x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
             w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
             y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
@@ -203,15 +204,17 @@ F32_CHECK = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("isa", ORDER)
-def test_f32_product_variant_of_many_rows_matches_numpy(isa):
-    r = run_python(F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa}, timeout=600)
+# (units: the AVX-512 kernel's two tile shapes, 8 x 3 at full width and 4 x 6 where 512-bit
+# operations are split, f32_gemm.cpp; the other levels have one)
+@pytest.mark.parametrize("isa,units", [(i, "512") for i in ORDER] + [("avx512", "256"), ("avx512vnni", "256")])
+def test_f32_product_variant_of_many_rows_matches_numpy(isa, units):
+    r = run_python(F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units}, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
 
 
-@pytest.mark.parametrize("units", ["128", "256"])
-@pytest.mark.parametrize("isa", ORDER)
+# (512: the AVX-512 f32 kernel's full-width tiles, which the avx512 level's dequantized products run)
+@pytest.mark.parametrize("isa,units", [(i, u) for i in ORDER for u in ("128", "256")] + [("avx512", "512")])
 def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa, units):
     pytest.importorskip("gguf")
     r = run_python(QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units}, timeout=600)
@@ -232,17 +235,20 @@ def cpu_identity() -> tuple:
 
 # Which CPUs issue 256-bit operations as two halves (isa.h, half_width_units: CPUID's FP128 bit, or
 # by family and model where a hypervisor hides that leaf): AMD's Zen and Zen+ (family 17h below model
-# 30h) and Hygon's Dhyana; not Zen 2 on, not Intel's. Checked against this CPU's /proc/cpuinfo, and
-# DYNGRAPH_VECTOR_UNITS overrides it either way.
+# 30h) and Hygon's Dhyana; not Zen 2 on, not Intel's. Which issue 512-bit ones as two (split_512_units):
+# those and AMD's family 19h (Zen 4; its Zen 3 models have no AVX-512). Checked against this CPU's
+# /proc/cpuinfo, and DYNGRAPH_VECTOR_UNITS overrides it either way.
 def test_vector_units_follow_the_cpu_model_and_the_override():
     vendor, family, model = cpu_identity()
     half = (vendor == "AuthenticAMD" and family == 0x17 and model < 0x30) or (vendor == "HygonGenuine" and family == 0x18)
+    split = vendor == "AuthenticAMD" and family == 0x19
+    own = "128" if half else "256" if split else "512"
     code = "import dyngraph as dg; print(dg._backend.vector_units())"
-    assert run_python(code).stdout.strip() == ("128" if half else "256"), (vendor, family, model)
-    for units in ("128", "256"):
+    assert run_python(code).stdout.strip() == own, (vendor, family, model)
+    for units in ("128", "256", "512"):
         assert run_python(code, env_vars={"DYNGRAPH_VECTOR_UNITS": units}).stdout.strip() == units
-    # a value that is neither: the CPU's
-    assert run_python(code, env_vars={"DYNGRAPH_VECTOR_UNITS": "512"}).stdout.strip() == ("128" if half else "256")
+    # a value that is none of them: the CPU's
+    assert run_python(code, env_vars={"DYNGRAPH_VECTOR_UNITS": "64"}).stdout.strip() == own
 
 
 # The loops compiled for several levels (kernels/vector_clones.h: Winograd's transforms, attention's
