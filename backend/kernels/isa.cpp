@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <initializer_list>
 
 #include "vector_clones.h"
@@ -72,9 +71,27 @@ namespace {
 int units_asked() {
     const char* v = std::getenv("DYNGRAPH_VECTOR_UNITS");
     if (!v) return 0;
-    for (int w : {128, 256, 512})
-        if (std::strcmp(v, std::to_string(w).c_str()) == 0) return w;
-    return 0;
+    return std::strcmp(v, "128") == 0 ? 128 : std::strcmp(v, "256") == 0 ? 256 : std::strcmp(v, "512") == 0 ? 512 : 0;
+}
+
+// The CPU's vendor (AMD's and Hygon's only) and its family and model as CPUID leaf 1 gives them
+struct CpuModel {
+    bool amd = false, hygon = false;
+    unsigned family = 0, model = 0;
+};
+
+CpuModel cpu_model() {
+    CpuModel c;
+#if defined(__GNUC__) && defined(__x86_64__)
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return c;
+    c.amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;    // "AuthenticAMD"
+    c.hygon = ebx == 0x6f677948u && edx == 0x6e65476eu && ecx == 0x656e6975u;  // "HygonGenuine"
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return c;
+    c.family = ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu);
+    c.model = ((eax >> 4) & 0xFu) | ((eax >> 12) & 0xF0u);
+#endif
+    return c;
 }
 
 }  // namespace
@@ -87,17 +104,11 @@ bool half_width_units() {
         if (__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) && eax >= 0x8000001Au &&
             __get_cpuid(0x8000001Au, &eax, &ebx, &ecx, &edx) && (eax & 5u) != 0)
             return (eax & 1u) != 0 && (eax & 4u) == 0;  // FP128 set, FP256 not
-        // the leaf hidden or zeroed (a hypervisor may): by family and model, AMD's family 17h below
-        // model 30h (Zen, Zen+) and Hygon's family 18h (Dhyana, a Zen)
-        if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-        const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;    // "AuthenticAMD"
-        const bool hygon = ebx == 0x6f677948u && edx == 0x6e65476eu && ecx == 0x656e6975u;  // "HygonGenuine"
-        if (!(amd || hygon) || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-        const unsigned family = ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu);
-        const unsigned model = ((eax >> 4) & 0xFu) | ((eax >> 12) & 0xF0u);
-        return (amd && family == 0x17 && model < 0x30) || (hygon && family == 0x18);
 #endif
-        return false;
+        // the leaf hidden or zeroed (a hypervisor may), or not x86: by family and model, AMD's
+        // family 17h below model 30h (Zen, Zen+) and Hygon's family 18h (Dhyana, a Zen)
+        const CpuModel c = cpu_model();
+        return (c.amd && c.family == 0x17 && c.model < 0x30) || (c.hygon && c.family == 0x18);
     }();
     return half;
 }
@@ -105,15 +116,8 @@ bool half_width_units() {
 bool split_512_units() {
     static const bool split = [] {
         if (const int w = units_asked()) return w < 512;
-        if (half_width_units()) return true;
-#if defined(__GNUC__) && defined(__x86_64__)
-        unsigned eax, ebx, ecx, edx;
-        if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-        const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
-        if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-        return ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu) == 0x19;  // Zen 3 and Zen 4: only Zen 4 has AVX-512
-#endif
-        return false;
+        const CpuModel c = cpu_model();
+        return half_width_units() || (c.amd && c.family == 0x19);  // Zen 3 and Zen 4: only Zen 4 has AVX-512
     }();
     return split;
 }
