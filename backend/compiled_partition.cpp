@@ -591,6 +591,7 @@ CacheStats CompiledPartition::stats() const {
     s.constant_bytes = resident_->constant_bytes();
     s.borrowed_bytes = resident_->borrowed_bytes();
     s.repacked_bytes = resident_->repacked_bytes();
+    s.panel_bytes = resident_->panel_bytes();
     s.state_bytes = resident_->state_bytes();
     s.derived_bytes = derived_.bytes();
     for (const auto& r : dev_resident_)

@@ -12,6 +12,7 @@
 #include "ggml-cpu.h"
 #include "generated/dyngraph_ir_generated.h"
 #include "kernels/f32_matmul.h"
+#include "kernels/f32_panels.h"
 
 namespace dg {
 
@@ -156,9 +157,9 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     try {
     std::map<int32_t, const DataRef*> embedded;
     for (const auto& d : prog.data) embedded[d.tensor] = &d;
-    std::vector<char> repacked(prog.tensors.size(), 0);
+    std::vector<char> repacked(prog.tensors.size(), 0), panels(prog.tensors.size(), 0);
+    const std::vector<char> weights = repack ? matmul_only_weights(prog) : std::vector<char>();
     if (repack && repack_buffer_type()) {
-        std::vector<char> weights = matmul_only_weights(prog);
         for (size_t i = 0; i < prog.tensors.size(); ++i) {
             const TensorDef& t = prog.tensors[i];
             if (!weights[i] || t.storage == Storage::Default || t.shape.size() != 2) continue;
@@ -167,12 +168,20 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             repacked[i] = kernels::prefer_ggml_repack(type) && repack_supports(type, k, n);
         }
     }
+    // f32 weights in panels for our product (kernels/f32_panels.h), in place of their [N, K] rows
+    if (repack && kernels::f32_panels_wanted())
+        for (size_t i = 0; i < prog.tensors.size(); ++i) {
+            const TensorDef& t = prog.tensors[i];
+            panels[i] = weights[i] && t.storage == Storage::Default && t.dtype == DType::F32 && t.shape.size() == 2;
+        }
     // constants whose embedded bytes are already what ggml computes on, and aligned:
     // used where they lie when the caller keeps the IR buffer alive (a loaded file's mapping)
     auto borrowable = [&](int32_t i) -> const uint8_t* {
         const TensorDef& t = prog.tensors[size_t(i)];
         auto e = embedded.find(i);
-        if (!borrow_embedded || t.property != Property::Constant || e == embedded.end() || repacked[size_t(i)]) return nullptr;
+        if (!borrow_embedded || t.property != Property::Constant || e == embedded.end() || repacked[size_t(i)] ||
+            panels[size_t(i)])
+            return nullptr;
         if (t.storage == Storage::Default && !host_matches_ggml(t.dtype)) return nullptr;
         if (reinterpret_cast<uintptr_t>(e->second->data) % 64 != 0) return nullptr;
         return e->second->data;
@@ -263,6 +272,11 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         std::string what = cat("tensor ", t.label());
         auto ext = external.find(int32_t(i));
         auto emb = embedded.find(int32_t(i));
+        if (panels[i]) {
+            pack_weights(g, ext != external.end() ? &ext->second : nullptr,
+                         emb != embedded.end() ? emb->second : nullptr, borrow_embedded, what);
+            continue;
+        }
         if (repacked[i]) {
             // the repack buffer converts on upload and cannot be read back: the storage bytes are
             // kept for save() (a loaded file keeps them: its pages are released after the upload)
@@ -325,6 +339,26 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     }
 }
 
+void ResidentTensors::pack_weights(ggml_tensor* g, const HostData* ext, const DataRef* emb, bool borrowed,
+                                   const std::string& what) {
+    const int64_t K = g->ne[0], N = g->ne[1];
+    const size_t want = size_t(K) * size_t(N) * sizeof(float);
+    const void* src = ext ? ext->data : emb ? static_cast<const void*>(emb->data) : nullptr;
+    if (!src) fail<CompileError>(what, " is a constant and has no data");
+    const size_t have = ext ? ext->nbytes : emb->size;
+    if (have != want) fail<CompileError>(what, ": data has ", have, " bytes, expected ", want);
+    std::vector<float> aligned;  // (bytes embedded in a file need not lie 4 bytes apart)
+    if (reinterpret_cast<uintptr_t>(src) % alignof(float) != 0) {
+        aligned.resize(size_t(K) * size_t(N));
+        std::memcpy(aligned.data(), src, want);
+        src = aligned.data();
+    }
+    kernels::pack_panels(N, K, static_cast<const float*>(src), K, static_cast<float*>(g->data));
+    kernels::mark_panels(g);
+    panel_bytes_ += want;
+    if (!ext && borrowed) release_pages(emb->data, emb->size);  // a loaded file's pages: read again if touched
+}
+
 void ResidentTensors::free_buffers() {
     bool leak = false;  // a lost remote device: freeing its buffers would send messages on a dead connection
     for (const remote::Connection* c : conns_) leak = leak || c->dead();
@@ -381,7 +415,9 @@ std::vector<uint8_t> ResidentTensors::export_data(int32_t index) const {
     auto packed = packed_source_.find(index);
     if (packed != packed_source_.end()) return {packed->second.ptr, packed->second.ptr + packed->second.size};
     std::vector<uint8_t> out(host_nbytes(index));
-    if (t.storage != Storage::Default) {
+    if (kernels::in_panels(g)) {  // back to [N, K] rows (f32: the host layout)
+        kernels::unpack_panels(g->ne[1], g->ne[0], static_cast<const float*>(g->data), reinterpret_cast<float*>(out.data()));
+    } else if (t.storage != Storage::Default) {
         take(g, out.data(), out.size());
     } else if (device_) {
         std::vector<uint8_t> tmp(ggml_nbytes(g));

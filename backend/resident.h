@@ -36,7 +36,8 @@ public:
     // `borrow_embedded`, constants embedded in the IR in their final form are
     // used in place (the caller keeps the IR buffer alive and unchanged).
     // With `repack`, quantized weights read only by MatMul go to ggml's
-    // CPU_REPACK buffer type (a layout its faster kernels read).
+    // CPU_REPACK buffer type (a layout its faster kernels read), and f32 ones
+    // are laid out in panels (kernels/f32_panels.h) where f32_panels_wanted().
     // With `place`, only its subset is held, in its device's memory (no borrowing, no repacking; the
     // caller guards the calls: a remote device's uploads go over the network).
     ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded = false,
@@ -50,6 +51,7 @@ public:
     size_t constant_bytes() const;  // including the borrowed ones
     size_t borrowed_bytes() const { return borrowed_bytes_; }
     size_t repacked_bytes() const;
+    size_t panel_bytes() const { return panel_bytes_; }  // f32 weights in panels (part of constant_bytes)
     size_t state_bytes() const;
 
     // Host-format bytes of a constant (storage format when quantized), or a
@@ -63,6 +65,9 @@ public:
 
 private:
     void free_buffers();
+    // Constant g, an f32 weight read only by MatMul, written in panels from its [N, K] rows (`ext`,
+    // else `emb`; `borrowed`: emb lies in a loaded file whose pages can be dropped after).
+    void pack_weights(ggml_tensor* g, const HostData* ext, const DataRef* emb, bool borrowed, const std::string& what);
     // Bytes into / out of a held tensor, wherever its memory is.
     void put(ggml_tensor* g, const void* src, size_t n) const;
     void take(const ggml_tensor* g, void* dst, size_t n) const;
@@ -84,6 +89,7 @@ private:
     std::vector<ggml_tensor*> by_index_;
     std::map<int32_t, std::vector<uint8_t>> initial_state_;  // host format
     size_t borrowed_bytes_ = 0;
+    size_t panel_bytes_ = 0;
 };
 
 // Convert `n` values of logical dtype `from` (host layout) into ggml type `to`.

@@ -31,8 +31,11 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
     With ``mmap_weights`` (the default) the weights are used where they lie in
     the memory-mapped file: no copy, and memory the OS can share and page. The
     file must then stay unchanged while the partition is alive (truncating a
-    mapped file makes reads of it fault). ``mmap_weights=False`` reads the
-    file into memory and keeps no tie to it.
+    mapped file makes reads of it fault). Weights a CPU kernel reads in a
+    layout of its own (f32 MatMul weights in panels, quantized ones ggml
+    repacks; ``cache_info().panel_bytes``, ``repacked_bytes``) are written
+    into that layout instead, and their pages of the file released.
+    ``mmap_weights=False`` reads the file into memory and keeps no tie to it.
 
     ``engine`` (default: the process's shared CPU engine, ``Engine.shared()``),
     ``split``, ``shares`` and ``placement`` are those of ``Partition.compile``:

@@ -6,12 +6,15 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "dequantize.h"
 #include "f32_gemm.h"
 #include "f32_matvec.h"
+#include "f32_panels.h"
 #include "isa.h"
 #include "kernels.h"
 #include "quant_gemm.h"
@@ -83,11 +86,14 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const int lda = int(y->nb[1] / sizeof(float)), ldb = int(x->nb[1] / sizeof(float));
     const int ldc = int(dst->nb[1] / sizeof(float));
 
+    // weights in panels (f32_panels.h): a thread's columns are whole panels
+    const bool panels = in_panels(x);
+    const int64_t align = panels ? kPanelWidth : kColumnAlign;
     // whole batches per thread when there are enough of them, else a share of every batch's columns
     const bool by_batch = batches >= nth;
     int64_t n0 = 0, n1 = N;
     if (!by_batch) {
-        const int64_t per = ((N + nth - 1) / nth + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
+        const int64_t per = ((N + nth - 1) / nth + align - 1) / align * align;
         n0 = std::min(N, per * ith);
         n1 = std::min(N, n0 + per);
         if (n0 >= n1) return;
@@ -100,7 +106,9 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         // C[M, N] = A[M, K] . B[N, K]^T (+ bias), row-major
         const int64_t n = n1 - n0;
         bool bias_added = false;  // sgemm adds the product to the bias written first
-        if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
+        if (panels) {
+            f32_gemm_panels(M, N, K, n0, n1, A, lda, reinterpret_cast<const float*>(W - n0 * x->nb[1]), C + n0, ldc);
+        } else if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
             quant_rows_nt(x->type, int(M), n, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && quant_gemm_supports(x->type)) {
             quant_gemm_nt(x->type, M, n, K, A, lda, W, x->nb[1], C + n0, ldc);
@@ -139,10 +147,30 @@ bool rows_contiguous(const ggml_tensor* t) {
 
 }  // namespace
 
+namespace {
+const int kPanelsMark = 0;  // the address x->extra points to for weights in panels
+}  // namespace
+
+bool f32_panels_wanted() {
+    static const bool wanted = [] {
+        const char* v = std::getenv("DYNGRAPH_F32_PANELS");
+        if (v && std::strcmp(v, "0") == 0) return false;
+        if (v && std::strcmp(v, "1") == 0) return true;
+        return kernel_isa() >= Isa::avx2;
+    }();
+    return wanted;
+}
+
+void mark_panels(ggml_tensor* x) { x->extra = const_cast<int*>(&kPanelsMark); }
+
+bool in_panels(const ggml_tensor* x) { return x->extra == &kPanelsMark; }
+
 bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_rows) {
     // weights of another type: dequantized on the fly, unless ggml repacked them
     // for its own kernels (a layout only those read; marked by `extra`)
-    const bool weights = x->type == GGML_TYPE_F32 || (dequantizable(x->type) && x->extra == nullptr);
+    const bool weights = (x->type == GGML_TYPE_F32 && (x->extra == nullptr || (in_panels(x) && x->ne[2] == 1 &&
+                                                                               x->ne[3] == 1 && ggml_is_contiguous(x)))) ||
+                         (dequantizable(x->type) && x->extra == nullptr);
     return weights && y->type == GGML_TYPE_F32 && x->ne[0] == y->ne[0] && y->ne[1] >= min_rows &&
            y->ne[2] % x->ne[2] == 0 && y->ne[3] % x->ne[3] == 0 && rows_contiguous(x) && rows_contiguous(y) &&
            x->ne[0] < (int64_t(1) << 31) && x->ne[1] < (int64_t(1) << 31) && y->ne[1] < (int64_t(1) << 31);
@@ -173,7 +201,8 @@ bool half_weights_to_ggml(ggml_type type) {
 
 bool computes(const ggml_tensor* x, const ggml_tensor* y) {
     if (half_weights_to_ggml(x->type)) return false;
-    const int64_t min_rows = x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx2 ? 1 : kF32KernelMinRows)
+    const int64_t min_rows = in_panels(x)                 ? 1
+                             : x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx2 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1
                                                             : kDequantMinRows;
     return f32_matmul_applies(x, y, min_rows);
@@ -185,7 +214,12 @@ bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* b
 }
 
 ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
-    return computes(x, y) ? f32_mul_mat(ctx, x, y) : gg::mul_mat(ctx, x, y);
+    if (computes(x, y)) return f32_mul_mat(ctx, x, y);
+    // (ggml's product would read the panels as rows; with no rows it reads nothing)
+    if (in_panels(x) && y->ne[1] > 0)
+        fail<gg::Violation>("mul_mat: weights ", gg::describe(x), " are in panels (f32_panels.h), which a product with ",
+                            gg::describe(y), " does not read");
+    return gg::mul_mat(ctx, x, y);
 }
 
 }  // namespace dg::kernels

@@ -59,6 +59,21 @@ constexpr int64_t kDequantMinRows = 8;
 // the time of the two nodes (MiniLM at batch 32 x 128 tokens, its FFN's 4096 x 1536; 2026-11-28).
 constexpr int64_t kActivationFuseMaxValues = int64_t(1) << 21;
 
+// Whether constant f32 matmul weights read only by MatMul are laid out in
+// panels (f32_panels.h, marked with mark_panels) when a partition is compiled
+// for the host CPU: where kernel_isa() has AVX2 (x86-64; on other CPUs the
+// portable product over panels is not measured against OpenBLAS), or as
+// DYNGRAPH_F32_PANELS=1 / 0 says (read once; the tests run both forms).
+bool f32_panels_wanted();
+
+// Mark x's data as f32_panels.h's panels of its [K, N] (set after it is packed:
+// x->extra, which ggml reads only in its extra buffer types), and ask.
+// f32_mul_mat is the one reader of such weights: computes(x, y) holds for any
+// f32 activations, and mul_mat refuses (gg::Violation) a product that would
+// hand them to ggml.
+void mark_panels(ggml_tensor* x);
+bool in_panels(const ggml_tensor* x);
+
 // Whether f32_mul_mat computes ggml_mul_mat(x, y): y F32, x F32 or a type
 // dequantize.h converts (and not repacked by ggml), elements
 // contiguous in each row, x's batch dims dividing y's (ggml's broadcast), and

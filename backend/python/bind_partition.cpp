@@ -125,6 +125,7 @@ py::dict stats_dict(const CacheStats& s) {
     d["constant_bytes"] = s.constant_bytes;
     d["borrowed_bytes"] = s.borrowed_bytes;
     d["repacked_bytes"] = s.repacked_bytes;
+    d["panel_bytes"] = s.panel_bytes;
     d["state_bytes"] = s.state_bytes;
     d["derived_bytes"] = s.derived_bytes;
     return d;

@@ -18,7 +18,9 @@
 // run interleaved; medians in microseconds and GFLOP/s are printed, each
 // result checked against the f32 product of the dequantized weights.
 // The "dyngraph avx2" column is our AVX2 kernels on this CPU (1 row f32:
-// f32_matvec's AVX2 variant).
+// f32_matvec's AVX2 variant); the "panels" columns (f32 only) are our product
+// over the weights laid out in panels, as a compiled partition holds them
+// (kernels/f32_panels.h), with the best variant and the AVX2 one.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +37,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "kernels/f32_matmul.h"
+#include "kernels/f32_panels.h"
 #include "kernels/isa.h"
 
 namespace {
@@ -54,7 +57,7 @@ ggml_backend_buffer_type_t repack_buft() {
     return nullptr;
 }
 
-enum class Path { ggml, repack, dyngraph, dyngraph_avx2 };
+enum class Path { ggml, repack, dyngraph, dyngraph_avx2, panels, panels_avx2 };
 
 namespace k = dg::kernels;
 
@@ -127,10 +130,17 @@ bool make_case(const Bench& b, Path path, ggml_backend_buffer_type_t rbuft, Case
     }
     c.wctx = wctx;
     c.wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
-    ggml_backend_tensor_set(w, b.wdata.data(), 0, b.wdata.size());
+    const bool panels = path == Path::panels || path == Path::panels_avx2;
+    if (panels && b.type != GGML_TYPE_F32) return false;
+    if (panels) {
+        dg::kernels::pack_panels(b.N, b.K, reinterpret_cast<const float*>(b.wdata.data()), b.K, static_cast<float*>(w->data));
+        dg::kernels::mark_panels(w);
+    } else {
+        ggml_backend_tensor_set(w, b.wdata.data(), 0, b.wdata.size());
+    }
     ggml_tensor* y = ggml_new_tensor_2d(c.ctx, GGML_TYPE_F32, b.K, b.M);
     std::memcpy(y->data, b.act.data(), b.act.size() * 4);
-    if (path == Path::dyngraph || path == Path::dyngraph_avx2) {
+    if (path != Path::ggml && path != Path::repack) {
         if (!dg::kernels::f32_matmul_applies(w, y, 1)) return false;
         c.out = dg::kernels::mul_mat(c.ctx, w, y);
     } else {
@@ -170,7 +180,9 @@ int dg_bench::matmul_main(int argc, char** argv) {
     const bool both = best > k::Isa::avx2;
     std::printf("%-6s %-12s %24s %24s %24s", "type", "K x N", "ggml", "ggml repack",
                 (std::string("dyngraph ") + k::isa_name(best)).c_str());
-    std::printf(both ? " %24s\n" : "\n", "dyngraph avx2");
+    if (both) std::printf(" %24s", "dyngraph avx2");
+    std::printf(" %24s", (std::string("panels ") + k::isa_name(best)).c_str());
+    std::printf(both ? " %24s\n" : "\n", "panels avx2");
     const std::string only = argc > 3 ? std::string(",") + argv[3] + "," : "";
     for (ggml_type t : types) {
         if (!only.empty() && only.find(std::string(",") + ggml_type_name(t) + ",") == std::string::npos) continue;
@@ -183,6 +195,8 @@ int dg_bench::matmul_main(int argc, char** argv) {
                                           : int(std::max<size_t>(2, (64u << 20) / std::max<size_t>(wbytes, 1)));
             std::vector<Path> paths = {Path::ggml, Path::repack, Path::dyngraph};
             if (both) paths.push_back(Path::dyngraph_avx2);
+            paths.push_back(Path::panels);
+            if (both) paths.push_back(Path::panels_avx2);
             std::vector<std::vector<Case>> cases(paths.size());
             for (auto& v : cases) v.reserve(64);  // no reallocation: plan.work_data points into each element
             std::vector<bool> have(paths.size(), true);
@@ -204,7 +218,8 @@ int dg_bench::matmul_main(int argc, char** argv) {
                 for (size_t p = 0; p < paths.size(); ++p) {
                     if (!have[p]) continue;
                     Case& c = cases[p][size_t(r) % cases[p].size()];
-                    k::set_kernel_isa_for_benchmark(paths[p] == Path::dyngraph_avx2 ? k::Isa::avx2 : best);
+                    const bool avx2 = paths[p] == Path::dyngraph_avx2 || paths[p] == Path::panels_avx2;
+                    k::set_kernel_isa_for_benchmark(avx2 ? k::Isa::avx2 : best);
                     auto t0 = Clock::now();
                     ggml_graph_compute(c.graph, &c.plan);
                     times[p].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());

@@ -1,0 +1,39 @@
+// f32 matmul weights in panels: a layout of the weight matrix (N rows of K
+// floats, ggml's [K, N]) that the product reads as one stream and multiplies
+// without horizontal sums. Panel p holds weight rows [kPanelWidth * p,
+// kPanelWidth * p + w) (w = kPanelWidth, fewer in the last panel) transposed:
+// w floats per k, K times, at float offset kPanelWidth * p * K. The panels
+// take exactly the floats of the [N, K] form (no padding), so a constant
+// packed in place needs no memory of its own.
+//
+// The product over it (f32_gemm_panels) keeps a tile of rows x 48 outputs in
+// registers, loads the panel's 48 floats of each k once and multiplies them
+// by each row's activation, broadcast from A where it lies: no packing of
+// either side per call, and the sums are the outputs. On a Zen 4 (one
+// thread, SmolLM2's and MiniLM's shapes, weights from memory, medians against
+// the [N, K] kernels in the same run): 8 rows 73-85 GFLOP/s against 34-42
+// (f32_gemm.h) and 21-33 (OpenBLAS); 32 rows 95-108 against 69-79 and 56-64;
+// 128 rows 105-112 against 78-95 and 76-90; 2048 rows 104-111 against 58-93
+// and 92-102 (/tmp prototype of 2026-11-30, numbers in
+// docs/design/gemm-choices.md).
+#pragma once
+
+#include <cstdint>
+
+namespace dg::kernels {
+
+constexpr int64_t kPanelWidth = 48;
+
+// P (N * K floats) = W (N rows of K floats, ldw apart) in panels.
+void pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* P);
+
+// W (N rows of K floats, dense) = the [N, K] form of the panels P.
+void unpack_panels(int64_t N, int64_t K, const float* P, float* W);
+
+// C[m, j - n0] = sum_k A[m, k] * W[j, k] for m < M, n0 <= j < n1, W's N rows
+// in panels (P); n0 a multiple of kPanelWidth; row strides lda, ldc in floats.
+// AVX-512 or AVX2 where kernel_isa() has them (isa.h), portable code else.
+void f32_gemm_panels(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
+                     const float* P, float* C, int64_t ldc);
+
+}  // namespace dg::kernels

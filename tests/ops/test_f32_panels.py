@@ -1,0 +1,160 @@
+"""f32 MatMul weights in panels (backend/kernels/f32_panels.h): a compiled
+partition stores a constant that only MatMuls read as their weights as panels
+of 48 transposed weight rows, and its own product reads them. Checked against
+numpy in float64 at every kernel variant (DYNGRAPH_KERNEL_ISA, each in a fresh
+process with DYNGRAPH_F32_PANELS=1, so the portable variant runs too), at row
+counts on both sides of each tile's size, weight counts that leave every kind
+of last panel (narrower than a tile's columns, than a vector, one column),
+several threads (a thread's columns are whole panels) and dynamic shapes; and
+the rule of which weights are laid out that way, and that save() writes the
+rows back."""
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from subproc import run_python
+from ops.test_kernel_isa import ORDER, best_isa
+
+CHECK = textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+
+    rng = np.random.default_rng(0)
+    for threads in (1, 3):
+        e = dg.Engine(dg.Engine.CPU, num_threads=threads)
+        for k, n in ((1, 5), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030)):
+            x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+            w = dg.LogicalTensor(1, dg.f32, [k, n], property=dg.CONSTANT)
+            b = dg.LogicalTensor(2, dg.f32, [n], property=dg.CONSTANT)
+            h = dg.LogicalTensor(3, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+            y = dg.LogicalTensor(4, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+            g = dg.Graph(dg.Engine.CPU)
+            g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w, b], [h]))
+            g.add_op(dg.Op(1, dg.OpKind.ReLU, [h], [y]))
+            g.finalize()
+            (p,) = g.get_partitions()
+            W = rng.standard_normal((k, n)).astype(np.float32)
+            B = rng.standard_normal(n).astype(np.float32)
+            cp = p.compile([x, w, b], [y], e, constants={1: W, 2: B})
+            assert cp.cache_info().panel_bytes == 4 * k * n, (k, n, cp.cache_info())
+            for m in (1, 2, 3, 4, 5, 7, 8, 9, 17, 64, 130, 1, 3):
+                a = rng.standard_normal((m, k)).astype(np.float32)
+                (out,) = cp(a)
+                ref = np.maximum(a.astype(np.float64) @ W.astype(np.float64) + B, 0)
+                err = np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)
+                assert err < 1e-5, (threads, k, n, m, err)
+    print(dg._backend.kernel_isa())
+""")
+
+
+@pytest.mark.parametrize("isa", ORDER)
+def test_products_over_panels_match_numpy_at_every_variant(isa):
+    if ORDER.index(isa) > ORDER.index(best_isa()):
+        pytest.skip(f"this CPU has no {isa}")
+    r = run_python(CHECK, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[-1] == isa
+
+
+def mlp_graph(n_dim, k=24, n=50, tied=False):
+    """x @ w; when tied (k == n), (x @ w^T) @ (w @ v): w read as activations too, and as the
+    product's weights in the form the backend keeps them (transpose_b: no transposed copy)."""
+    x = dg.LogicalTensor(0, dg.f32, [n_dim, k])
+    w = dg.LogicalTensor(1, dg.f32, [k, n], property=dg.CONSTANT)
+    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True} if tied else {}))
+    ins, outs = [x, w], [y]
+    if tied:
+        v = dg.LogicalTensor(3, dg.f32, [n, 4])
+        q = dg.LogicalTensor(4, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        z = dg.LogicalTensor(5, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g.add_op(dg.Op(1, dg.OpKind.MatMul, [w, v], [q]))
+        g.add_op(dg.Op(2, dg.OpKind.MatMul, [y, q], [z]))
+        ins, outs = [x, w, v], [z]
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p, ins, outs
+
+
+def panels_on():
+    r = run_python("import dyngraph as dg; print(dg._backend.kernel_isa())")
+    return r.stdout.split()[-1] != "generic"
+
+
+@pytest.mark.skipif(not panels_on(), reason="panels are the default where our kernels have AVX2 (x86-64)")
+def test_which_weights_are_laid_out_in_panels(rng):
+    k, n = 24, 50
+    W = rng.standard_normal((k, n)).astype(np.float32)
+    e = dg.Engine(dg.Engine.CPU)
+    p, ins, outs = mlp_graph(dg.DYNAMIC_DIM)
+    assert p.compile(ins, outs, e, constants={1: W}).cache_info().panel_bytes == 4 * k * n
+    # a static shape lays them out as the dynamic one does
+    p, ins, outs = mlp_graph(5)
+    assert p.compile(ins, outs, e, constants={1: W}).cache_info().panel_bytes == 4 * k * n
+    # repack_weights=False keeps the rows
+    p, ins, outs = mlp_graph(dg.DYNAMIC_DIM)
+    assert p.compile(ins, outs, e, constants={1: W}, repack_weights=False).cache_info().panel_bytes == 0
+    # a weight another op reads too keeps its rows, and both readers see them
+    p, ins, outs = mlp_graph(dg.DYNAMIC_DIM, k, k, tied=True)
+    S = W[:, :k].copy()
+    cp = p.compile(ins, outs, e, constants={1: S})
+    assert cp.cache_info().panel_bytes == 0
+    a = rng.standard_normal((9, k)).astype(np.float32)
+    v = rng.standard_normal((k, 4)).astype(np.float32)
+    (z,) = cp(a, v)
+    S64 = S.astype(np.float64)
+    np.testing.assert_allclose(z, (a @ S64.T) @ (S64 @ v), rtol=1e-5, atol=1e-4)
+
+
+def test_the_switch_turns_panels_off_and_on():
+    code = textwrap.dedent("""
+        import numpy as np, dyngraph as dg
+        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 8])
+        w = dg.LogicalTensor(1, dg.f32, [8, 3], property=dg.CONSTANT)
+        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g = dg.Graph(dg.Engine.CPU)
+        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y]))
+        g.finalize()
+        (p,) = g.get_partitions()
+        W = np.arange(24, dtype=np.float32).reshape(8, 3)
+        cp = p.compile([x, w], [y], dg.Engine(dg.Engine.CPU), constants={1: W})
+        a = np.ones((2, 8), np.float32)
+        assert (cp(a)[0] == a @ W).all()
+        print(cp.cache_info().panel_bytes)
+    """)
+    for value, want in (("0", 0), ("1", 96)):
+        r = run_python(code, env_vars={"DYNGRAPH_F32_PANELS": value})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert int(r.stdout.split()[-1]) == want
+
+
+@pytest.mark.parametrize("mmap_weights", [True, False])
+def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights):
+    """A partition saved with its weights in panels loads where panels are off (another CPU) and
+    computes the same product; loaded where they are on, it lays them out again."""
+    k, n = 40, 101
+    W = rng.standard_normal((k, n)).astype(np.float32)
+    p, ins, outs = mlp_graph(dg.DYNAMIC_DIM, k, n)
+    cp = p.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: W})
+    path = tmp_path / "mm.dg"
+    cp.save(path)
+    a = rng.standard_normal((6, k)).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "w.npy", W)
+    code = textwrap.dedent(f"""
+        import numpy as np, dyngraph as dg
+        cp = dg.load({str(path)!r}, dg.Engine(dg.Engine.CPU), mmap_weights={mmap_weights})
+        a, W = np.load({str(tmp_path / "a.npy")!r}), np.load({str(tmp_path / "w.npy")!r})
+        (y,) = cp(a)
+        ref = a.astype(np.float64) @ W
+        assert np.abs(y - ref).max() / np.abs(ref).max() < 1e-5
+        print(cp.cache_info().panel_bytes)
+    """)
+    for value, want in (("0", 0), ("1", 4 * k * n)):
+        r = run_python(code, env_vars={"DYNGRAPH_F32_PANELS": value})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert int(r.stdout.split()[-1]) == want
