@@ -3,6 +3,10 @@
 // several times slower than a blocked product once more than one row
 // multiplies the same weights. Which product runs, by weight type and rows
 // (measured with tests/benchmarks/cpp/matmul_bench.cpp):
+// - f32 in panels (the constant weights of a compiled partition, where
+//   f32_panels_wanted(): f32_panels.h): f32_gemm_panels at every row count.
+//   The f32 lines below are for weights kept as [N, K] rows (a weight other
+//   ops read too, products of two activations, DYNGRAPH_F32_PANELS=0).
 // - f32: 1 row f32_matvec.h (a dot product per weight row, the rows in order:
 //   one stream from memory) where the CPU has AVX2, ggml's product without
 //   (a Zen 5, AVX-512: 0.79-0.99x ggml's time; a Zen 1, AVX2: 0.85-0.93x,

@@ -9,13 +9,12 @@
 // The product over it (f32_gemm_panels) keeps a tile of rows x 48 outputs in
 // registers, loads the panel's 48 floats of each k once and multiplies them
 // by each row's activation, broadcast from A where it lies: no packing of
-// either side per call, and the sums are the outputs. On a Zen 4 (one
-// thread, SmolLM2's and MiniLM's shapes, weights from memory, medians against
-// the [N, K] kernels in the same run): 8 rows 73-85 GFLOP/s against 34-42
-// (f32_gemm.h) and 21-33 (OpenBLAS); 32 rows 95-108 against 69-79 and 56-64;
-// 128 rows 105-112 against 78-95 and 76-90; 2048 rows 104-111 against 58-93
-// and 92-102 (/tmp prototype of 2026-11-30, numbers in
-// docs/design/gemm-choices.md).
+// either side per call, and the sums are the outputs. On a Zen 4 (dg_bench
+// matmul: one thread, SmolLM2's shapes, weights from memory, GFLOP/s against
+// the kernels over [N, K] rows in the same run): 8 rows 73-89 against 35-45
+// (f32_gemm.h), 32 rows 88-104 against 75-90, 64-256 rows 93-111 against
+// 66-96 (OpenBLAS), one row level (bound by memory); the table and the
+// end-to-end effect are in docs/design/gemm-choices.md, "Weights in panels".
 #pragma once
 
 #include <cstdint>
