@@ -217,8 +217,9 @@ class Partition:
         optionally, of each STATE input to its initial value). ``options``:
         ``cache_capacity`` (graphs kept per compiled partition), ``weight_type``
         (storage of matmul/embedding weights: "f32", "f16", "q8_0", "q4_0"),
-        ``repack_weights`` (default True: quantized matmul weights in the layout
-        of ggml's faster CPU kernels, where ggml supports it), ``symbols``
+        ``repack_weights`` (default True: matmul weights in the layout of the
+        faster CPU kernels: quantized ones in ggml's, where ggml supports it,
+        f32 ones in dyngraph's panels, ``cache_info().panel_bytes``), ``symbols``
         (dimensions, ``dg.Dim``, whose values the caller knows: a dimension the
         partition uses that no input's shape gives - an Arange of a program's
         length in a partition that does not see it - is then read from one more

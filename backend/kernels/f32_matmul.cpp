@@ -26,6 +26,8 @@ namespace dg::kernels {
 
 namespace {
 
+const int kPanelsMark = 0;  // the address x->extra points to for weights in panels (mark_panels)
+
 // Column blocks handed to one thread are multiples of this (whole cache lines of C).
 constexpr int64_t kColumnAlign = 16;
 
@@ -145,10 +147,6 @@ bool rows_contiguous(const ggml_tensor* t) {
            t->nb[1] >= ggml_row_size(t->type, t->ne[0]);
 }
 
-}  // namespace
-
-namespace {
-const int kPanelsMark = 0;  // the address x->extra points to for weights in panels
 }  // namespace
 
 bool f32_panels_wanted() {
