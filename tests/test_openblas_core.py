@@ -81,12 +81,14 @@ def test_the_backend_names_the_core_openblas_runs():
 
 
 def test_products_through_openblas_match_numpy(rng):
-    # f32 products of 64 rows and more go to OpenBLAS's sgemm (the path the armv9sme kernels broke)
+    # f32 products of 64 rows and more over weights kept as rows go to OpenBLAS's sgemm (the path the
+    # armv9sme kernels broke; repack_weights=False: not laid out in panels on x86-64)
     b = dg.GraphBuilder()
     x = b.input("x", dg.f32, [dg.Dim("n"), 54])
     w = rng.standard_normal((54, 40)).astype(np.float32)
     b.output(b.matmul(x, b.constant("w", w)))
-    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1))
+    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1), repack_weights=False)
+    assert cp.cache_info().panel_bytes == 0
     for n in (64, 100, 257):
         a = rng.standard_normal((n, 54)).astype(np.float32)
         (out,) = cp(a)

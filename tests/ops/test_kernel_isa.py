@@ -85,9 +85,11 @@ def best_isa() -> str:
     return "avx512vnni" if {"avx512bw", "avx512_vnni", "avx512vbmi"} <= flags else "avx512"
 
 
+# (DYNGRAPH_F32_PANELS=0: the f32 kernels over weights kept as rows, which products with weights that
+# are not laid out in panels run; the panels' product: test_f32_panels.py, and F32_CHECK below)
 @pytest.mark.parametrize("isa", ORDER)
 def test_small_row_kernel_variant_matches_numpy(isa):
-    r = run_python(CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa})
+    r = run_python(CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "0"})
     assert r.returncode == 0, r.stderr
     expected = min(isa, best_isa(), key=ORDER.index)
     assert r.stdout.strip() == expected
@@ -159,13 +161,15 @@ QUANT_CHECK = textwrap.dedent("""
 """)
 
 
-# f32 products of 1 to 256 rows (on AVX-512: 1 row f32_matvec, 2-7 small_gemm, then our
+# f32 products of 1 to 256 rows over weights kept as rows (on AVX-512: 1 row f32_matvec, 2-7 small_gemm, then our
 # tiled kernel up to 63 rows, then OpenBLAS; with AVX2 f32_matvec at 1 row, small_gemm, the tiled kernel up
 # to 255; generic: ggml at 1 row, small_gemm, OpenBLAS): row counts with every remainder of the 8- and 4-row
 # tiles, K with and without a partial last vector and in 1-3 blocks (of up to 512 values
 # with AVX-512, 1024 with AVX2), weight rows over several 256 KiB chunks and every
-# remainder of the 3-row tiles, 1-2 threads.
+# remainder of the 3-row tiles, 1-2 threads; NaN and infinities reach their rows' outputs and no
+# other's. The same over weights in panels (last panels of 4 to 40 weights, tiles' remainders).
 F32_CHECK = textwrap.dedent("""
+    import os
     import numpy as np
     import dyngraph as dg
 
@@ -183,6 +187,7 @@ F32_CHECK = textwrap.dedent("""
             (p,) = g.get_partitions()
             W = rng.standard_normal((n, k)).astype(np.float32)
             cp = p.compile([x, w], [y], e, constants={1: W})
+            assert cp.cache_info().panel_bytes == (4 * n * k if os.environ["DYNGRAPH_F32_PANELS"] == "1" else 0)
             for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8, 1, 7, 130, 255, 256):
                 a = rng.standard_normal((m, k)).astype(np.float32)
                 (out,) = cp(a)
@@ -205,10 +210,13 @@ F32_CHECK = textwrap.dedent("""
 
 
 # (units: the AVX-512 kernel's two tile shapes, 8 x 3 at full width and 4 x 6 where 512-bit
-# operations are split, f32_gemm.cpp; the other levels have one)
-@pytest.mark.parametrize("isa,units", [(i, "512") for i in ORDER] + [("avx512", "256"), ("avx512vnni", "256")])
-def test_f32_product_variant_of_many_rows_matches_numpy(isa, units):
-    r = run_python(F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units}, timeout=600)
+# operations are split, f32_gemm.cpp; the other levels have one. panels: the weights kept as rows
+# (the kernels above) or laid out in panels (f32_panels.cpp, one tile shape per level))
+@pytest.mark.parametrize("isa,units,panels", [(i, "512", p) for i in ORDER for p in "01"] +
+                         [("avx512", "256", "0"), ("avx512vnni", "256", "0")])
+def test_f32_product_variant_of_many_rows_matches_numpy(isa, units, panels):
+    r = run_python(F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units,
+                                        "DYNGRAPH_F32_PANELS": panels}, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
 

@@ -68,11 +68,12 @@ def ours(rows: int) -> bool:
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("act", ["gelu", "relu"])
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_the_fused_activation_has_the_bits_of_its_own_node(act, with_bias, threads, rng):
+@pytest.mark.parametrize("repack", [True, False])  # (weights in panels where this CPU lays them out, or rows)
+def test_the_fused_activation_has_the_bits_of_its_own_node(act, with_bias, threads, repack, rng):
     k, n = 72, 40  # 2 threads: a block of 32 columns and one of 8
     w, bias = randn(rng, (k, n)), randn(rng, (n,)) if with_bias else None
-    fused = compiled(act, k, n, w, bias, threads=threads)
-    apart = compiled(act, k, n, w, bias, also_product=True, threads=threads)
+    fused = compiled(act, k, n, w, bias, threads=threads, repack_weights=repack)
+    apart = compiled(act, k, n, w, bias, also_product=True, threads=threads, repack_weights=repack)
     for m in ROWS:
         a = randn(rng, (m, k))
         a[m // 2, 3] = np.nan  # a NaN row stays NaN through both activations

@@ -34,12 +34,15 @@ def nodes(cp) -> int:
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n", [7, 40, 100])
-def test_f32_bias_matches_the_exact_product_at_every_kernel(n, threads, rng):
-    # n: one block of columns, or 2 threads' blocks of 16 with a short last one
+@pytest.mark.parametrize("repack", [True, False])
+def test_f32_bias_matches_the_exact_product_at_every_kernel(n, threads, repack, rng):
+    # n: one block of columns, or 2 threads' blocks of 16 with a short last one; repack: the weights
+    # in panels where this CPU's kernels lay them out (x86-64), else kept as rows (the kernels above)
     k = 72
     w, bias = randn(rng, (k, n)), randn(rng, (n,))
     engine = dg.Engine(dg.Engine.CPU, num_threads=threads)
-    cp = compile_op(K.MatMul, [[D, k], [k, n], [n]], constants={1: w, 2: bias}, engine=engine)
+    cp = compile_op(K.MatMul, [[D, k], [k, n], [n]], constants={1: w, 2: bias}, engine=engine,
+                    repack_weights=repack)
     for m in ROWS:
         a = randn(rng, (m, k))
         assert_matmul_close(run(cp, a)[0], *reference(a, w, bias))

@@ -27,6 +27,11 @@ def _conv(fmt):
     return [x], lambda b, x: b.op(K.Convolution, [x, b.constant("w", w)], attrs)
 
 
+def _matmul(m, k, n):
+    w = f32(k, n)  # a constant: laid out in panels where the CPU's kernels take them (x86-64)
+    return [f32(m, k)], lambda b, x: b.matmul(x, b.constant("w", w))
+
+
 def _batch_norm(shape, fmt):
     g, be, m, v = f32(3), f32(3), f32(3), np.abs(f32(3)) + 0.5  # drawn once: the same constants on every run
     return [f32(*shape)], lambda b, x: b.op(K.BatchNormInference, [
@@ -65,6 +70,9 @@ CASES = {
     "attention decode key blocks": ([f32(1, 9, 1, 16), f32(1, 3, 1100, 16), f32(1, 3, 1100, 16)],
                                     lambda b, q, k, v: b.op(K.ScaledDotProductAttention, [q, k, v])),
     "convolution NXC": _conv("NXC"),  # (NCX goes through sgemm, whose sums depend on its blocking)
+    # f32 products over constant weights: whole panels of 48 columns per thread (5 panels, the last of 8)
+    "matmul 37 rows": _matmul(37, 100, 200),
+    "matmul 2 rows": _matmul(2, 33, 100),
 }
 
 
