@@ -175,12 +175,19 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
             panels[i] = weights[i] && t.storage == Storage::Default && t.dtype == DType::F32 && t.shape.size() == 2;
         }
     // constants whose embedded bytes are already what ggml computes on, and aligned:
-    // used where they lie when the caller keeps the IR buffer alive (a loaded file's mapping)
+    // used where they lie when the caller keeps the IR buffer alive (a loaded file's mapping).
+    // Where weights are laid out in panels, their pages of the file are released after it; the kernel
+    // maps a file in folios of up to 2 MiB, so a small constant read in place would map its
+    // neighbours' released pages back with it (SmolLM2: 124 MiB more resident after the first step,
+    // its norms' weights): such constants are copied instead.
+    bool releases = false;
+    for (size_t i = 0; i < panels.size(); ++i) releases = releases || (panels[i] && embedded.count(int32_t(i)));
+    constexpr size_t kFolioBytes = size_t(2) << 20;
     auto borrowable = [&](int32_t i) -> const uint8_t* {
         const TensorDef& t = prog.tensors[size_t(i)];
         auto e = embedded.find(i);
         if (!borrow_embedded || t.property != Property::Constant || e == embedded.end() || repacked[size_t(i)] ||
-            panels[size_t(i)])
+            panels[size_t(i)] || (releases && e->second->size < kFolioBytes))
             return nullptr;
         if (t.storage == Storage::Default && !host_matches_ggml(t.dtype)) return nullptr;
         if (reinterpret_cast<uintptr_t>(e->second->data) % 64 != 0) return nullptr;

@@ -231,9 +231,13 @@ def test_loaded_weights_are_used_in_place_from_the_mapped_file(mlp, tmp_path, rn
     cp = dg.load(path, dg.Engine(num_threads=1), mmap_weights=mmap_weights)
     gc.collect()  # nothing but the compiled partition holds the mapping
     info = cp.cache_info()
-    # (f32 MatMul weights laid out in panels are copied into that layout, the file's pages released)
-    laid_out = info.panel_bytes + info.repacked_bytes
-    assert info.borrowed_bytes == (info.constant_bytes - laid_out if mmap_weights else 0)
-    assert info.borrowed_bytes > 0 or not mmap_weights or laid_out == info.constant_bytes
+    if not mmap_weights:
+        assert info.borrowed_bytes == 0
+    elif info.panel_bytes:
+        # f32 MatMul weights are written into panels and their pages of the file released; then
+        # constants under 2 MiB (all of this MLP's) are copied too (tests/ops/test_f32_panels.py)
+        assert info.borrowed_bytes == 0
+    else:
+        assert info.borrowed_bytes == info.constant_bytes - info.repacked_bytes > 0
     x = rng.standard_normal((6, 8), dtype=np.float32)
     np.testing.assert_array_equal(cp(x)[0], mlp(x)[0])

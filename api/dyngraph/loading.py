@@ -34,7 +34,10 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
     mapped file makes reads of it fault). Weights a CPU kernel reads in a
     layout of its own (f32 MatMul weights in panels, quantized ones ggml
     repacks; ``cache_info().panel_bytes``, ``repacked_bytes``) are written
-    into that layout instead, and their pages of the file released.
+    into that layout instead, and their pages of the file released; where
+    that happens, constants under 2 MiB are copied too (reading one in place
+    would map its neighbours' released pages back: files are mapped in folios
+    of up to 2 MiB).
     ``mmap_weights=False`` reads the file into memory and keeps no tie to it.
 
     ``engine`` (default: the process's shared CPU engine, ``Engine.shared()``),
