@@ -176,12 +176,13 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         }
     // constants whose embedded bytes are already what ggml computes on, and aligned:
     // used where they lie when the caller keeps the IR buffer alive (a loaded file's mapping).
-    // Where weights are laid out in panels, their pages of the file are released after it; the kernel
-    // maps a file in folios of up to 2 MiB, so a small constant read in place would map its
-    // neighbours' released pages back with it (SmolLM2: 124 MiB more resident after the first step,
-    // its norms' weights): such constants are copied instead.
+    // Where weights are laid out for a kernel (panels, ggml's repacking), their pages of the file are
+    // released after it; the kernel maps a file in folios of up to 2 MiB, so a small constant read in
+    // place would map its neighbours' released pages back with it (SmolLM2 in panels: 124 MiB more
+    // resident after the first step, its norms' weights): such constants are copied instead.
     bool releases = false;
-    for (size_t i = 0; i < panels.size(); ++i) releases = releases || (panels[i] && embedded.count(int32_t(i)));
+    for (size_t i = 0; i < panels.size(); ++i)
+        releases = releases || ((panels[i] || repacked[i]) && embedded.count(int32_t(i)));
     constexpr size_t kFolioBytes = size_t(2) << 20;
     auto borrowable = [&](int32_t i) -> const uint8_t* {
         const TensorDef& t = prog.tensors[size_t(i)];
