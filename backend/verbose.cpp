@@ -113,8 +113,10 @@ std::string defs_text(const Program& prog, const Binding* b) {
 }
 
 std::string ms_text(double ms) {
-    char t[32];
-    std::snprintf(t, sizeof t, "%.3f", ms);
+    // to the nanosecond: a cache hit on a small partition can take well under a microsecond,
+    // which three decimals printed as 0.000 (read as "not timed")
+    char t[48];
+    std::snprintf(t, sizeof t, "%.6f", ms);
     return t;
 }
 
