@@ -65,9 +65,11 @@ public:
 
 private:
     void free_buffers();
-    // Constant g, an f32 weight read only by MatMul, written in panels from its [N, K] rows (`ext`,
-    // else `emb`; `borrowed`: emb lies in a loaded file whose pages can be dropped after).
-    void pack_weights(ggml_tensor* g, const HostData* ext, const DataRef* emb, bool borrowed, const std::string& what);
+    // Constant g (tensor t), an f32 or q8_0 weight read only by MatMul, written in panels from its
+    // [N, K] rows (`ext`, in t's dtype, else `emb`, in its storage; `borrowed`: emb lies in a loaded
+    // file whose pages can be dropped after).
+    void pack_weights(ggml_tensor* g, const TensorDef& t, const HostData* ext, const DataRef* emb, bool borrowed,
+                      const std::string& what);
     // Bytes into / out of a held tensor, wherever its memory is.
     void put(ggml_tensor* g, const void* src, size_t n) const;
     void take(const ggml_tensor* g, void* dst, size_t n) const;

@@ -1,0 +1,191 @@
+"""q8_0 MatMul weights in panels (backend/kernels/q8_panels.h): a compiled
+partition stores q8_0 weights that only MatMuls read as panels of 32 weight
+rows, and its own product reads them at every row count. Checked against numpy
+(the activations rounded to 8 bits per block as the kernel rounds them, the
+weights dequantized by gguf-py, in float64) at every kernel variant, each in a
+fresh process with DYNGRAPH_Q8_PANELS=1 (below AVX-512 VNNI the portable
+product runs), which must all give the same bits; at row counts on both sides
+of the tile's 6 rows, weight counts that leave every kind of last panel (1 to
+31 rows, more or fewer than 16), several threads (a thread's columns are whole
+panels); the rule of which weights are laid out that way, and that save()
+writes the rows back."""
+
+import hashlib
+import textwrap
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from ops.test_kernel_isa import ORDER, best_isa
+from subproc import run_python
+
+pytest.importorskip("gguf")
+
+CHECK = textwrap.dedent("""
+    import hashlib, sys
+    import numpy as np
+    import dyngraph as dg
+    from gguf import quants, GGMLQuantizationType as Q
+
+    def rounded_rows(x):
+        b = x.reshape(x.shape[0], -1, 32).astype(np.float32)
+        amax = np.abs(b).max(axis=-1, keepdims=True)
+        inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+        q = np.rint(b * inv)
+        return (q.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
+
+    rng = np.random.default_rng(0)
+    digest = hashlib.sha256()
+    for threads in (1, 3):
+        e = dg.Engine(dg.Engine.CPU, num_threads=threads)
+        for k, n in ((32, 1), (64, 5), (352, 16), (96, 17), (32, 31), (64, 32), (128, 33), (352, 100), (1536, 70)):
+            w = rng.standard_normal((n, k), dtype=np.float32)
+            raw = quants.quantize(w, Q.Q8_0)
+            deq = quants.dequantize(raw, Q.Q8_0).reshape(n, k).astype(np.float64)
+            x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+            wt = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+            y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+            g = dg.Graph(dg.Engine.CPU)
+            g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, wt], [y], {"transpose_b": True}))
+            g.finalize()
+            (p,) = g.get_partitions()
+            cp = p.compile([x, wt], [y], e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)})
+            assert cp.cache_info().panel_bytes == raw.nbytes, (k, n, cp.cache_info())
+            for m in (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 64, 1):
+                a = rng.standard_normal((m, k), dtype=np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
+                if k >= 64:
+                    a[m // 2, 32:64] = 0  # an all-zero block
+                (out,) = cp(a)
+                ref = rounded_rows(a) @ deq.T
+                err = (np.abs(out - ref).max(axis=1) / np.abs(ref).max(axis=1)).max()
+                assert err < 1e-5, (threads, k, n, m, err)
+                digest.update(out.tobytes())
+            # a NaN or an infinity in a block makes the row's outputs NaN, as the rows' kernels do
+            a = rng.standard_normal((3, k), dtype=np.float32)
+            a[1, 0] = np.nan
+            a[2, k - 1] = np.inf
+            (out,) = cp(a)
+            assert np.isfinite(out[0]).all() and np.isnan(out[1:]).all(), out
+    print(dg._backend.kernel_isa(), digest.hexdigest())
+""")
+
+
+def test_products_over_panels_match_numpy_and_agree_bit_for_bit_at_every_variant():
+    seen = {}
+    for isa in ORDER[: ORDER.index(best_isa()) + 1]:
+        r = run_python(CHECK, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_Q8_PANELS": "1"})
+        assert r.returncode == 0, (isa, r.stderr[-3000:])
+        got_isa, digest = r.stdout.split()[-2:]
+        assert got_isa == isa
+        seen[isa] = digest
+    assert len(set(seen.values())) == 1, seen
+
+
+def graph(k, n, tied=False):
+    """x @ w^T; when tied, x is w's rows gathered (a tied embedding and its output layer)."""
+    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+    g = dg.Graph(dg.Engine.CPU)
+    if tied:
+        i = dg.LogicalTensor(0, dg.i64, [dg.DYNAMIC_DIM])
+        x = dg.LogicalTensor(3, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g.add_op(dg.Op(1, dg.OpKind.Gather, [w, i], [x]))
+        ins = [i, w]
+    else:
+        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+        ins = [x, w]
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p, ins, [y]
+
+
+def q8(rng, n, k):
+    from gguf import GGMLQuantizationType as Q
+    from gguf import quants
+
+    raw = quants.quantize(rng.standard_normal((n, k), dtype=np.float32), Q.Q8_0)
+    return raw, quants.dequantize(raw, Q.Q8_0).reshape(n, k).astype(np.float64)
+
+
+def panels_on() -> bool:
+    return dg._backend.kernel_isa() == "avx512vnni" and not dg._backend.amx_int8()
+
+
+def test_which_weights_are_laid_out_in_panels(rng):
+    if not panels_on():
+        pytest.skip("q8_0 panels are the default where our kernels have AVX-512 VNNI and the CPU has no AMX")
+    k, n = 64, 40
+    raw, deq = q8(rng, n, k)
+    e = dg.Engine(dg.Engine.CPU)
+    p, ins, outs = graph(k, n)
+    assert p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)}).cache_info().panel_bytes == raw.nbytes
+    # given as f32 and stored as q8_0 (weight_type): rounded, then laid out
+    w32 = deq.astype(np.float32)
+    assert p.compile(ins, outs, e, constants={1: w32}, weight_type="q8_0").cache_info().panel_bytes == raw.nbytes
+    # repack_weights=False keeps the rows; other quantized types keep theirs
+    assert p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)},
+                     repack_weights=False).cache_info().panel_bytes == 0
+    assert p.compile(ins, outs, e, constants={1: w32}, weight_type="q4_1").cache_info().panel_bytes == 0
+    # a weight another op reads too keeps its rows, and both readers see them
+    p, ins, outs = graph(k, n, tied=True)
+    cp = p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)})
+    assert cp.cache_info().panel_bytes == 0
+    (y,) = cp(np.array([0, 39, 7]))
+    ref = deq[[0, 39, 7]] @ deq.T
+    assert np.abs(y - ref).max() < 2e-2 * np.abs(ref).max()
+
+
+def test_the_switch_turns_panels_off_and_on():
+    code = textwrap.dedent("""
+        import numpy as np, dyngraph as dg
+        from gguf import quants, GGMLQuantizationType as Q
+        raw = quants.quantize(np.arange(64 * 3, dtype=np.float32).reshape(3, 64) / 50 - 1, Q.Q8_0)
+        deq = quants.dequantize(raw, Q.Q8_0).reshape(3, 64)
+        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 64])
+        w = dg.LogicalTensor(1, dg.f32, [3, 64], property=dg.CONSTANT)
+        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g = dg.Graph(dg.Engine.CPU)
+        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+        g.finalize()
+        (p,) = g.get_partitions()
+        cp = p.compile([x, w], [y], dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((3, 64), "q8_0", raw)})
+        a = np.ones((2, 64), np.float32)  # rounds exactly
+        np.testing.assert_allclose(cp(a)[0], a @ deq.T, rtol=1e-6)
+        print(cp.cache_info().panel_bytes)
+    """)
+    for value, want in (("0", 0), ("1", 3 * 2 * 34)):
+        r = run_python(code, env_vars={"DYNGRAPH_Q8_PANELS": value})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert int(r.stdout.split()[-1]) == want
+
+
+@pytest.mark.parametrize("mmap_weights", [True, False])
+def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights):
+    """A partition saved with q8_0 weights in panels writes ggml's blocks (the file loads where
+    panels are off and on, and computes the same product)."""
+    k, n = 96, 45
+    raw, deq = q8(rng, n, k)
+    p, ins, outs = graph(k, n)
+    cp = p.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((n, k), "q8_0", raw)})
+    path = tmp_path / "mm.dg"
+    cp.save(path)
+    a = rng.standard_normal((5, k), dtype=np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "w.npy", deq)
+    code = textwrap.dedent(f"""
+        import numpy as np, dyngraph as dg
+        cp = dg.load({str(path)!r}, dg.Engine(dg.Engine.CPU), mmap_weights={mmap_weights})
+        a, W = np.load({str(tmp_path / "a.npy")!r}), np.load({str(tmp_path / "w.npy")!r})
+        (y,) = cp(a)
+        ref = a.astype(np.float64) @ W.T
+        assert np.abs(y - ref).max() / np.abs(ref).max() < 2e-2
+        print(cp.cache_info().panel_bytes)
+    """)
+    for value, want in (("0", 0), ("1", raw.nbytes)):
+        r = run_python(code, env_vars={"DYNGRAPH_Q8_PANELS": value})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert int(r.stdout.split()[-1]) == want
+    # the file holds ggml's blocks: the bytes given, found whole in it
+    assert bytes(raw.tobytes()) in path.read_bytes()
