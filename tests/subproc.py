@@ -5,6 +5,9 @@ import subprocess
 import sys
 
 API = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "api")
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# the first lines of a script that imports the tests' own helpers (quant_rounding, ...)
+IMPORT_TESTS = f"import sys\nsys.path.insert(0, {TESTS!r})\n"
 
 
 def run_python(code: str, timeout: float = 120, env_vars: dict = None) -> subprocess.CompletedProcess:

@@ -168,10 +168,12 @@ bool q8_panels_wanted() {
         const char* v = std::getenv("DYNGRAPH_Q8_PANELS");
         if (v && std::strcmp(v, "0") == 0) return false;
         if (v && std::strcmp(v, "1") == 0) return true;
-        return kernel_isa() >= Isa::avx512vnni && !amx_int8();
+        return q8_panels_rule(kernel_isa(), amx_int8());
     }();
     return wanted;
 }
+
+bool q8_panels_rule(Isa isa, bool amx) { return isa >= Isa::avx512vnni && !amx; }
 
 void mark_panels(ggml_tensor* x) { x->extra = const_cast<int*>(&kPanelsMark); }
 

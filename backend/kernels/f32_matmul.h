@@ -41,6 +41,7 @@
 #include <cstdint>
 
 #include "activation.h"
+#include "isa.h"
 #include "ggml.h"
 
 namespace dg::kernels {
@@ -74,6 +75,8 @@ bool f32_panels_wanted();
 // and the CPU has no AMX (whose prefill product reads the rows), or as
 // DYNGRAPH_Q8_PANELS=1 / 0 says (=1 anywhere: a portable product reads them).
 bool q8_panels_wanted();
+// Its default: the kernel ISA has AVX-512 VNNI and this process does not run the AMX products.
+bool q8_panels_rule(Isa isa, bool amx);
 
 // Mark x's data as f32_panels.h's (F32) or q8_panels.h's (Q8_0) panels of its [K, N] (set after it is packed:
 // x->extra, which ggml reads only in its extra buffer types), and ask.

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+from quant_rounding import rounded_rows
 from subproc import run_python
 
 quants = pytest.importorskip("gguf.quants")
@@ -135,16 +136,6 @@ def stored(w: np.ndarray, storage: str):
     raw = quants.quantize(w, getattr(Q, storage.upper()))
     deq = quants.dequantize(raw, getattr(Q, storage.upper())).reshape(w.shape)
     return raw, deq.astype(np.float64)
-
-
-def rounded_rows(x: np.ndarray) -> np.ndarray:
-    """x's rows as every variant rounds them: per 32-value block, q = rint(x * 127 / amax) in
-    float32 (ties to even), value q * amax / 127."""
-    b = x.reshape(x.shape[0], -1, 32).astype(np.float32)
-    amax = np.abs(b).max(axis=-1, keepdims=True)
-    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-    q = np.rint(b * inv)
-    return (q.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
 
 
 def emulated(storage, a, raw, n, pad=3):

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from subproc import run_python
+from subproc import IMPORT_TESTS, run_python
 
 CHECK = textwrap.dedent("""
     import numpy as np
@@ -110,13 +110,7 @@ QUANT_CHECK = textwrap.dedent("""
     import dyngraph as dg
     from gguf import GGMLQuantizationType as Q
     from gguf.quants import dequantize, quantize
-
-    def rounded_rows(x):
-        b = x.reshape(x.shape[0], -1, 32).astype(np.float32)
-        amax = np.abs(b).max(axis=-1, keepdims=True)
-        inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-        q = np.rint(b * inv)
-        return (q.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
+    from quant_rounding import rounded_rows
 
     isa = dg._backend.kernel_isa()
     rng = np.random.default_rng(7)
@@ -225,7 +219,8 @@ def test_f32_product_variant_of_many_rows_matches_numpy(isa, units, panels):
 @pytest.mark.parametrize("isa,units", [(i, u) for i in ORDER for u in ("128", "256")] + [("avx512", "512")])
 def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa, units):
     pytest.importorskip("gguf")
-    r = run_python(QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units}, timeout=600)
+    r = run_python(IMPORT_TESTS + QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units},
+                   timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [min(isa, best_isa(), key=ORDER.index), units]
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+from quant_rounding import rounded_rows
 
 quants = pytest.importorskip("gguf.quants")
 Q = pytest.importorskip("gguf").GGMLQuantizationType
@@ -47,16 +48,6 @@ def compiled(k: int, n_out: int, sw, threads: int, repack: bool, batch: bool = F
 
 def rel_err(got, ref):
     return float(np.abs(got - ref).max() / np.abs(ref).max())
-
-
-def rounded_rows(x: np.ndarray) -> np.ndarray:
-    """x's rows as the small-row kernel rounds them: per 32-value block, q = rint(x * 127 / amax)
-    in float32 (ties to even), value q * amax / 127."""
-    b = x.reshape(x.shape[0], -1, 32).astype(np.float32)
-    amax = np.abs(b).max(axis=-1, keepdims=True)
-    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-    q = np.rint(b * inv)
-    return (q.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
 
 
 def rounds(storage: str, m: int) -> bool:
