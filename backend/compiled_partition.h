@@ -44,7 +44,7 @@ struct CacheStats {
     size_t constant_bytes = 0;
     size_t borrowed_bytes = 0;  // constants used in place in the loaded file
     size_t repacked_bytes = 0;  // quantized weights in ggml's repacked layout
-    size_t panel_bytes = 0;     // f32 and q8_0 weights in panels for our product (kernels/f32_panels.h, q8_panels.h)
+    size_t panel_bytes = 0;     // f32 and quantized weights in panels for our product (kernels/f32_panels.h, quant_panels.h)
     size_t state_bytes = 0;
     size_t derived_bytes = 0;  // computed once from constants in a kernel's layout (Winograd's weights)
 };

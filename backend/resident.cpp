@@ -13,7 +13,7 @@
 #include "generated/dyngraph_ir_generated.h"
 #include "kernels/f32_matmul.h"
 #include "kernels/f32_panels.h"
-#include "kernels/q8_panels.h"
+#include "kernels/quant_panels.h"
 
 namespace dg {
 
@@ -160,13 +160,14 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     for (const auto& d : prog.data) embedded[d.tensor] = &d;
     std::vector<char> repacked(prog.tensors.size(), 0), panels(prog.tensors.size(), 0);
     const std::vector<char> weights = repack ? matmul_only_weights(prog) : std::vector<char>();
-    // f32 and q8_0 weights in panels for our product (kernels/f32_panels.h, q8_panels.h), in place of their [N, K] rows
+    // f32 and quantized weights in panels for our product (kernels/f32_panels.h, quant_panels.h), in place of their [N, K] rows
     if (repack)
         for (size_t i = 0; i < prog.tensors.size(); ++i) {
             const TensorDef& t = prog.tensors[i];
             if (!weights[i] || t.shape.size() != 2) continue;
             panels[i] = (t.storage == Storage::Default && t.dtype == DType::F32 && kernels::f32_panels_wanted()) ||
-                        (t.storage == Storage::Q8_0 && kernels::q8_panels_wanted());
+                        (t.storage != Storage::Default && kernels::quant_panels_take(ggml_type_of(t.storage, t.dtype)) &&
+                         kernels::quant_panels_wanted());
         }
     if (repack && repack_buffer_type()) {
         for (size_t i = 0; i < prog.tensors.size(); ++i) {
@@ -353,15 +354,15 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
 void ResidentTensors::pack_weights(ggml_tensor* g, const TensorDef& t, const HostData* ext, const DataRef* emb,
                                    bool borrowed, const std::string& what) {
     const int64_t K = g->ne[0], N = g->ne[1];
-    const bool q8 = g->type == GGML_TYPE_Q8_0;
-    const size_t want = ggml_nbytes(g);  // (q8_0: the storage's bytes; f32: the host layout's)
+    const bool quant = g->type != GGML_TYPE_F32;
+    const size_t want = ggml_nbytes(g);  // (quantized: the storage's bytes; f32: the host layout's)
     const void* src = ext ? ext->data : emb ? static_cast<const void*>(emb->data) : nullptr;
     if (!src) fail<CompileError>(what, " is a constant and has no data");
     const size_t expect = ext ? size_t(K) * size_t(N) * dtype_size(t.dtype) : want;
     const size_t have = ext ? ext->nbytes : emb->size;
     if (have != expect) fail<CompileError>(what, ": data has ", have, " bytes, expected ", expect);
     std::vector<uint8_t> staged;  // bytes to pack from where the source is not them, or not aligned
-    if (q8 && ext) {  // given in its dtype: rounded to q8_0 first
+    if (quant && ext) {  // given in its dtype: rounded to the storage type first
         staged.resize(want);
         convert_to_ggml(t.dtype, src, g->type, staged.data(), int64_t(K) * N, K, what);
         src = staged.data();
@@ -370,8 +371,9 @@ void ResidentTensors::pack_weights(ggml_tensor* g, const TensorDef& t, const Hos
         staged.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + want);
         src = staged.data();
     }
-    if (q8)
-        kernels::pack_q8_panels(N, K / ggml_blck_size(g->type), static_cast<const uint8_t*>(src), static_cast<uint8_t*>(g->data));
+    if (quant)
+        kernels::pack_quant_panels(g->type, N, K / ggml_blck_size(g->type), static_cast<const uint8_t*>(src),
+                                   static_cast<uint8_t*>(g->data));
     else
         kernels::pack_panels(N, K, static_cast<const float*>(src), K, static_cast<float*>(g->data));
     kernels::mark_panels(g);
@@ -435,9 +437,9 @@ std::vector<uint8_t> ResidentTensors::export_data(int32_t index) const {
     auto packed = packed_source_.find(index);
     if (packed != packed_source_.end()) return {packed->second.ptr, packed->second.ptr + packed->second.size};
     std::vector<uint8_t> out(host_nbytes(index));
-    if (kernels::in_panels(g) && g->type == GGML_TYPE_Q8_0) {  // back to rows of blocks (the storage's bytes)
-        kernels::unpack_q8_panels(g->ne[1], g->ne[0] / ggml_blck_size(g->type), static_cast<const uint8_t*>(g->data),
-                                  out.data());
+    if (kernels::in_panels(g) && g->type != GGML_TYPE_F32) {  // back to rows of blocks (the storage's bytes)
+        kernels::unpack_quant_panels(g->type, g->ne[1], g->ne[0] / ggml_blck_size(g->type),
+                                     static_cast<const uint8_t*>(g->data), out.data());
     } else if (kernels::in_panels(g)) {  // back to [N, K] rows (f32: the host layout)
         kernels::unpack_panels(g->ne[1], g->ne[0], static_cast<const float*>(g->data), reinterpret_cast<float*>(out.data()));
     } else if (t.storage != Storage::Default) {

@@ -37,7 +37,7 @@ public:
     // used in place (the caller keeps the IR buffer alive and unchanged).
     // With `repack`, quantized weights read only by MatMul go to ggml's
     // CPU_REPACK buffer type (a layout its faster kernels read), and f32 ones
-    // are laid out in panels (kernels/f32_panels.h, q8_panels.h) where f32_panels_wanted() / q8_panels_wanted().
+    // are laid out in panels (kernels/f32_panels.h, quant_panels.h) where f32_panels_wanted() / quant_panels_wanted().
     // With `place`, only its subset is held, in its device's memory (no borrowing, no repacking; the
     // caller guards the calls: a remote device's uploads go over the network).
     ResidentTensors(const Program& prog, const std::map<int32_t, HostData>& external, bool borrow_embedded = false,
@@ -51,7 +51,7 @@ public:
     size_t constant_bytes() const;  // including the borrowed ones
     size_t borrowed_bytes() const { return borrowed_bytes_; }
     size_t repacked_bytes() const;
-    size_t panel_bytes() const { return panel_bytes_; }  // f32 and q8_0 weights in panels (part of constant_bytes)
+    size_t panel_bytes() const { return panel_bytes_; }  // f32 and quantized weights in panels (part of constant_bytes)
     size_t state_bytes() const;
 
     // Host-format bytes of a constant (storage format when quantized), or a
@@ -65,7 +65,7 @@ public:
 
 private:
     void free_buffers();
-    // Constant g (tensor t), an f32 or q8_0 weight read only by MatMul, written in panels from its
+    // Constant g (tensor t), an f32 or quantized (quant_panels.h) weight read only by MatMul, written in panels from its
     // [N, K] rows (`ext`, in t's dtype, else `emb`, in its storage; `borrowed`: emb lies in a loaded
     // file whose pages can be dropped after).
     void pack_weights(ggml_tensor* g, const TensorDef& t, const HostData* ext, const DataRef* emb, bool borrowed,

@@ -32,7 +32,7 @@ def load(path: "os.PathLike | str", engine=None, cache_capacity: int = 16, mmap_
     the memory-mapped file: no copy, and memory the OS can share and page. The
     file must then stay unchanged while the partition is alive (truncating a
     mapped file makes reads of it fault). Weights a CPU kernel reads in a
-    layout of its own (f32 and q8_0 MatMul weights in panels, quantized ones ggml
+    layout of its own (f32 and q8_0 / q4_* MatMul weights in panels, quantized ones ggml
     repacks; ``cache_info().panel_bytes``, ``repacked_bytes``) are written
     into that layout instead, and their pages of the file released; where
     that happens, constants under 2 MiB are copied too (reading one in place

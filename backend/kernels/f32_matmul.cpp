@@ -16,7 +16,7 @@
 #include "f32_gemm.h"
 #include "f32_matvec.h"
 #include "f32_panels.h"
-#include "q8_panels.h"
+#include "quant_panels.h"
 #include "isa.h"
 #include "kernels.h"
 #include "quant_gemm.h"
@@ -90,9 +90,9 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const int lda = int(y->nb[1] / sizeof(float)), ldb = int(x->nb[1] / sizeof(float));
     const int ldc = int(dst->nb[1] / sizeof(float));
 
-    // weights in panels (f32_panels.h, q8_panels.h): a thread's columns are whole panels
+    // weights in panels (f32_panels.h, quant_panels.h): a thread's columns are whole panels
     const bool panels = in_panels(x);
-    const int64_t align = !panels ? kColumnAlign : x->type == GGML_TYPE_F32 ? kPanelWidth : kQ8PanelWidth;
+    const int64_t align = !panels ? kColumnAlign : x->type == GGML_TYPE_F32 ? kPanelWidth : kQuantPanelWidth;
     // whole batches per thread when there are enough of them, else a share of every batch's columns
     const bool by_batch = batches >= nth;
     int64_t n0 = 0, n1 = N;
@@ -113,7 +113,7 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         if (panels && x->type == GGML_TYPE_F32) {
             f32_gemm_panels(M, N, K, n0, n1, A, lda, reinterpret_cast<const float*>(W - n0 * x->nb[1]), C + n0, ldc);
         } else if (panels) {
-            q8_gemm_panels(M, N, K, n0, n1, A, lda, reinterpret_cast<const uint8_t*>(W - n0 * x->nb[1]), C + n0, ldc);
+            quant_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint8_t*>(W - n0 * x->nb[1]), C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
             quant_rows_nt(x->type, int(M), n, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && quant_gemm_supports(x->type)) {
@@ -163,17 +163,17 @@ bool f32_panels_wanted() {
     return wanted;
 }
 
-bool q8_panels_wanted() {
+bool quant_panels_wanted() {
     static const bool wanted = [] {
-        const char* v = std::getenv("DYNGRAPH_Q8_PANELS");
+        const char* v = std::getenv("DYNGRAPH_QUANT_PANELS");
         if (v && std::strcmp(v, "0") == 0) return false;
         if (v && std::strcmp(v, "1") == 0) return true;
-        return q8_panels_rule(kernel_isa(), amx_int8());
+        return quant_panels_rule(kernel_isa(), amx_int8());
     }();
     return wanted;
 }
 
-bool q8_panels_rule(Isa isa, bool amx) { return isa >= Isa::avx512vnni && !amx; }
+bool quant_panels_rule(Isa isa, bool amx) { return isa >= Isa::avx512vnni && !amx; }
 
 void mark_panels(ggml_tensor* x) { x->extra = const_cast<int*>(&kPanelsMark); }
 
@@ -185,7 +185,7 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
     // (weights in panels: one matrix, dense)
     const bool panels = in_panels(x) && x->ne[2] == 1 && x->ne[3] == 1 && ggml_is_contiguous(x);
     const bool weights = (x->type == GGML_TYPE_F32 && (x->extra == nullptr || panels)) ||
-                         (dequantizable(x->type) && (x->extra == nullptr || (x->type == GGML_TYPE_Q8_0 && panels)));
+                         (dequantizable(x->type) && (x->extra == nullptr || (quant_panels_take(x->type) && panels)));
     return weights && y->type == GGML_TYPE_F32 && x->ne[0] == y->ne[0] && y->ne[1] >= min_rows &&
            y->ne[2] % x->ne[2] == 0 && y->ne[3] % x->ne[3] == 0 && rows_contiguous(x) && rows_contiguous(y) &&
            x->ne[0] < (int64_t(1) << 31) && x->ne[1] < (int64_t(1) << 31) && y->ne[1] < (int64_t(1) << 31);
@@ -232,7 +232,7 @@ ggml_tensor* mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y) {
     if (computes(x, y)) return f32_mul_mat(ctx, x, y);
     // (ggml's product would read the panels as rows; with no rows it reads nothing)
     if (in_panels(x) && y->ne[1] > 0)
-        fail<gg::Violation>("mul_mat: weights ", gg::describe(x), " are in panels (f32_panels.h, q8_panels.h), which a product with ",
+        fail<gg::Violation>("mul_mat: weights ", gg::describe(x), " are in panels (f32_panels.h, quant_panels.h), which a product with ",
                             gg::describe(y), " does not read");
     return gg::mul_mat(ctx, x, y);
 }

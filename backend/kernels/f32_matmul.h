@@ -71,14 +71,15 @@ constexpr int64_t kActivationFuseMaxValues = int64_t(1) << 21;
 // DYNGRAPH_F32_PANELS=1 / 0 says (read once; the tests run both forms).
 bool f32_panels_wanted();
 
-// The same for q8_0 weights (q8_panels.h): where kernel_isa() has AVX-512 VNNI
-// and the CPU has no AMX (whose prefill product reads the rows), or as
-// DYNGRAPH_Q8_PANELS=1 / 0 says (=1 anywhere: a portable product reads them).
-bool q8_panels_wanted();
+// The same for q8_0, q4_0 and q4_1 weights (quant_panels.h): where kernel_isa()
+// has AVX-512 VNNI and this process does not run the AMX products (whose
+// prefill reads the rows), or as DYNGRAPH_QUANT_PANELS=1 / 0 says (=1
+// anywhere: a portable product reads them).
+bool quant_panels_wanted();
 // Its default: the kernel ISA has AVX-512 VNNI and this process does not run the AMX products.
-bool q8_panels_rule(Isa isa, bool amx);
+bool quant_panels_rule(Isa isa, bool amx);
 
-// Mark x's data as f32_panels.h's (F32) or q8_panels.h's (Q8_0) panels of its [K, N] (set after it is packed:
+// Mark x's data as f32_panels.h's (F32) or quant_panels.h's (q8_0, q4_0, q4_1) panels of its [K, N] (set after it is packed:
 // x->extra, which ggml reads only in its extra buffer types), and ask.
 // f32_mul_mat is the one reader of such weights: computes(x, y) holds for any
 // f32 activations, and mul_mat refuses (gg::Violation) a product that would

@@ -197,8 +197,8 @@ void bind_amx(py::module_& m) {
         },
         py::arg("leaf7_edx"), py::arg("leaf1_ecx"), py::arg("xcr0"), py::arg("permitted"), py::arg("isa"),
         py::arg("env") = py::none(), "The AMX int8 rule (kernels/amx.h) on the inputs given.");
-    m.def("q8_panels_rule", [](const std::string& isa, bool amx) { return kernels::q8_panels_rule(isa_named(isa), amx); },
-          py::arg("isa"), py::arg("amx"), "Whether q8_0 weights go in panels by default (kernels/f32_matmul.h).");
+    m.def("quant_panels_rule", [](const std::string& isa, bool amx) { return kernels::quant_panels_rule(isa_named(isa), amx); },
+          py::arg("isa"), py::arg("amx"), "Whether quantized weights go in panels by default (kernels/f32_matmul.h).");
     m.def("amx_int8", &kernels::amx_int8, "Whether this process runs the AMX int8 products (kernels/amx.h).");
     m.def("amx_compiled", &kernels::amx_compiled, "Whether the AMX tile code is built in.");
     m.def(

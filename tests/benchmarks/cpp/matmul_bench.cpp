@@ -18,9 +18,9 @@
 // run interleaved; medians in microseconds and GFLOP/s are printed, each
 // result checked against the f32 product of the dequantized weights.
 // The "dyngraph avx2" column is our AVX2 kernels on this CPU (1 row f32:
-// f32_matvec's AVX2 variant); the "panels" columns (f32, and q8_0 with
-// AVX-512 VNNI) are our product over the weights laid out in panels, as a
-// compiled partition holds them (kernels/f32_panels.h, q8_panels.h), with the
+// f32_matvec's AVX2 variant); the "panels" columns (f32, and q8_0, q4_0,
+// q4_1 with AVX-512 VNNI) are our product over the weights laid out in panels, as a
+// compiled partition holds them (kernels/f32_panels.h, quant_panels.h), with the
 // best variant and (f32) the AVX2 one.
 #include <algorithm>
 #include <chrono>
@@ -40,7 +40,7 @@
 #include "kernels/f32_matmul.h"
 #include "kernels/f32_panels.h"
 #include "kernels/isa.h"
-#include "kernels/q8_panels.h"
+#include "kernels/quant_panels.h"
 
 namespace {
 
@@ -133,11 +133,11 @@ bool make_case(const Bench& b, Path path, ggml_backend_buffer_type_t rbuft, Case
     c.wctx = wctx;
     c.wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
     const bool panels = path == Path::panels || path == Path::panels_avx2;
-    // (q8_0 in panels: the VNNI product only; below AVX-512 VNNI it is portable code)
-    const bool q8 = b.type == GGML_TYPE_Q8_0 && path == Path::panels && k::kernel_isa() >= k::Isa::avx512vnni;
-    if (panels && b.type != GGML_TYPE_F32 && !q8) return false;
-    if (q8) {
-        dg::kernels::pack_q8_panels(b.N, b.K / 32, b.wdata.data(), static_cast<uint8_t*>(w->data));
+    // (quantized weights in panels: the VNNI product only; below AVX-512 VNNI it is portable code)
+    const bool quant = k::quant_panels_take(b.type) && path == Path::panels && k::kernel_isa() >= k::Isa::avx512vnni;
+    if (panels && b.type != GGML_TYPE_F32 && !quant) return false;
+    if (quant) {
+        dg::kernels::pack_quant_panels(b.type, b.N, b.K / 32, b.wdata.data(), static_cast<uint8_t*>(w->data));
         dg::kernels::mark_panels(w);
     } else if (panels) {
         dg::kernels::pack_panels(b.N, b.K, reinterpret_cast<const float*>(b.wdata.data()), b.K, static_cast<float*>(w->data));

@@ -1,10 +1,11 @@
-"""q8_0 MatMul weights in panels (backend/kernels/q8_panels.h): a compiled
-partition stores q8_0 weights that only MatMuls read as panels of 32 weight
-rows, and its own product reads them at every row count. Checked against numpy
-(the activations rounded to 8 bits per block as the kernel rounds them, the
-weights dequantized by gguf-py, in float64) at every kernel variant, each in a
-fresh process with DYNGRAPH_Q8_PANELS=1 (below AVX-512 VNNI the portable
-product runs), which must all give the same bits; at row counts on both sides
+"""Quantized MatMul weights in panels (backend/kernels/quant_panels.h): a
+compiled partition stores q8_0, q4_0 and q4_1 weights that only MatMuls read
+as panels of 32 weight rows, and its own product reads them at every row
+count. Checked against numpy (the activations rounded to 8 bits per block as
+the kernel rounds them, the weights dequantized by gguf-py, in float64) for
+each type at every kernel variant, each in a fresh process with
+DYNGRAPH_QUANT_PANELS=1 (below AVX-512 VNNI the portable product runs), which
+must all give the same bits; at row counts on both sides
 of the tile's 6 rows, weight counts that leave every kind of last panel (1 to
 31 rows, more or fewer than 16), several threads (a thread's columns are whole
 panels); the rule of which weights are laid out that way, and that save()
@@ -36,8 +37,8 @@ CHECK = textwrap.dedent("""
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
         for k, n in ((32, 1), (64, 5), (352, 16), (96, 17), (32, 31), (64, 32), (128, 33), (352, 100), (1536, 70)):
             w = rng.standard_normal((n, k), dtype=np.float32)
-            raw = quants.quantize(w, Q.Q8_0)
-            deq = quants.dequantize(raw, Q.Q8_0).reshape(n, k).astype(np.float64)
+            raw = quants.quantize(w, Q.STORAGE_UPPER)
+            deq = quants.dequantize(raw, Q.STORAGE_UPPER).reshape(n, k).astype(np.float64)
             x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
             wt = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
             y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
@@ -45,7 +46,7 @@ CHECK = textwrap.dedent("""
             g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, wt], [y], {"transpose_b": True}))
             g.finalize()
             (p,) = g.get_partitions()
-            cp = p.compile([x, wt], [y], e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)})
+            cp = p.compile([x, wt], [y], e, constants={1: dg.StoredWeight((n, k), "STORAGE", raw)})
             assert cp.cache_info().panel_bytes == raw.nbytes, (k, n, cp.cache_info())
             for m in (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 64, 1):
                 a = rng.standard_normal((m, k), dtype=np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
@@ -66,10 +67,16 @@ CHECK = textwrap.dedent("""
 """)
 
 
-def test_products_over_panels_match_numpy_and_agree_bit_for_bit_at_every_variant():
+STORAGES = ["q8_0", "q4_0", "q4_1"]
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20}
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_products_over_panels_match_numpy_and_agree_bit_for_bit_at_every_variant(storage):
+    code = IMPORT_TESTS + CHECK.replace("STORAGE_UPPER", storage.upper()).replace("STORAGE", storage)
     seen = {}
     for isa in ORDER[: ORDER.index(best_isa()) + 1]:
-        r = run_python(IMPORT_TESTS + CHECK, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_Q8_PANELS": "1"})
+        r = run_python(code, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_QUANT_PANELS": "1"})
         assert r.returncode == 0, (isa, r.stderr[-3000:])
         got_isa, digest = r.stdout.split()[-2:]
         assert got_isa == isa
@@ -96,12 +103,13 @@ def graph(k, n, tied=False):
     return p, ins, [y]
 
 
-def q8(rng, n, k):
+def quantized(rng, n, k, storage="q8_0"):
     from gguf import GGMLQuantizationType as Q
     from gguf import quants
 
-    raw = quants.quantize(rng.standard_normal((n, k), dtype=np.float32), Q.Q8_0)
-    return raw, quants.dequantize(raw, Q.Q8_0).reshape(n, k).astype(np.float64)
+    t = getattr(Q, storage.upper())
+    raw = quants.quantize(rng.standard_normal((n, k), dtype=np.float32), t)
+    return raw, quants.dequantize(raw, t).reshape(n, k).astype(np.float64)
 
 
 def panels_on() -> bool:
@@ -110,19 +118,21 @@ def panels_on() -> bool:
 
 def test_which_weights_are_laid_out_in_panels(rng):
     if not panels_on():
-        pytest.skip("q8_0 panels are the default where our kernels have AVX-512 VNNI and the CPU has no AMX")
+        pytest.skip("quantized panels are the default where our kernels have AVX-512 VNNI and no AMX products run")
     k, n = 64, 40
-    raw, deq = q8(rng, n, k)
+    raw, deq = quantized(rng, n, k)
     e = dg.Engine(dg.Engine.CPU)
     p, ins, outs = graph(k, n)
     assert p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)}).cache_info().panel_bytes == raw.nbytes
-    # given as f32 and stored as q8_0 (weight_type): rounded, then laid out
+    # given as f32 and stored as a quantized type (weight_type): rounded, then laid out; f16 keeps its rows
     w32 = deq.astype(np.float32)
-    assert p.compile(ins, outs, e, constants={1: w32}, weight_type="q8_0").cache_info().panel_bytes == raw.nbytes
-    # repack_weights=False keeps the rows; other quantized types keep theirs
+    for wt in STORAGES:
+        got = p.compile(ins, outs, e, constants={1: w32}, weight_type=wt).cache_info().panel_bytes
+        assert got == n * k // 32 * BLOCK_BYTES[wt], wt
+    assert p.compile(ins, outs, e, constants={1: w32}, weight_type="f16").cache_info().panel_bytes == 0
+    # repack_weights=False keeps the rows
     assert p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)},
                      repack_weights=False).cache_info().panel_bytes == 0
-    assert p.compile(ins, outs, e, constants={1: w32}, weight_type="q4_1").cache_info().panel_bytes == 0
     # a weight another op reads too keeps its rows, and both readers see them
     p, ins, outs = graph(k, n, tied=True)
     cp = p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)})
@@ -135,7 +145,7 @@ def test_which_weights_are_laid_out_in_panels(rng):
 def test_the_default_rule():
     """On where the kernels have AVX-512 VNNI, unless the process runs the AMX products (their
     prefill reads the rows; not run on an AMX CPU yet)."""
-    rule = dg._backend.q8_panels_rule
+    rule = dg._backend.quant_panels_rule
     assert rule("avx512vnni", False)
     assert not rule("avx512vnni", True)
     assert not any(rule(isa, amx) for isa in ("generic", "avx2", "avx512") for amx in (False, True))
@@ -162,19 +172,20 @@ def test_the_switch_turns_panels_off_and_on():
         print(cp.cache_info().panel_bytes)
     """)
     for value, want in (("0", 0), ("1", 3 * 2 * 34)):
-        r = run_python(code, env_vars={"DYNGRAPH_Q8_PANELS": value})
+        r = run_python(code, env_vars={"DYNGRAPH_QUANT_PANELS": value})
         assert r.returncode == 0, r.stderr[-2000:]
         assert int(r.stdout.split()[-1]) == want
 
 
+@pytest.mark.parametrize("storage", STORAGES)
 @pytest.mark.parametrize("mmap_weights", [True, False])
-def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights):
-    """A partition saved with q8_0 weights in panels writes ggml's blocks (the file loads where
+def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights, storage):
+    """A partition saved with quantized weights in panels writes ggml's blocks (the file loads where
     panels are off and on, and computes the same product)."""
     k, n = 96, 45
-    raw, deq = q8(rng, n, k)
+    raw, deq = quantized(rng, n, k, storage)
     p, ins, outs = graph(k, n)
-    cp = p.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((n, k), "q8_0", raw)})
+    cp = p.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((n, k), storage, raw)})
     path = tmp_path / "mm.dg"
     cp.save(path)
     a = rng.standard_normal((5, k), dtype=np.float32)
@@ -193,7 +204,7 @@ def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights):
         print(cp.cache_info().panel_bytes)
     """)
     for value, want in (("0", 0), ("1", raw.nbytes)):
-        r = run_python(code, env_vars={"DYNGRAPH_Q8_PANELS": value})
+        r = run_python(code, env_vars={"DYNGRAPH_QUANT_PANELS": value})
         assert r.returncode == 0, r.stderr[-2000:]
         assert int(r.stdout.split()[-1]) == want
     # the file holds ggml's blocks: the bytes given, found whole in it

@@ -1,0 +1,49 @@
+// q8_0, q4_0 and q4_1 matmul weights in panels: the layout of f32_panels.h for
+// ggml's quantized blocks (quant_blocks.h). Panel p holds weight rows
+// [32 p, 32 p + w) (w = 32, fewer in the last panel); for each block b of
+// K / 32, in order: the w f16 scales d (q4_1: then the w f16 minimums m), then
+// chunks of w rows x 4 bytes, row j's 4 bytes side by side with the others':
+//   q8_0: 8 chunks, chunk q holding the row's values 4q..4q+3, each + 128
+//         (unsigned, the operand vpdpbusd multiplies);
+//   q4_0, q4_1: 4 chunks, chunk q holding the row's bytes qs[4q..4q+3] as
+//         ggml stores them: low nibbles the values 4q..4q+3, high nibbles
+//         the values 16+4q..16+4q+3.
+// A block of a panel takes w times the block's bytes, and the panel starts at
+// the byte its first row did: the bytes of the rows, moved, so a constant
+// packed in place needs no memory of its own.
+//
+// The product (quant_gemm_panels) rounds each activation row to 8 bits per
+// block (quant_act.h's rounding) and, with AVX-512 VNNI, multiplies 4 values
+// of a row, broadcast, with a chunk's 64 bytes (or nibbles) into 16 outputs'
+// int32 sums: no permutes, no horizontal sums, one pass through the weights in
+// the order they lie; 6 rows x 32 outputs a tile. Against the [N, K] rows
+// (quant_vnni.cpp) on a Zen 4: docs/design/gemm-choices.md, "Quantized weights
+// in panels".
+#pragma once
+
+#include <cstdint>
+
+#include "ggml.h"
+
+namespace dg::kernels {
+
+constexpr int64_t kQuantPanelWidth = 32;
+
+// Whether the panels take weights of `type` (q8_0, q4_0, q4_1).
+bool quant_panels_take(ggml_type type);
+
+// P = the N rows of nb blocks of `type` each (W, row after row) in panels.
+void pack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* W, uint8_t* P);
+
+// W (rows of nb blocks, dense) = the rows of the panels P.
+void unpack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* P, uint8_t* W);
+
+// C[m, j - n0] = sum_k A[m, k] * W[j, k] for m < M, n0 <= j < n1 (A's rows
+// rounded to 8 bits per block first), W's N rows of K values (K a multiple of
+// 32) of `type` in panels (P); n0 a multiple of kQuantPanelWidth; row strides
+// lda, ldc in floats. AVX-512 VNNI where kernel_isa() has it (isa.h), portable
+// code else (the same sums in the same order: the same bits).
+void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A,
+                       int64_t lda, const uint8_t* P, float* C, int64_t ldc);
+
+}  // namespace dg::kernels
