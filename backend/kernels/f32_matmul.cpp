@@ -173,7 +173,7 @@ bool quant_panels_wanted() {
     return wanted;
 }
 
-bool quant_panels_rule(Isa isa, bool amx) { return isa >= Isa::avx512vnni && !amx; }
+bool quant_panels_rule(Isa isa, bool amx) { return isa >= Isa::avx2 && !amx; }
 
 void mark_panels(ggml_tensor* x) { x->extra = const_cast<int*>(&kPanelsMark); }
 

@@ -72,11 +72,11 @@ constexpr int64_t kActivationFuseMaxValues = int64_t(1) << 21;
 bool f32_panels_wanted();
 
 // The same for q8_0, q4_0 and q4_1 weights (quant_panels.h): where kernel_isa()
-// has AVX-512 VNNI and this process does not run the AMX products (whose
-// prefill reads the rows), or as DYNGRAPH_QUANT_PANELS=1 / 0 says (=1
-// anywhere: a portable product reads them).
+// has AVX2 (its product over panels is AVX2's or AVX-512 VNNI's) and this
+// process does not run the AMX products (whose prefill reads the rows), or as
+// DYNGRAPH_QUANT_PANELS=1 / 0 says (=1 anywhere: a portable product reads them).
 bool quant_panels_wanted();
-// Its default: the kernel ISA has AVX-512 VNNI and this process does not run the AMX products.
+// Its default: the kernel ISA has AVX2 and this process does not run the AMX products.
 bool quant_panels_rule(Isa isa, bool amx);
 
 // Mark x's data as f32_panels.h's (F32) or quant_panels.h's (q8_0, q4_0, q4_1) panels of its [K, N] (set after it is packed:

@@ -4,7 +4,9 @@
 // tests run every variant that way). The levels, each including the ones
 // below it:
 // - avx2: AVX2 + FMA + F16C (every AVX2 CPU has the other two): f32
-//   products of 2-7 rows (small_gemm.h) and of 8-255 rows (f32_gemm.h);
+//   products of 2-7 rows (small_gemm.h) and of 8-255 rows (f32_gemm.h),
+//   products with q8_0 / q4_0 / q4_1 weights (quant_rows.h; in panels,
+//   quant_panels.h);
 // - avx512: adds AVX-512F + VL (wider variants of those, f32_gemm.h up to
 //   63 rows, and one-row f32 products, f32_matvec.h);
 // - avx512vnni: adds AVX-512BW, VNNI (vpdpbusd, 8-bit dot products) and VBMI

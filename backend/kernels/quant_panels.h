@@ -13,12 +13,14 @@
 // packed in place needs no memory of its own.
 //
 // The product (quant_gemm_panels) rounds each activation row to 8 bits per
-// block (quant_act.h's rounding) and, with AVX-512 VNNI, multiplies 4 values
-// of a row, broadcast, with a chunk's 64 bytes (or nibbles) into 16 outputs'
-// int32 sums: no permutes, no horizontal sums, one pass through the weights in
-// the order they lie; 6 rows x 32 outputs a tile. Against the [N, K] rows
-// (quant_vnni.cpp) on a Zen 4: docs/design/gemm-choices.md, "Quantized weights
-// in panels".
+// block (quant_act.h's rounding) and multiplies 4 values of a row, broadcast,
+// with a chunk's bytes (or nibbles): 4 of each of 16 outputs (AVX-512 VNNI's
+// vpdpbusd, 6 rows x 32 outputs a tile, quant_panels_vnni.cpp) or 8 (AVX2's
+// vpmaddubsw, 2 rows x 32 outputs, quant_panels_avx2.cpp): no permutes, no
+// horizontal sums, one pass through the weights in the order they lie. Against
+// the [N, K] rows (quant_vnni.cpp, quant_rows.cpp, and without VNNI the
+// weights dequantized into f32 products) on a Zen 4: docs/design/gemm-choices.md,
+// "Quantized weights in panels".
 #pragma once
 
 #include <cstdint>
@@ -41,8 +43,9 @@ void unpack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* P
 // C[m, j - n0] = sum_k A[m, k] * W[j, k] for m < M, n0 <= j < n1 (A's rows
 // rounded to 8 bits per block first), W's N rows of K values (K a multiple of
 // 32) of `type` in panels (P); n0 a multiple of kQuantPanelWidth; row strides
-// lda, ldc in floats. AVX-512 VNNI where kernel_isa() has it (isa.h), portable
-// code else (the same sums in the same order: the same bits).
+// lda, ldc in floats. AVX-512 VNNI or AVX2 as kernel_isa() has them (isa.h),
+// portable code else: each sums the same integers exactly, then takes the same
+// f32 steps in the same order, so all give the same bits.
 void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A,
                        int64_t lda, const uint8_t* P, float* C, int64_t ldc);
 

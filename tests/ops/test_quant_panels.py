@@ -4,9 +4,11 @@ as panels of 32 weight rows, and its own product reads them at every row
 count. Checked against numpy (the activations rounded to 8 bits per block as
 the kernel rounds them, the weights dequantized by gguf-py, in float64) for
 each type at every kernel variant, each in a fresh process with
-DYNGRAPH_QUANT_PANELS=1 (below AVX-512 VNNI the portable product runs), which
+DYNGRAPH_QUANT_PANELS=1 (generic: the portable product; avx2 and avx512: the
+vpmaddubsw tiles; avx512vnni: the vpdpbusd tiles), which
 must all give the same bits; at row counts on both sides
-of the tile's 6 rows, weight counts that leave every kind of last panel (1 to
+of the tiles' 6 and 2 rows, q8_0 weights of -128 (whose magnitude vpsignb
+cannot negate), weight counts that leave every kind of last panel (1 to
 31 rows, more or fewer than 16), several threads (a thread's columns are whole
 panels); the rule of which weights are laid out that way, and that save()
 writes the rows back."""
@@ -38,6 +40,8 @@ CHECK = textwrap.dedent("""
         for k, n in ((32, 1), (64, 5), (352, 16), (96, 17), (32, 31), (64, 32), (128, 33), (352, 100), (1536, 70)):
             w = rng.standard_normal((n, k), dtype=np.float32)
             raw = quants.quantize(w, Q.STORAGE_UPPER)
+            if Q.STORAGE_UPPER == Q.Q8_0:  # -128, which ggml's rounding never writes but a file may hold
+                raw[:, 2:6] = 0x80
             deq = quants.dequantize(raw, Q.STORAGE_UPPER).reshape(n, k).astype(np.float64)
             x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
             wt = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
@@ -113,12 +117,12 @@ def quantized(rng, n, k, storage="q8_0"):
 
 
 def panels_on() -> bool:
-    return dg._backend.kernel_isa() == "avx512vnni" and not dg._backend.amx_int8()
+    return dg._backend.kernel_isa() != "generic" and not dg._backend.amx_int8()
 
 
 def test_which_weights_are_laid_out_in_panels(rng):
     if not panels_on():
-        pytest.skip("quantized panels are the default where our kernels have AVX-512 VNNI and no AMX products run")
+        pytest.skip("quantized panels are the default where our kernels have AVX2 and no AMX products run")
     k, n = 64, 40
     raw, deq = quantized(rng, n, k)
     e = dg.Engine(dg.Engine.CPU)
@@ -143,12 +147,13 @@ def test_which_weights_are_laid_out_in_panels(rng):
 
 
 def test_the_default_rule():
-    """On where the kernels have AVX-512 VNNI, unless the process runs the AMX products (their
-    prefill reads the rows; not run on an AMX CPU yet)."""
+    """On where the kernels have AVX2 (their product over panels: AVX2's, or AVX-512 VNNI's),
+    unless the process runs the AMX products (their prefill reads the rows; not run on an AMX CPU
+    yet); off where only the portable product would read them."""
     rule = dg._backend.quant_panels_rule
-    assert rule("avx512vnni", False)
-    assert not rule("avx512vnni", True)
-    assert not any(rule(isa, amx) for isa in ("generic", "avx2", "avx512") for amx in (False, True))
+    assert all(rule(isa, False) for isa in ("avx2", "avx512", "avx512vnni"))
+    assert not any(rule(isa, True) for isa in ("avx2", "avx512", "avx512vnni"))
+    assert not rule("generic", False) and not rule("generic", True)
     with pytest.raises(ValueError):
         rule("avx10", False)
 

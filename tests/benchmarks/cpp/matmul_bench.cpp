@@ -18,10 +18,10 @@
 // run interleaved; medians in microseconds and GFLOP/s are printed, each
 // result checked against the f32 product of the dequantized weights.
 // The "dyngraph avx2" column is our AVX2 kernels on this CPU (1 row f32:
-// f32_matvec's AVX2 variant); the "panels" columns (f32, and q8_0, q4_0,
-// q4_1 with AVX-512 VNNI) are our product over the weights laid out in panels, as a
-// compiled partition holds them (kernels/f32_panels.h, quant_panels.h), with the
-// best variant and (f32) the AVX2 one.
+// f32_matvec's AVX2 variant); the "panels" columns (f32, q8_0, q4_0, q4_1)
+// are our product over the weights laid out in panels, as a compiled
+// partition holds them (kernels/f32_panels.h, quant_panels.h), with the best
+// variant and the AVX2 one.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -133,8 +133,8 @@ bool make_case(const Bench& b, Path path, ggml_backend_buffer_type_t rbuft, Case
     c.wctx = wctx;
     c.wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, buft);
     const bool panels = path == Path::panels || path == Path::panels_avx2;
-    // (quantized weights in panels: the VNNI product only; below AVX-512 VNNI it is portable code)
-    const bool quant = k::quant_panels_take(b.type) && path == Path::panels && k::kernel_isa() >= k::Isa::avx512vnni;
+    // (quantized weights in panels: the AVX2 and VNNI products; below AVX2 it is portable code)
+    const bool quant = k::quant_panels_take(b.type) && panels && k::kernel_isa() >= k::Isa::avx2;
     if (panels && b.type != GGML_TYPE_F32 && !quant) return false;
     if (quant) {
         dg::kernels::pack_quant_panels(b.type, b.N, b.K / 32, b.wdata.data(), static_cast<uint8_t*>(w->data));

@@ -1,0 +1,141 @@
+// quant_panels.h's product with AVX-512 VNNI: 4 values of an activation row,
+// broadcast, times a chunk's 64 bytes (or nibbles) into 16 outputs' int32 sums
+// (vpdpbusd); 6 rows x 32 outputs a tile.
+#include <cstring>
+
+#include "quant_panels_tile.h"
+
+#ifdef DG_QUANT_PANELS_X86
+
+#include <immintrin.h>
+
+namespace dg::kernels::panels {
+
+namespace {
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+
+constexpr int kTileRows = 6;  // 12 sums and 12 accumulators of 32 registers
+
+// (the maskz forms: the plain ones' undefined first operand draws -Wmaybe-uninitialized from GCC 12)
+inline __m512 cvtph(__m256i h) { return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h); }
+inline __m512 cvtepi32(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
+
+inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
+
+inline __m512i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+// C[MR rows, w] = one panel of type T times MR activation rows (act, corr: rows nb apart). Full: w = 32.
+// With one row the sums of each half alternate between two registers (vpdpbusd's latency).
+template <ggml_type T, int MR, bool Full>
+void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* panel, int64_t w, float* C,
+          int64_t ldc) {
+    constexpr Format fm = format_of(T);
+    constexpr int CH = MR == 1 ? 2 : 1;
+    const int64_t width = Full ? kW : w;
+    const size_t bs = size_t(width) * fm.block_bytes, c0 = chunk_offset(fm, width, 0), cs = 4 * size_t(width);
+    const size_t m0 = field_offset(width, 1);
+    const __mmask16 lo = Full ? __mmask16(0xFFFF) : lanes(w), hi = Full ? __mmask16(0xFFFF) : lanes(w - 16);
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    __m512 f[MR][2];
+    for (int m = 0; m < MR; ++m) f[m][0] = f[m][1] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = panel + size_t(b) * bs;
+        __m512i s[MR][2][CH];
+        for (int m = 0; m < MR; ++m) {
+            const __m512i c = _mm512_set1_epi32(corr[m * nb + b]);
+            for (int h = 0; h < 2; ++h) {
+                s[m][h][0] = c;
+                if constexpr (CH == 2) s[m][h][CH - 1] = _mm512_setzero_si512();
+            }
+        }
+#pragma GCC unroll 8
+        for (int q = 0; q < fm.chunks; ++q) {
+            const uint8_t* g = blk + c0 + q * cs;
+            const __m512i w0 = Full ? _mm512_loadu_si512(g) : _mm512_maskz_loadu_epi32(lo, g);
+            const __m512i w1 = Full ? _mm512_loadu_si512(g + 64) : _mm512_maskz_loadu_epi32(hi, g + 64);
+            if constexpr (T == GGML_TYPE_Q8_0) {
+                for (int m = 0; m < MR; ++m) {
+                    const __m512i a = bcast4(act[m * nb + b].qs + 4 * q);
+                    s[m][0][q % CH] = _mm512_dpbusd_epi32(s[m][0][q % CH], w0, a);
+                    s[m][1][q % CH] = _mm512_dpbusd_epi32(s[m][1][q % CH], w1, a);
+                }
+            } else {  // low nibbles: values 4q.., high nibbles: values 16 + 4q..
+                const __m512i l0 = _mm512_and_si512(w0, nibble), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), nibble);
+                const __m512i l1 = _mm512_and_si512(w1, nibble), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), nibble);
+                for (int m = 0; m < MR; ++m) {
+                    const __m512i alo = bcast4(act[m * nb + b].qs + 4 * q), ahi = bcast4(act[m * nb + b].qs + 16 + 4 * q);
+                    s[m][0][0] = _mm512_dpbusd_epi32(s[m][0][0], l0, alo);
+                    s[m][1][0] = _mm512_dpbusd_epi32(s[m][1][0], l1, alo);
+                    s[m][0][CH - 1] = _mm512_dpbusd_epi32(s[m][0][CH - 1], h0, ahi);
+                    s[m][1][CH - 1] = _mm512_dpbusd_epi32(s[m][1][CH - 1], h1, ahi);
+                }
+            }
+        }
+        auto field = [&](size_t at, __mmask16 k) {
+            return cvtph(Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + at))
+                              : _mm256_maskz_loadu_epi16(k, blk + at));
+        };
+        const __m512 d0 = field(0, lo), d1 = field(32, hi);
+        for (int m = 0; m < MR; ++m) {
+            const ActBlock& a = act[m * nb + b];
+            const __m512 da = _mm512_set1_ps(a.d);
+            __m512i s0 = s[m][0][0], s1 = s[m][1][0];
+            if constexpr (CH == 2) {
+                s0 = _mm512_add_epi32(s0, s[m][0][1]);
+                s1 = _mm512_add_epi32(s1, s[m][1][1]);
+            }
+            f[m][0] = _mm512_fmadd_ps(cvtepi32(s0), _mm512_mul_ps(d0, da), f[m][0]);
+            f[m][1] = _mm512_fmadd_ps(cvtepi32(s1), _mm512_mul_ps(d1, da), f[m][1]);
+        }
+        if constexpr (fm.fields == 2) {  // q4_1: the minimum times the block's sum
+            const __m512 mn0 = field(m0, lo), mn1 = field(m0 + 32, hi);
+            for (int m = 0; m < MR; ++m) {
+                const __m512 sa = _mm512_set1_ps(act[m * nb + b].s);
+                f[m][0] = _mm512_fmadd_ps(mn0, sa, f[m][0]);
+                f[m][1] = _mm512_fmadd_ps(mn1, sa, f[m][1]);
+            }
+        }
+    }
+    for (int m = 0; m < MR; ++m) {
+        _mm512_mask_storeu_ps(C + m * ldc, lo, f[m][0]);
+        _mm512_mask_storeu_ps(C + m * ldc + 16, hi, f[m][1]);
+    }
+}
+
+// The panel for every row, a tile at a time.
+struct Rows {
+    template <ggml_type T, bool Full>
+    static void run(int64_t M, int64_t nb, const ActBlock* a, const int32_t* c, const uint8_t* panel, int64_t w,
+                    float* C, int64_t ldc) {
+        int64_t m = 0;
+        for (; m + kTileRows <= M; m += kTileRows)
+            tile<T, kTileRows, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+        switch (M - m) {
+            case 1: return tile<T, 1, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+            case 2: return tile<T, 2, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+            case 3: return tile<T, 3, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+            case 4: return tile<T, 4, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+            case 5: return tile<T, 5, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+            default: return;
+        }
+    }
+};
+
+}  // namespace
+
+void panel_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
+                const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
+    by_type_and_width<Rows>(type, w == kW, M, nb, act, corr, panel, w, C, ldc);
+}
+
+#pragma GCC pop_options
+
+}  // namespace dg::kernels::panels
+
+#endif
