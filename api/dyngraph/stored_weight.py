@@ -10,7 +10,9 @@ import numpy as np
 from .errors import CompileError
 
 # bytes per block and values per block of each storage type (ggml's layouts)
-BLOCKS = {"f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32)}
+BLOCKS = {"f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32),
+          "q5_0": (22, 32), "q5_1": (24, 32), "q2_K": (84, 256), "q3_K": (110, 256), "q4_K": (144, 256),
+          "q5_K": (176, 256), "q6_K": (210, 256)}
 
 
 def row_bytes(storage: str, n: int) -> int:
@@ -24,8 +26,10 @@ class StoredWeight:
     """A constant's data in a storage type: ``StoredWeight(shape, storage, data)``.
 
     ``shape`` is the logical shape (of the values), ``storage`` one of
-    f32, f16, bf16, q8_0, q4_0, q4_1, and ``data`` the bytes of ggml's layout of
-    that type, row after row (the last dimension is the row). Pass it in
+    f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (blocks of 32 values) and the
+    k-quants q2_K, q3_K, q4_K, q5_K, q6_K (blocks of 256), and ``data`` the
+    bytes of ggml's layout of that type, row after row (the last dimension is
+    the row). Pass it in
     ``constants=`` at compile like an array; its tensor keeps this storage
     whatever ``weight_type`` says. A MatMul reads it as its weight when it is
     the right-hand side with ``transpose_b`` ([N, K] rows), as ggml does.

@@ -118,11 +118,18 @@ enum class StorageType : int8_t {
   Q8_0 = 4,
   Q4_0 = 5,
   Q4_1 = 6,
+  Q5_0 = 7,
+  Q5_1 = 8,
+  Q2_K = 9,
+  Q3_K = 10,
+  Q4_K = 11,
+  Q5_K = 12,
+  Q6_K = 13,
   MIN = DEFAULT,
-  MAX = Q4_1
+  MAX = Q6_K
 };
 
-inline const StorageType (&EnumValuesStorageType())[7] {
+inline const StorageType (&EnumValuesStorageType())[14] {
   static const StorageType values[] = {
     StorageType::DEFAULT,
     StorageType::F32,
@@ -130,13 +137,20 @@ inline const StorageType (&EnumValuesStorageType())[7] {
     StorageType::BF16,
     StorageType::Q8_0,
     StorageType::Q4_0,
-    StorageType::Q4_1
+    StorageType::Q4_1,
+    StorageType::Q5_0,
+    StorageType::Q5_1,
+    StorageType::Q2_K,
+    StorageType::Q3_K,
+    StorageType::Q4_K,
+    StorageType::Q5_K,
+    StorageType::Q6_K
   };
   return values;
 }
 
 inline const char * const *EnumNamesStorageType() {
-  static const char * const names[8] = {
+  static const char * const names[15] = {
     "DEFAULT",
     "F32",
     "F16",
@@ -144,13 +158,20 @@ inline const char * const *EnumNamesStorageType() {
     "Q8_0",
     "Q4_0",
     "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q2_K",
+    "Q3_K",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
     nullptr
   };
   return names;
 }
 
 inline const char *EnumNameStorageType(StorageType e) {
-  if (::flatbuffers::IsOutRange(e, StorageType::DEFAULT, StorageType::Q4_1)) return "";
+  if (::flatbuffers::IsOutRange(e, StorageType::DEFAULT, StorageType::Q6_K)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesStorageType()[index];
 }

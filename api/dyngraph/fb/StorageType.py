@@ -10,3 +10,10 @@ class StorageType(object):
     Q8_0 = 4
     Q4_0 = 5
     Q4_1 = 6
+    Q5_0 = 7
+    Q5_1 = 8
+    Q2_K = 9
+    Q3_K = 10
+    Q4_K = 11
+    Q5_K = 12
+    Q6_K = 13

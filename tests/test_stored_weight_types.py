@@ -1,0 +1,131 @@
+"""The storage types of GGUF files beyond q8_0 / q4_x, handed over as
+dg.StoredWeight and used as they are: q5_0 and q5_1 (blocks of 32 values) and
+the k-quants q2_K to q6_K (blocks of 256, llama.cpp's Q*_K_S/M files). ggml
+computes their products of 1-7 rows (rounding the activations to 8 bits per
+block, as for q8_0) and gathers their rows; from 8 rows our kernels multiply
+the same bytes dequantized, in f32. References dequantize the same
+bytes with the gguf package. The k-quant blocks are random bytes with finite
+scales (gguf-py cannot quantize to them): every such block is a valid one."""
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+
+gguf = pytest.importorskip("gguf")
+quants = gguf.quants
+Q = gguf.GGMLQuantizationType
+
+SMALL = ["q5_0", "q5_1"]
+KQUANTS = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K"]
+# byte offsets of each k-quant block's f16 scales (d, and dmin where it has one): ggml's block layouts
+F16_FIELDS = {"q2_K": (80, 82), "q3_K": (108,), "q4_K": (0, 2), "q5_K": (0, 2), "q6_K": (208,)}
+# the product's error relative to sum |a| |w|: the activations rounded to 8 bits per block (steps of
+# max / 254), with f16 block sums for the types with a minimum (as q4_1)
+ACT_ROUND = 1 / 254 + 2.0**-9
+
+
+def qtype(storage: str):
+    return getattr(Q, storage.upper())
+
+
+def blocks(rng, storage: str, rows: int, k: int) -> np.ndarray:
+    """[rows, bytes of a row] of `storage`: quantized normal values (q5), or random k-quant blocks."""
+    if storage in SMALL:
+        return quants.quantize(rng.standard_normal((rows, k), dtype=np.float32), qtype(storage))
+    per, size = gguf.GGML_QUANT_SIZES[qtype(storage)]
+    raw = rng.integers(0, 256, (rows, k // per, size), dtype=np.uint8)
+    for at in F16_FIELDS[storage]:
+        scale = rng.uniform(0.002, 0.02, (rows, k // per)).astype(np.float16)
+        raw[:, :, at:at + 2] = scale.view(np.uint8).reshape(rows, k // per, 2)
+    return raw.reshape(rows, -1)
+
+
+def dequantized(raw: np.ndarray, storage: str, shape) -> np.ndarray:
+    return quants.dequantize(raw, qtype(storage)).reshape(shape).astype(np.float64)
+
+
+def matmul_partition(n_out: int, k: int):
+    n = dg.Dim("n")
+    x = dg.LogicalTensor(0, dg.f32, [n, k])
+    w = dg.LogicalTensor(1, dg.f32, [n_out, k], property=dg.CONSTANT, name="w")
+    y = dg.LogicalTensor(2, dg.f32, [n, n_out])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+    g.finalize()
+    return g.get_partitions()[0], [x, w], [y]
+
+
+def gather_rows(sw: dg.StoredWeight):
+    """A compiled Gather of a stored table's rows (ggml's get_rows: its conversion of the blocks)."""
+    rows, k = sw.shape
+    t = dg.LogicalTensor(0, dg.f32, [rows, k], property=dg.CONSTANT)
+    idx = dg.LogicalTensor(1, dg.i64, [dg.Dim("n")])
+    out = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, k])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.Gather, [t, idx], [out], {"axis": 0}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p.compile([t, idx], [p.get_output_ports()[0]], dg.Engine(dg.Engine.CPU, num_threads=1), constants={0: sw})
+
+
+@pytest.mark.parametrize("n_out,threads", [(70, 1), (70, 2), (64, 2)])
+@pytest.mark.parametrize("storage", SMALL + KQUANTS)
+def test_products_with_the_stored_blocks_match_their_values(storage, n_out, threads, rng, tmp_path):
+    # (64 outputs: ggml repacks q2_K and q4_K weights of a multiple of 8 rows for its own product)
+    k = 512
+    raw = blocks(rng, storage, n_out, k)
+    deq = dequantized(raw, storage, (n_out, k))
+    sw = dg.StoredWeight((n_out, k), storage, raw)
+    part, ins, outs = matmul_partition(n_out, k)
+    eng = dg.Engine(dg.Engine.CPU, num_threads=threads)
+    cp = part.compile(ins, outs, eng, constants={1: sw}, weight_type="q4_0")  # a stored weight keeps its type
+    assert cp.program.tensors[1].storage == storage
+    info = cp.cache_info()
+    assert info.constant_bytes + info.repacked_bytes >= sw.nbytes  # the blocks as given (or ggml's repacking)
+    cp.save(tmp_path / "w.dg")
+    loaded = dg.load(tmp_path / "w.dg", eng)
+    for m in (1, 3, 8, 40, 1):  # decode and prefill sizes, back to one row: one partition, rebuilt per shape
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        ref = a.astype(np.float64) @ deq.T
+        scale = np.abs(a) @ np.abs(deq.T)
+        (y,) = cp(a)
+        # from 8 rows (kDequantMinRows) our kernels multiply the dequantized blocks in f32, unless ggml
+        # repacked the weights for its own product
+        exact = m >= 8 and info.repacked_bytes == 0
+        assert (np.abs(y - ref) / scale).max() < (1e-6 if exact else ACT_ROUND), (storage, m)
+        np.testing.assert_array_equal(loaded(a)[0], y)  # the file holds the same blocks
+
+
+@pytest.mark.parametrize("storage", SMALL + KQUANTS)
+def test_a_stored_table_gathers_its_rows(storage, rng):
+    rows, k = 20, 256
+    raw = blocks(rng, storage, rows, k)
+    deq = dequantized(raw, storage, (rows, k))
+    cp = gather_rows(dg.StoredWeight((rows, k), storage, raw))
+    pick = np.array([3, 0, 19, 3])
+    np.testing.assert_allclose(cp(pick)[0], deq[pick], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("storage", KQUANTS)
+def test_k_quant_rows_must_split_into_blocks_of_256(storage, rng):
+    raw = blocks(rng, storage, 4, 256)
+    with pytest.raises(dg.CompileError, match=f"rows of 128 values do not split into {storage} blocks of 256"):
+        dg.StoredWeight((8, 128), storage, raw)
+    with pytest.raises(dg.CompileError, match="takes"):
+        dg.StoredWeight((4, 256), storage, raw.reshape(-1)[:-1])
+
+
+@pytest.mark.parametrize("storage", SMALL + KQUANTS)
+def test_products_from_8_rows_read_the_values_ggml_reads(storage, rng):
+    """One-hot activation rows pick the weights' values out exactly; from 8 rows our kernels
+    dequantize the blocks themselves (AVX2 for q5_0, q5_1, q6_K), and must get the very values of
+    ggml's conversion, which a Gather of the same blocks returns."""
+    n_out, k = 70, 256  # (not a multiple of 8 rows: ggml repacks none of them for its own product)
+    raw = blocks(rng, storage, n_out, k)
+    sw = dg.StoredWeight((n_out, k), storage, raw)
+    part, ins, outs = matmul_partition(n_out, k)
+    cp = part.compile(ins, outs, dg.Engine(dg.Engine.CPU, num_threads=1), constants={1: sw})
+    assert cp.cache_info().repacked_bytes == 0
+    (picked,) = cp(np.eye(k, dtype=np.float32))  # [k, n_out]: the weights, transposed
+    np.testing.assert_array_equal(picked.T, gather_rows(sw)(np.arange(n_out))[0])
