@@ -60,6 +60,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse  # noqa: E402
+import glob  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
@@ -338,8 +339,6 @@ def openblas_core() -> str:
 def features_line(have_torch: bool = False) -> str:
     """Which CPU features each side computes with: dyngraph's ggml, its own kernels, PyTorch's
     kernels and libraries, each llama-bench's ggml."""
-    import glob
-
     ext_dir = os.path.dirname(os.path.realpath(dg._backend.__file__))
     ours = sorted(glob.glob(os.path.join(ext_dir, "libggml-cpu.so*")))
     parts = [f"dyngraph: ggml {ggml_cpu_features(ours[0]) if ours else '?'}, "
@@ -378,12 +377,19 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
 
     from dyngraph.torch.gguf import gguf_weights
 
-    # Q4_1: the package's GGUF file as it is (its q4_1 and q8_0 blocks); the others re-quantized from its values
+    # Q4_1: the package's GGUF file as it is (its q4_1 and q8_0 blocks); the others re-quantized from its values;
+    # Q4_K_M (llama.cpp's most used type; q5_0, q4_K, q6_K and q8_0 blocks for this model) as llama-quantize
+    # wrote it, where SMOLLM2_GGUF_DIR has it (tests/benchmarks/README.md)
     types = {"F32": "f32", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": None}
+    k_m = glob.glob(os.path.join(os.environ.get("SMOLLM2_GGUF_DIR", "/nonexistent"), "*Q4_K_M.gguf"))
+    if k_m:
+        types["Q4_K_M"] = k_m[0]
     fns = {}
     for t, wt in types.items():
         if wt is None:
             run = dgt.compile(sm.exported_last, engine=threads, weights=gguf_weights(tc.smollm2_gguf(), sm.lm))
+        elif wt.endswith(".gguf"):
+            run = dgt.compile(sm.exported_last, engine=threads, weights=gguf_weights(wt, sm.lm))
         else:
             run = dgt.compile(sm.exported_last, engine=threads, weight_type=wt)
         for key, fn in tc.smollm2_steps(run).items():
@@ -405,7 +411,7 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
             for key, n in (("prefill", 32), ("decode", 1)):
                 tps = n / (median(samples[f"{t} {key}"]) * 1e-9)
                 name = (f"vs llama.cpp{f' ({label})' if label else ''}: SmolLM2 {t}"
-                        f"{' (GGUF as stored)' if t == 'Q4_1' else ''} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s"
+                        f"{' (GGUF as stored)' if t in ('Q4_1', 'Q4_K_M') else ''} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s"
                         f"{f', {threads} threads' if threads != 1 else ''})")
                 target = i == 0  # the first build (native) carries the target, the others are for comparison
                 if ref is None:
