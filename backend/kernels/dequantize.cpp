@@ -61,8 +61,8 @@ void q4_1_avx2(const void* src, float* dst, int64_t n) {
         nibbles_avx2(b->qs, _mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_set1_ps(_cvtsh_ss(b->m)), dst);
 }
 
-// 8 of a q5 block's values from 8 bytes of nibbles (low or high: shift 0 or 4) and their fifth bits,
-// bits `first`.. of qh, as int32 lanes 0..31
+// 8 of a q5 block's values (0..31, in int32 lanes) from 8 bytes of nibbles (the low or the high
+// ones: shift 0 or 4) and their fifth bits, bits `first`.. of qh
 inline __m256i fives_avx2(const uint8_t* qs, int shift, uint32_t qh, int first) {
     __m128i q = _mm_setzero_si128();
     std::memcpy(&q, qs, 8);

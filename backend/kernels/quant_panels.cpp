@@ -156,7 +156,9 @@ void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t 
     const Format fm = format_of(type);
     const int64_t nb = K / kQuantBlock;
     const RowBlocks& act = round_rows(fm.offset, M, K, A, lda);
+#ifdef DG_QUANT_PANELS_X86
     const Isa isa = kernel_isa();
+#endif
     const size_t row_bytes = size_t(nb) * size_t(fm.block_bytes);
     for (int64_t p0 = n0; p0 < n1; p0 += kW) {
         const int64_t w = std::min(kW, N - p0), cols = std::min(w, n1 - p0);

@@ -40,6 +40,7 @@ inline size_t chunk_offset(const Format& fm, int64_t w, int q) { return size_t(w
 // The portable variant writes only the first `cols` columns.
 void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                     const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
+
 // R::run<T, Full>(args...) for the panel's type and for a full (32-row) or a narrower last panel:
 // the one switch the vector variants share.
 template <class R, class... Args>
