@@ -9,9 +9,10 @@
 //   unsigned operand and the activation takes v's sign (vpsignb), so a pair
 //   is at most 2 x 128 x 127 = 32512, widened every chunk. The sum is v * a
 //   itself: the panels' offset is not taken off (corr is not read).
-// Tiles of 2 rows x a panel's 32 outputs (4 vectors): from memory 1.1-1.5x
-// faster at 2-7 rows than 3 rows x 16 outputs (each half of the panel in turn,
-// 64 of every 128 bytes a pass) and level at 32 (Zen 4, AVX2 forced).
+// Tiles of 2 rows x a panel's 32 outputs (4 vectors): from memory 1.2-1.9x
+// faster at 2-4 rows than 3 rows x 16 outputs (each half of the panel in turn,
+// 64 of every 128 bytes a pass), 0.83-1.18x at 7 and within 2-5% at 32 (Zen 4,
+// AVX2 forced).
 #include <cstring>
 
 #include "quant_panels_tile.h"
