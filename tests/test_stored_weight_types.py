@@ -1,9 +1,9 @@
 """The storage types of GGUF files beyond q8_0 / q4_x, handed over as
 dg.StoredWeight and used as they are: q5_0 and q5_1 (blocks of 32 values) and
 the k-quants q2_K to q6_K (blocks of 256, llama.cpp's Q*_K_S/M files). ggml
-computes their products of 1-7 rows (rounding the activations to 8 bits per
-block, as for q8_0) and gathers their rows; from 8 rows our kernels multiply
-the same bytes dequantized, in f32. References dequantize the same
+computes their products of 1-7 rows (q5_0: 1-19, q6_K: 1-11; rounding the
+activations to 8 bits per block, as for q8_0) and gathers their rows; from
+there our kernels multiply the same bytes dequantized, in f32. References dequantize the same
 bytes with the gguf package. The k-quant blocks are random bytes with finite
 scales (gguf-py cannot quantize to them): every such block is a valid one."""
 
@@ -85,14 +85,14 @@ def test_products_with_the_stored_blocks_match_their_values(storage, n_out, thre
     assert info.constant_bytes + info.repacked_bytes >= sw.nbytes  # the blocks as given (or ggml's repacking)
     cp.save(tmp_path / "w.dg")
     loaded = dg.load(tmp_path / "w.dg", eng)
-    for m in (1, 3, 8, 40, 1):  # decode and prefill sizes, back to one row: one partition, rebuilt per shape
+    for m in (1, 3, 8, 13, 40, 1):  # decode and prefill sizes, back to one row: one partition, rebuilt per shape
         a = rng.standard_normal((m, k), dtype=np.float32)
         ref = a.astype(np.float64) @ deq.T
         scale = np.abs(a) @ np.abs(deq.T)
         (y,) = cp(a)
-        # from 8 rows (kDequantMinRows) our kernels multiply the dequantized blocks in f32, unless ggml
-        # repacked the weights for its own product
-        exact = m >= 8 and info.repacked_bytes == 0
+        # from dequant_min_rows (8; q5_0 20, q6_K 12) our kernels multiply the dequantized blocks in f32,
+        # unless ggml repacked the weights for its own product
+        exact = m >= dg._backend.dequant_min_rows(storage) and info.repacked_bytes == 0
         assert (np.abs(y - ref) / scale).max() < (1e-6 if exact else ACT_ROUND), (storage, m)
         np.testing.assert_array_equal(loaded(a)[0], y)  # the file holds the same blocks
 
@@ -118,7 +118,7 @@ def test_k_quant_rows_must_split_into_blocks_of_256(storage, rng):
 
 @pytest.mark.parametrize("storage", SMALL + KQUANTS)
 def test_products_from_8_rows_read_the_values_ggml_reads(storage, rng):
-    """One-hot activation rows pick the weights' values out exactly; from 8 rows our kernels
+    """One-hot activation rows pick the weights' values out exactly; from 8-20 rows our kernels
     dequantize the blocks themselves (AVX2 for q5_0, q5_1, q6_K), and must get the very values of
     ggml's conversion, which a Gather of the same blocks returns."""
     n_out, k = 70, 256  # (not a multiple of 8 rows: ggml repacks none of them for its own product)

@@ -219,8 +219,12 @@ bool computes(const ggml_tensor* x, const ggml_tensor* y) {
     const int64_t min_rows = in_panels(x)                 ? 1
                              : x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx2 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1
-                                                            : kDequantMinRows;
+                                                            : dequant_min_rows(x->type);
     return f32_matmul_applies(x, y, min_rows);
+}
+
+int64_t dequant_min_rows(ggml_type type) {
+    return type == GGML_TYPE_Q5_0 ? 20 : type == GGML_TYPE_Q6_K ? 12 : kDequantMinRows;
 }
 
 bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* bias) {

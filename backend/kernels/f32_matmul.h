@@ -57,6 +57,11 @@ constexpr int64_t kF32KernelMinRows = 2;
 // From this many rows on, products with quantized weights are dequantized
 // blocks and sgemm (below it: quant_rows.h where it has the type, else ggml).
 constexpr int64_t kDequantMinRows = 8;
+// That threshold for a type quant_rows.h does not take: later for the types
+// whose ggml product stays ahead of the dequantized one (dg_bench matmul on a
+// Zen 4, ggml's time / ours: q5_0 0.72-0.82 at 8 rows, 0.90-0.96 at 16, level
+// at 20-24, 1.05 at 32 -> 20; q6_K 0.85 at 8, level at 12, 1.07 at 16 -> 12).
+int64_t dequant_min_rows(ggml_type type);
 
 // Products of more values than this (rows x columns, all batches) leave an activation that reads them
 // a node of its own: a thread's block of the result is then far out of cache when the activation would

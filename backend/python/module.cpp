@@ -199,6 +199,17 @@ void bind_amx(py::module_& m) {
         py::arg("env") = py::none(), "The AMX int8 rule (kernels/amx.h) on the inputs given.");
     m.def("quant_panels_rule", [](const std::string& isa, bool amx) { return kernels::quant_panels_rule(isa_named(isa), amx); },
           py::arg("isa"), py::arg("amx"), "Whether quantized weights go in panels by default (kernels/f32_matmul.h).");
+    m.def(
+        "dequant_min_rows",
+        [](const std::string& type) {
+            for (int t = 0; t < GGML_TYPE_COUNT; ++t)
+                if (ggml_get_type_traits(ggml_type(t))->type_name && type == ggml_type_name(ggml_type(t)))
+                    return kernels::dequant_min_rows(ggml_type(t));
+            throw py::value_error("unknown ggml type " + type);
+        },
+        py::arg("type"),
+        "From how many activation rows our kernels multiply weights of this ggml type (e.g. 'q5_0') dequantized "
+        "(kernels/f32_matmul.h); below, ggml's product or quant_rows.h.");
     m.def("amx_int8", &kernels::amx_int8, "Whether this process runs the AMX int8 products (kernels/amx.h).");
     m.def("amx_compiled", &kernels::amx_compiled, "Whether the AMX tile code is built in.");
     m.def(
