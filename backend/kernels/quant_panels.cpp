@@ -20,47 +20,44 @@ bool quant_panels_take(ggml_type type) {
     return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
 }
 
-// (a block: its fields, then its values' bytes: q8_0 32 signed values, q4 16 bytes of two nibbles)
-void pack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* W, uint8_t* P) {
+namespace {
+
+// Every byte of the rows W to its place in the panels P (to_panels) or back: a block's fields, then
+// its values' bytes (q8_0: 32 signed values, + 128 in the panels; q4: 16 bytes of two nibbles).
+void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, bool to_panels) {
     const Format fm = format_of(type);
     const uint8_t flip = type == GGML_TYPE_Q8_0 ? 0x80 : 0;
     const size_t row_bytes = size_t(nb) * size_t(fm.block_bytes);
+    auto move = [to_panels](uint8_t* row, uint8_t* panel, uint8_t x) {
+        if (to_panels) *panel = uint8_t(*row ^ x);
+        else *row = uint8_t(*panel ^ x);
+    };
     for (int64_t p0 = 0; p0 < N; p0 += kW) {
         const int64_t w = std::min(kW, N - p0);
         uint8_t* panel = P + size_t(p0) * row_bytes;
         for (int64_t j = 0; j < w; ++j) {
-            const uint8_t* row = W + size_t(p0 + j) * row_bytes;
+            uint8_t* row = W + size_t(p0 + j) * row_bytes;
             for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* in = row + size_t(b) * size_t(fm.block_bytes);
+                uint8_t* blk = row + size_t(b) * size_t(fm.block_bytes);
                 uint8_t* out = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
-                for (int f = 0; f < fm.fields; ++f) std::memcpy(out + field_offset(w, f) + 2 * j, in + 2 * f, 2);
-                const uint8_t* qs = in + 2 * fm.fields;
+                for (int f = 0; f < fm.fields; ++f)
+                    for (int i = 0; i < 2; ++i) move(blk + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
+                uint8_t* qs = blk + 2 * fm.fields;
                 for (int q = 0; q < fm.chunks; ++q)
-                    for (int i = 0; i < 4; ++i) out[chunk_offset(fm, w, q) + 4 * size_t(j) + i] = qs[4 * q + i] ^ flip;
+                    for (int i = 0; i < 4; ++i) move(qs + 4 * q + i, out + chunk_offset(fm, w, q) + 4 * size_t(j) + i, flip);
             }
         }
     }
 }
 
+}  // namespace
+
+void pack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* W, uint8_t* P) {
+    move_bytes(type, N, nb, const_cast<uint8_t*>(W), P, true);  // (W only read)
+}
+
 void unpack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* P, uint8_t* W) {
-    const Format fm = format_of(type);
-    const uint8_t flip = type == GGML_TYPE_Q8_0 ? 0x80 : 0;
-    const size_t row_bytes = size_t(nb) * size_t(fm.block_bytes);
-    for (int64_t p0 = 0; p0 < N; p0 += kW) {
-        const int64_t w = std::min(kW, N - p0);
-        const uint8_t* panel = P + size_t(p0) * row_bytes;
-        for (int64_t j = 0; j < w; ++j) {
-            uint8_t* row = W + size_t(p0 + j) * row_bytes;
-            for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* in = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
-                uint8_t* out = row + size_t(b) * size_t(fm.block_bytes);
-                for (int f = 0; f < fm.fields; ++f) std::memcpy(out + 2 * f, in + field_offset(w, f) + 2 * j, 2);
-                uint8_t* qs = out + 2 * fm.fields;
-                for (int q = 0; q < fm.chunks; ++q)
-                    for (int i = 0; i < 4; ++i) qs[4 * q + i] = in[chunk_offset(fm, w, q) + 4 * size_t(j) + i] ^ flip;
-            }
-        }
-    }
+    move_bytes(type, N, nb, W, const_cast<uint8_t*>(P), false);  // (P only read)
 }
 
 namespace {
