@@ -30,7 +30,7 @@ from .ops import schema_of
 from .program import Program, TensorSpec
 from .stored_weight import StoredWeight
 
-WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1")
+WEIGHT_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
 QUANT_BLOCK = 32
 
 

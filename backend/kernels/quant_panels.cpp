@@ -17,15 +17,23 @@ using panels::Format;
 using panels::kW;
 
 bool quant_panels_take(ggml_type type) {
-    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
+    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 ||
+           type == GGML_TYPE_Q5_1;
 }
 
 namespace {
 
-// Every byte of the rows W to its place in the panels P (to_panels) or back: a block's fields, then
-// its values' bytes (q8_0: 32 signed values, + 128 in the panels; q4: 16 bytes of two nibbles).
+// Every byte of the rows W to its place in the panels P (to_panels) or back: a block's fields, the
+// fifth bits (q5: bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels;
+// q4, q5: 16 bytes of two nibbles).
 void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, bool to_panels) {
     const Format fm = format_of(type);
+    auto move_bit = [to_panels](uint8_t* row, int rbit, uint8_t* area, size_t abit) {
+        uint8_t* to = to_panels ? area + abit / 8 : row + rbit / 8;
+        const int at = to_panels ? int(abit % 8) : rbit % 8;
+        const bool bit = to_panels ? (row[rbit / 8] >> (rbit % 8)) & 1 : (area[abit / 8] >> (abit % 8)) & 1;
+        *to = uint8_t((*to & ~(1u << at)) | (unsigned(bit) << at));
+    };
     const uint8_t flip = type == GGML_TYPE_Q8_0 ? 0x80 : 0;
     const size_t row_bytes = size_t(nb) * size_t(fm.block_bytes);
     auto move = [to_panels](uint8_t* row, uint8_t* panel, uint8_t x) {
@@ -42,7 +50,10 @@ void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, b
                 uint8_t* out = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
                 for (int f = 0; f < fm.fields; ++f)
                     for (int i = 0; i < 2; ++i) move(blk + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
-                uint8_t* qs = blk + 2 * fm.fields;
+                for (int v = 0; v < 8 * fm.bits; ++v)  // value v's fifth bit: group 2 (v % 16 / 4) + v / 16
+                    move_bit(blk + 2 * fm.fields, v, out + panels::bits_offset(fm, w),
+                             panels::fifth_bit(w, 2 * (v % 16 / 4) + v / 16, j, v % 4));
+                uint8_t* qs = blk + 2 * fm.fields + fm.bits;
                 for (int q = 0; q < fm.chunks; ++q)
                     for (int i = 0; i < 4; ++i) move(qs + 4 * q + i, out + chunk_offset(fm, w, q) + 4 * size_t(j) + i, flip);
             }
@@ -126,18 +137,25 @@ void panels::panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBloc
         for (int64_t b = 0; b < nb; ++b) {
             const ActBlock& a = act[m * nb + b];
             const uint8_t* blk = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
+            const uint8_t* area = blk + panels::bits_offset(fm, w);
+            auto fifth = [&](int g, int64_t j, int i) {  // 16 where the value's fifth bit is set (q5)
+                const size_t at = panels::fifth_bit(w, g, j, i);
+                return fm.bits ? ((area[at / 8] >> (at % 8)) & 1) << 4 : 0;
+            };
             for (int64_t j = 0; j < w; ++j) {
                 int32_t s = corr[m * nb + b];
                 for (int q = 0; q < fm.chunks; ++q)
                     for (int i = 0; i < 4; ++i) {
                         const int32_t v = blk[chunk_offset(fm, w, q) + 4 * size_t(j) + i];
                         if (q8) s += v * a.qs[4 * q + i];
-                        else s += (v & 15) * a.qs[4 * q + i] + (v >> 4) * a.qs[16 + 4 * q + i];
+                        else
+                            s += ((v & 15) | fifth(2 * q, j, i)) * a.qs[4 * q + i] +
+                                 ((v >> 4) | fifth(2 * q + 1, j, i)) * a.qs[16 + 4 * q + i];
                     }
                 uint16_t h;
                 std::memcpy(&h, blk + field_offset(w, 0) + 2 * j, 2);
                 acc[j] = std::fma(float(s), ggml_fp16_to_fp32(h) * a.d, acc[j]);
-                if (fm.fields == 2) {  // q4_1: the minimum times the block's sum
+                if (fm.fields == 2) {  // q4_1, q5_1: the minimum times the block's sum
                     std::memcpy(&h, blk + field_offset(w, 1) + 2 * j, 2);
                     acc[j] = std::fma(ggml_fp16_to_fp32(h), a.s, acc[j]);
                 }

@@ -1,11 +1,13 @@
-// q8_0, q4_0 and q4_1 matmul weights in panels: the layout of f32_panels.h for
-// ggml's quantized blocks (quant_blocks.h). Panel p holds weight rows
-// [32 p, 32 p + w) (w = 32, fewer in the last panel); for each block b of
-// K / 32, in order: the w f16 scales d (q4_1: then the w f16 minimums m), then
+// q8_0, q4_0, q4_1, q5_0 and q5_1 matmul weights in panels: the layout of
+// f32_panels.h for ggml's quantized blocks (quant_blocks.h). Panel p holds
+// weight rows [32 p, 32 p + w) (w = 32, fewer in the last panel); for each
+// block b of K / 32, in order: the w f16 scales d (q4_1, q5_1: then the w f16
+// minimums m), q5: the rows' fifth bits (4 w bytes, in groups of 4 a row that
+// a vector of 4 bytes a row takes as its mask: quant_panels_tile.h), then
 // chunks of w rows x 4 bytes, row j's 4 bytes side by side with the others':
 //   q8_0: 8 chunks, chunk q holding the row's values 4q..4q+3, each + 128
 //         (unsigned, the operand vpdpbusd multiplies);
-//   q4_0, q4_1: 4 chunks, chunk q holding the row's bytes qs[4q..4q+3] as
+//   q4, q5: 4 chunks, chunk q holding the row's bytes qs[4q..4q+3] as
 //         ggml stores them: low nibbles the values 4q..4q+3, high nibbles
 //         the values 16+4q..16+4q+3.
 // A block of a panel takes w times the block's bytes, and the panel starts at
@@ -31,7 +33,7 @@ namespace dg::kernels {
 
 constexpr int64_t kQuantPanelWidth = 32;
 
-// Whether the panels take weights of `type` (q8_0, q4_0, q4_1).
+// Whether the panels take weights of `type` (q8_0, q4_0, q4_1, q5_0, q5_1).
 bool quant_panels_take(ggml_type type);
 
 // P = the N rows of nb blocks of `type` each (W, row after row) in panels.

@@ -4,7 +4,8 @@
 // - q4_0, q4_1: the nibbles (0..15) are the unsigned operand as stored; a
 //   pair sums to at most 2 x 15 x 128 = 3840 in magnitude, so the block's 8
 //   products (4 chunks, low and high nibbles) add up in 16 bits (at most
-//   30720) and widen once a block (vpmaddwd);
+//   30720) and widen once a block (vpmaddwd); q5_0, q5_1: the nibbles with
+//   their fifth bits (0..31), widened every 2 chunks (at most 31744);
 // - q8_0: the stored byte - 128 is the weight v (-128..127); |v| is the
 //   unsigned operand and the activation takes v's sign (vpsignb), so a pair
 //   is at most 2 x 128 x 127 = 32512, widened every chunk. The sum is v * a
@@ -13,6 +14,7 @@
 // faster at 2-4 rows than 3 rows x 16 outputs (each half of the panel in turn,
 // 64 of every 128 bytes a pass), 0.83-1.18x at 7 and within 2-5% at 32 (Zen 4,
 // AVX2 forced).
+#include <algorithm>
 #include <cstring>
 
 #include "quant_panels_tile.h"
@@ -35,6 +37,15 @@ inline __m256i bcast4(const int8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
+}
+
+// 16 in byte k where bit k of `bits` is set, else 0
+inline __m256i sixteens(uint32_t bits) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+    const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(16));
 }
 
 // the first n of 8 int32 lanes (vpmaskmovd)
@@ -86,9 +97,25 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
             }
         } else {  // low nibbles: values 4q.., high nibbles: values 16 + 4q..
             const __m256i nibble = _mm256_set1_epi8(0x0F);
+            // q5: group g's fifth bits of the 8 rows of vector v (quant_panels_tile.h)
+            const uint8_t* area = blk + bits_offset(fm, width);
+            auto fifth = [&](int g, int v) {
+                uint32_t k;
+                if (Full) std::memcpy(&k, area + 16 * g + 4 * v, 4);
+                else k = uint32_t(read_bits(area, fifth_bit(width, g, 8 * v, 0), 4 * int(std::min<int64_t>(8, width - 8 * v))));
+                return sixteens(k);
+            };
+            // the 16-bit sums widen every `widen` chunks: 4 x 2 x 15 x 128 (q4) or 2 x 2 x 2 x 31 x 128
+            // (q5) = 30720 or 31744 at most
+            constexpr int widen = fm.bits ? 2 : 4;
             __m256i t[MR][V];
-            for (int m = 0; m < MR; ++m)
-                for (int v = 0; v < V; ++v) t[m][v] = _mm256_setzero_si256();
+            for (int m = 0; m < MR; ++m) {
+                const __m256i c = _mm256_set1_epi32(corr[m * nb + b]);
+                for (int v = 0; v < V; ++v) {
+                    t[m][v] = _mm256_setzero_si256();
+                    s[m][v] = c;
+                }
+            }
 #pragma GCC unroll 4
             for (int q = 0; q < fm.chunks; ++q) {
                 const uint8_t* g = blk + c0 + q * cs;
@@ -97,6 +124,10 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
                     const __m256i x = load(g + 32 * v, v);
                     lo[v] = _mm256_and_si256(x, nibble);
                     hi[v] = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+                    if constexpr (fm.bits != 0) {
+                        lo[v] = _mm256_or_si256(lo[v], fifth(2 * q, v));
+                        hi[v] = _mm256_or_si256(hi[v], fifth(2 * q + 1, v));
+                    }
                 }
                 for (int m = 0; m < MR; ++m) {
                     const __m256i alo = bcast4(act[m * nb + b].qs + 4 * q), ahi = bcast4(act[m * nb + b].qs + 16 + 4 * q);
@@ -104,10 +135,12 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
                         t[m][v] = _mm256_add_epi16(t[m][v], _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], alo),
                                                                               _mm256_maddubs_epi16(hi[v], ahi)));
                 }
-            }
-            for (int m = 0; m < MR; ++m) {
-                const __m256i c = _mm256_set1_epi32(corr[m * nb + b]);
-                for (int v = 0; v < V; ++v) s[m][v] = _mm256_add_epi32(_mm256_madd_epi16(t[m][v], ones), c);
+                if ((q + 1) % widen == 0)
+                    for (int m = 0; m < MR; ++m)
+                        for (int v = 0; v < V; ++v) {
+                            s[m][v] = _mm256_add_epi32(s[m][v], _mm256_madd_epi16(t[m][v], ones));
+                            t[m][v] = _mm256_setzero_si256();
+                        }
             }
         }
         const uint16_t* field0 = reinterpret_cast<const uint16_t*>(blk);
@@ -126,7 +159,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
             for (int m = 0; m < MR; ++m)
                 f[m][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[m][v]), _mm256_mul_ps(d, _mm256_set1_ps(act[m * nb + b].d)),
                                           f[m][v]);
-            if constexpr (fm.fields == 2) {  // q4_1: the minimum times the block's sum
+            if constexpr (fm.fields == 2) {  // q4_1, q5_1: the minimum times the block's sum
                 const __m256 mn = half(field1, v);
                 for (int m = 0; m < MR; ++m) f[m][v] = _mm256_fmadd_ps(mn, _mm256_set1_ps(act[m * nb + b].s), f[m][v]);
             }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "ggml.h"
@@ -16,26 +17,51 @@ namespace dg::kernels::panels {
 
 constexpr int64_t kW = kQuantPanelWidth;
 
-// A block type's form in the panels: its bytes, its f16 fields before the values (d; q4_1: d, m),
-// its chunks of 4 bytes a row, and c: the weights' values are the stored unsigned bytes (or nibbles) - c.
+// A block type's form in the panels: its bytes, its f16 fields before the values (d; q4_1, q5_1: d, m),
+// the bytes a row's fifth bits take (q5: 4), its chunks of 4 bytes a row, and c: the weights' values
+// are the stored unsigned bytes (or nibbles, with their fifth bits) - c.
 struct Format {
-    int block_bytes, fields, chunks, offset;
+    int block_bytes, fields, bits, chunks, offset;
 };
 
 constexpr Format format_of(ggml_type t) {
-    return t == GGML_TYPE_Q8_0   ? Format{int(sizeof(BlockQ8_0)), 1, 8, 128}
-           : t == GGML_TYPE_Q4_0 ? Format{int(sizeof(BlockQ4_0)), 1, 4, 8}
-                                 : Format{int(sizeof(BlockQ4_1)), 2, 4, 0};
+    return t == GGML_TYPE_Q8_0   ? Format{int(sizeof(BlockQ8_0)), 1, 0, 8, 128}
+           : t == GGML_TYPE_Q4_0 ? Format{int(sizeof(BlockQ4_0)), 1, 0, 4, 8}
+           : t == GGML_TYPE_Q4_1 ? Format{int(sizeof(BlockQ4_1)), 2, 0, 4, 0}
+           : t == GGML_TYPE_Q5_0 ? Format{int(sizeof(BlockQ5_0)), 1, 4, 4, 16}
+                                 : Format{int(sizeof(BlockQ5_1)), 2, 4, 4, 0};
 }
 
-// Byte offsets in a block of a panel `w` rows wide: field f's w values, then chunk q's.
+// Byte offsets in a block of a panel `w` rows wide: field f's w values, the fifth bits, then chunk q's.
 inline size_t field_offset(int64_t w, int f) { return size_t(w) * 2 * size_t(f); }
-inline size_t chunk_offset(const Format& fm, int64_t w, int q) { return size_t(w) * (2 * size_t(fm.fields) + 4 * size_t(q)); }
+inline size_t bits_offset(const Format& fm, int64_t w) { return size_t(w) * 2 * size_t(fm.fields); }
+inline size_t chunk_offset(const Format& fm, int64_t w, int q) {
+    return size_t(w) * (2 * size_t(fm.fields) + size_t(fm.bits) + 4 * size_t(q));
+}
+
+// q5: the fifth bits of chunk q's low (h = 0) or high (h = 1) nibbles are group g = 2 q + h of the
+// area at bits_offset: row j's 4 bits (values 4 q + i, or 16 + 4 q + i; i < 4) are the area's bits
+// 4 (g w + j) + i, so 16 rows' bits are the 64 bits a vector of 64 bytes (4 a row) takes as a mask.
+inline size_t fifth_bit(int64_t w, int g, int64_t j, int i) { return 4 * (size_t(g) * size_t(w) + size_t(j)) + size_t(i); }
+
+// n <= 64 bits of `area` from bit `at` on (bit 0 the lowest of byte 0), in the low n bits; reads
+// only the bytes that hold them.
+inline uint64_t read_bits(const uint8_t* area, size_t at, int n) {
+    if (n <= 0) return 0;
+    const size_t first = at / 8, last = (at + size_t(n) - 1) / 8;
+    uint8_t b[9] = {};
+    std::memcpy(b, area + first, last - first + 1);
+    const int s = int(at % 8);
+    uint64_t lo, v;
+    std::memcpy(&lo, b, 8);
+    v = s ? (lo >> s) | (uint64_t(b[8]) << (64 - s)) : lo;
+    return n == 64 ? v : v & ((uint64_t(1) << n) - 1);
+}
 
 // C[m, j] for m < M, j < w = one panel (w rows wide, nb blocks) of `type` times M activation rows
 // rounded to blocks (act: row m's nb blocks at act[m * nb]; corr[m * nb + b] = -offset times block
 // b's sum of values). Every variant sums the same integers exactly and then takes the same f32
-// steps per block, in the same order: acc = fma(float(sum), d_w * d_a, acc), and for q4_1
+// steps per block, in the same order: acc = fma(float(sum), d_w * d_a, acc), and for q4_1 and q5_1
 // acc = fma(m_w, s_a, acc); so all give the same bits.
 // The portable variant writes only the first `cols` columns.
 void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
@@ -51,7 +77,9 @@ void by_type_and_width(ggml_type type, bool full, Args... args) {
     };
     if (type == GGML_TYPE_Q8_0) width(std::integral_constant<ggml_type, GGML_TYPE_Q8_0>{});
     else if (type == GGML_TYPE_Q4_0) width(std::integral_constant<ggml_type, GGML_TYPE_Q4_0>{});
-    else width(std::integral_constant<ggml_type, GGML_TYPE_Q4_1>{});
+    else if (type == GGML_TYPE_Q4_1) width(std::integral_constant<ggml_type, GGML_TYPE_Q4_1>{});
+    else if (type == GGML_TYPE_Q5_0) width(std::integral_constant<ggml_type, GGML_TYPE_Q5_0>{});
+    else width(std::integral_constant<ggml_type, GGML_TYPE_Q5_1>{});
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -1,6 +1,7 @@
 // quant_panels.h's product with AVX-512 VNNI: 4 values of an activation row,
 // broadcast, times a chunk's 64 bytes (or nibbles) into 16 outputs' int32 sums
 // (vpdpbusd); 6 rows x 32 outputs a tile.
+#include <algorithm>
 #include <cstring>
 
 #include "quant_panels_tile.h"
@@ -42,6 +43,14 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
     const size_t m0 = field_offset(width, 1);
     const __mmask16 lo = Full ? __mmask16(0xFFFF) : lanes(w), hi = Full ? __mmask16(0xFFFF) : lanes(w - 16);
     const __m512i nibble = _mm512_set1_epi8(0x0F);
+    // q5: group g's fifth bits of the 16 rows of half h (quant_panels_tile.h)
+    auto fifth = [&](const uint8_t* blk, int g, int h) {
+        const uint8_t* area = blk + bits_offset(fm, width);
+        uint64_t k;
+        if (Full) std::memcpy(&k, area + 16 * g + 8 * h, 8);
+        else k = read_bits(area, fifth_bit(width, g, 16 * h, 0), 4 * int(std::min<int64_t>(16, width - 16 * h)));
+        return _cvtu64_mask64(k);
+    };
     __m512 f[MR][2];
     for (int m = 0; m < MR; ++m) f[m][0] = f[m][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -66,8 +75,15 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
                     s[m][1][q % CH] = _mm512_dpbusd_epi32(s[m][1][q % CH], w1, a);
                 }
             } else {  // low nibbles: values 4q.., high nibbles: values 16 + 4q..
-                const __m512i l0 = _mm512_and_si512(w0, nibble), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), nibble);
-                const __m512i l1 = _mm512_and_si512(w1, nibble), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), nibble);
+                __m512i l0 = _mm512_and_si512(w0, nibble), h0 = _mm512_and_si512(_mm512_srli_epi16(w0, 4), nibble);
+                __m512i l1 = _mm512_and_si512(w1, nibble), h1 = _mm512_and_si512(_mm512_srli_epi16(w1, 4), nibble);
+                if constexpr (fm.bits != 0) {  // q5: + 16 where the fifth bit is set (a mask of 16 rows' 64 bytes)
+                    const __m512i sixteen = _mm512_set1_epi8(16);
+                    l0 = _mm512_mask_add_epi8(l0, fifth(blk, 2 * q, 0), l0, sixteen);
+                    l1 = _mm512_mask_add_epi8(l1, fifth(blk, 2 * q, 1), l1, sixteen);
+                    h0 = _mm512_mask_add_epi8(h0, fifth(blk, 2 * q + 1, 0), h0, sixteen);
+                    h1 = _mm512_mask_add_epi8(h1, fifth(blk, 2 * q + 1, 1), h1, sixteen);
+                }
                 for (int m = 0; m < MR; ++m) {
                     const __m512i alo = bcast4(act[m * nb + b].qs + 4 * q), ahi = bcast4(act[m * nb + b].qs + 16 + 4 * q);
                     s[m][0][0] = _mm512_dpbusd_epi32(s[m][0][0], l0, alo);
@@ -93,7 +109,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
             f[m][0] = _mm512_fmadd_ps(cvtepi32(s0), _mm512_mul_ps(d0, da), f[m][0]);
             f[m][1] = _mm512_fmadd_ps(cvtepi32(s1), _mm512_mul_ps(d1, da), f[m][1]);
         }
-        if constexpr (fm.fields == 2) {  // q4_1: the minimum times the block's sum
+        if constexpr (fm.fields == 2) {  // q4_1, q5_1: the minimum times the block's sum
             const __m512 mn0 = field(m0, lo), mn1 = field(m0 + 32, hi);
             for (int m = 0; m < MR; ++m) {
                 const __m512 sa = _mm512_set1_ps(act[m * nb + b].s);

@@ -1,5 +1,5 @@
 """Quantized MatMul weights in panels (backend/kernels/quant_panels.h): a
-compiled partition stores q8_0, q4_0 and q4_1 weights that only MatMuls read
+compiled partition stores q8_0, q4_0, q4_1, q5_0 and q5_1 weights that only MatMuls read
 as panels of 32 weight rows, and its own product reads them at every row
 count. Checked against numpy (the activations rounded to 8 bits per block as
 the kernel rounds them, the weights dequantized by gguf-py, in float64) for
@@ -8,7 +8,8 @@ DYNGRAPH_QUANT_PANELS=1 (generic: the portable product; avx2 and avx512: the
 vpmaddubsw tiles; avx512vnni: the vpdpbusd tiles), which
 must all give the same bits; at row counts on both sides
 of the tiles' 6 and 2 rows, q8_0 weights of -128 (whose magnitude vpsignb
-cannot negate), weight counts that leave every kind of last panel (1 to
+cannot negate), q5 weights of 31 times activations of 127 (the largest sums
+the AVX2 tile holds in 16 bits), weight counts that leave every kind of last panel (1 to
 31 rows, more or fewer than 16), several threads (a thread's columns are whole
 panels); the rule of which weights are laid out that way, and that save()
 writes the rows back."""
@@ -42,6 +43,9 @@ CHECK = textwrap.dedent("""
             raw = quants.quantize(w, Q.STORAGE_UPPER)
             if Q.STORAGE_UPPER == Q.Q8_0:  # -128, which ggml's rounding never writes but a file may hold
                 raw[:, 2:6] = 0x80
+            if Q.STORAGE_UPPER in (Q.Q5_0, Q.Q5_1):  # values of 31 (with 127s: the AVX2 tile's largest sums)
+                fields = 2 if Q.STORAGE_UPPER == Q.Q5_0 else 4
+                raw.reshape(n, k // 32, -1)[: (n + 1) // 2, :, fields:] = 0xFF
             deq = quants.dequantize(raw, Q.STORAGE_UPPER).reshape(n, k).astype(np.float64)
             x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
             wt = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
@@ -54,6 +58,7 @@ CHECK = textwrap.dedent("""
             assert cp.cache_info().panel_bytes == raw.nbytes, (k, n, cp.cache_info())
             for m in (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 64, 1):
                 a = rng.standard_normal((m, k), dtype=np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
+                a[-1] = 0.5  # every value 127 once rounded
                 if k >= 64:
                     a[m // 2, 32:64] = 0  # an all-zero block
                 (out,) = cp(a)
@@ -71,8 +76,8 @@ CHECK = textwrap.dedent("""
 """)
 
 
-STORAGES = ["q8_0", "q4_0", "q4_1"]
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20}
+STORAGES = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24}
 
 
 @pytest.mark.parametrize("storage", STORAGES)
@@ -202,8 +207,10 @@ def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights, storage):
         cp = dg.load({str(path)!r}, dg.Engine(dg.Engine.CPU), mmap_weights={mmap_weights})
         a, W = np.load({str(tmp_path / "a.npy")!r}), np.load({str(tmp_path / "w.npy")!r})
         (y,) = cp(a)
-        # our kernels round the rows as quant_rounding does; ggml's product (the generic ISA, rows) in its own way
-        ours = cp.cache_info().panel_bytes > 0 or dg._backend.kernel_isa() != "generic"
+        # our kernels round the rows as quant_rounding does; ggml's product (the generic ISA, rows; q5 rows
+        # below dequant_min_rows) in its own way
+        rows_ours = dg._backend.kernel_isa() != "generic" and {storage!r} in ("q8_0", "q4_0", "q4_1")
+        ours = cp.cache_info().panel_bytes > 0 or rows_ours
         ref = (rounded_rows(a) if ours else a.astype(np.float64)) @ W.T
         assert np.abs(y - ref).max() / np.abs(ref).max() < (1e-5 if ours else 2e-2)
         print(cp.cache_info().panel_bytes)

@@ -106,7 +106,9 @@ def test_a_module_runs_on_them_as_on_their_values(written, rng):
             ref = module(x).double()
         got = run(x).double()
         err = ((got - ref).norm() / ref.norm()).item()
-        # from 20 rows (q5_0's dequant_min_rows) every product is exact in f32; below, ggml's round the
-        # activations to 8 bits per block: 0.5-1% a product with these random blocks, 4-5% after the four
-        # (a row or a block out of place would be 100% and more)
-        assert err < (0.1 if m < 20 else 1e-5), (m, err)
+        # from 20 rows (q5_0's dequant_min_rows) every product is exact in f32, unless the q5_0 weight is in
+        # the quantized panels (x86-64 with AVX2); below, ggml's round the activations to 8 bits per block,
+        # as the panels do: 0.5-1% a product with these random blocks, 4-5% after the four (a row or a
+        # block out of place would be 100% and more)
+        exact = m >= 20 and cp.cache_info().panel_bytes == 0
+        assert err < (1e-5 if exact else 0.1), (m, err)
