@@ -9,7 +9,7 @@
 - MatMul with a constant right-hand side: the weight is stored transposed
   (``transpose_b=True``), the layout ggml's matrix product reads without a copy.
 - ``weight_type``: constants read only by MatMul (as its weight) or Gather
-  (as its table) are stored in that type (f16, bf16, q8_0, q4_0, q4_1). One
+  (as its table) are stored in that type (f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1). One
   type for all of them, or a mapping chosen per tensor: keys are tensor ids
   or glob patterns (fnmatch) on tensor names, values types; the first key
   that matches a tensor decides, a tensor no key matches stays as it is.

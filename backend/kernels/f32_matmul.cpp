@@ -205,7 +205,9 @@ ggml_tensor* f32_mul_mat(ggml_context* ctx, ggml_tensor* x, ggml_tensor* y, ggml
 }
 
 bool prefer_ggml_repack(ggml_type type) {
-    return !(quant_panels_take(type) && kernel_isa() >= Isa::avx2);
+    const bool ours = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||  // (rows' kernels too)
+                      type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1;  // (ggml repacks neither)
+    return !(ours && kernel_isa() >= Isa::avx2);
 }
 
 bool half_weights_to_ggml(ggml_type type) {

@@ -123,7 +123,7 @@ bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* b
 
 // Whether quantized matmul weights of `type` go to ggml's CPU_REPACK layout
 // (where ggml's buffer type takes them, and the partition asks for it): not
-// for the types our kernels compute where the CPU has AVX2 (quant_panels_take's).
+// for the types our kernels compute where the CPU has AVX2 (q8_0, q4_0, q4_1; q5_0, q5_1).
 // Our kernels against ggml's repacked q4_0: on an Ice Lake Xeon (VNNI, dg_bench
 // matmul, several runs) 32 rows 82-157 against 72-100 GFLOP/s, 1 row 31-39
 // against 20-24 (SmolLM2 Q4_0 prefill of 32 tokens 1.14-1.29x, decode

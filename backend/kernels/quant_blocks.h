@@ -1,5 +1,6 @@
 // The block layouts of ggml's quantized storage types (the GGUF format): 32
-// values per block with an f16 scale d (and for q4_1 an f16 minimum m).
+// values per block with an f16 scale d (and for q4_1 an f16 minimum m); the
+// k-quants' 256.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,35 @@ struct BlockQ5_1 {
     uint8_t qh[4];
     uint8_t qs[16];  // value i = (nibble | fifth bit << 4) * d + m
 };
+// 256 values in 8 groups of 32: value = d * sc[j] * nibble - dmin * m[j] for group j, the 6-bit sc
+// and m packed in `scales` (q4_k_scale_min); value 64 g + l (l < 32) the low nibble of qs[32 g + l]
+// (group 2 g), value 64 g + 32 + l its high nibble (group 2 g + 1)
+struct BlockQ4_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+// group j's 6-bit scale and minimum, from the 12 bytes s(0..11) of a q4_K block (s(t): byte t, or a
+// vector of lanes each holding byte t of a row, as a GCC vector of integers)
+// (always inlined: its vector instances compile with the caller's target ISA, and no vector is passed
+// across a call, whatever -Wpsabi says of the lambda's return)
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+template <class T, class Bytes>
+[[gnu::always_inline]] inline void q4_k_scale_min(int j, Bytes s, T& sc, T& m) {
+    if (j < 4) {
+        sc = s(j) & 63;
+        m = s(j + 4) & 63;
+    } else {
+        sc = (s(j + 4) & 15) | ((s(j - 4) >> 6) << 4);
+        m = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
+    }
+}
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 // 256 values in 16 groups of 16: value = d * scales[group] * (6 bits - 32), the 6 bits of value
 // 128 h + 32 k + l (h < 2, k < 4, l < 32) being nibble k / 2 of ql[64 h + 32 (k % 2) + l] (low for
 // k < 2) and bits 2k, 2k + 1 of qh[32 h + l] above it
@@ -41,5 +71,6 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20, "ggml block sizes");
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 && sizeof(BlockQ6_K) == 210, "ggml block sizes");
+static_assert(sizeof(BlockQ4_K) == 144, "ggml block sizes");
 
 }  // namespace dg::kernels

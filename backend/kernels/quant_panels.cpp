@@ -18,13 +18,13 @@ using panels::kW;
 
 bool quant_panels_take(ggml_type type) {
     return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 ||
-           type == GGML_TYPE_Q5_1;
+           type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q4_K;
 }
 
 namespace {
 
-// Every byte of the rows W to its place in the panels P (to_panels) or back: a block's fields, the
-// fifth bits (q5: bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels;
+// Every byte of the rows W to its place in the panels P (to_panels) or back: a block's fields (q4_K:
+// and its 12 bytes of scales), the fifth bits (q5: bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels;
 // q4, q5: 16 bytes of two nibbles).
 void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, bool to_panels) {
     const Format fm = format_of(type);
@@ -50,10 +50,13 @@ void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, b
                 uint8_t* out = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
                 for (int f = 0; f < fm.fields; ++f)
                     for (int i = 0; i < 2; ++i) move(blk + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
+                for (int t = 0; t < fm.byte_fields; ++t)
+                    move(blk + 2 * fm.fields + t, out + panels::byte_field_offset(fm, w) + size_t(t) * size_t(w) + size_t(j), 0);
+                const int head = 2 * fm.fields + fm.byte_fields;
                 for (int v = 0; v < 8 * fm.bits; ++v)  // value v's fifth bit: group 2 (v % 16 / 4) + v / 16
-                    move_bit(blk + 2 * fm.fields, v, out + panels::bits_offset(fm, w),
+                    move_bit(blk + head, v, out + panels::bits_offset(fm, w),
                              panels::fifth_bit(w, 2 * (v % 16 / 4) + v / 16, j, v % 4));
-                uint8_t* qs = blk + 2 * fm.fields + fm.bits;
+                uint8_t* qs = blk + head + fm.bits;
                 for (int q = 0; q < fm.chunks; ++q)
                     for (int i = 0; i < 4; ++i) move(qs + 4 * q + i, out + chunk_offset(fm, w, q) + 4 * size_t(j) + i, flip);
             }
@@ -130,6 +133,7 @@ const RowBlocks& round_rows(int32_t offset, int64_t M, int64_t K, const float* A
 // (the integer sum of each block, then its scales)
 void panels::panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                             const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc) {
+    if (type == GGML_TYPE_Q4_K) return panel_q4k_portable(M, nb, act, panel, w, cols, C, ldc);
     const Format fm = format_of(type);
     const bool q8 = type == GGML_TYPE_Q8_0;
     for (int64_t m = 0; m < M; ++m) {
@@ -174,7 +178,7 @@ void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t 
 #ifdef DG_QUANT_PANELS_X86
     const Isa isa = kernel_isa();
 #endif
-    const size_t row_bytes = size_t(nb) * size_t(fm.block_bytes);
+    const size_t row_bytes = size_t(K / fm.values) * size_t(fm.block_bytes);
     for (int64_t p0 = n0; p0 < n1; p0 += kW) {
         const int64_t w = std::min(kW, N - p0), cols = std::min(w, n1 - p0);
         const uint8_t* panel = P + size_t(p0) * row_bytes;
@@ -182,6 +186,11 @@ void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t 
         const ActBlock* a = act.blocks.data();
         const int32_t* corr = act.corr.data();
 #ifdef DG_QUANT_PANELS_X86
+        if (type == GGML_TYPE_Q4_K && cols == w && isa >= Isa::avx2) {
+            if (isa >= Isa::avx512vnni) panels::panel_q4k_vnni(M, nb, a, panel, w, c, ldc);
+            else panels::panel_q4k_avx2(M, nb, a, panel, w, c, ldc);
+            continue;
+        }
         if (isa >= Isa::avx512vnni && cols == w) {
             panels::panel_vnni(type, M, nb, a, corr, panel, w, c, ldc);
             continue;

@@ -1,4 +1,4 @@
-// q8_0, q4_0, q4_1, q5_0 and q5_1 matmul weights in panels: the layout of
+// q8_0, q4_0, q4_1, q5_0, q5_1 and q4_K matmul weights in panels: the layout of
 // f32_panels.h for ggml's quantized blocks (quant_blocks.h). Panel p holds
 // weight rows [32 p, 32 p + w) (w = 32, fewer in the last panel); for each
 // block b of K / 32, in order: the w f16 scales d (q4_1, q5_1: then the w f16
@@ -10,9 +10,11 @@
 //   q4, q5: 4 chunks, chunk q holding the row's bytes qs[4q..4q+3] as
 //         ggml stores them: low nibbles the values 4q..4q+3, high nibbles
 //         the values 16+4q..16+4q+3.
+// q4_K's super-blocks of 256 values (d, dmin, 12 bytes of scales as 12 fields
+// of w bytes, 32 chunks): quant_panels_q4k.cpp.
 // A block of a panel takes w times the block's bytes, and the panel starts at
-// the byte its first row did: the bytes of the rows, moved, so a constant
-// packed in place needs no memory of its own.
+// the byte its first row did: the bytes (q5's fifth bits: the bits) of the
+// rows, moved, so a constant packed in place needs no memory of its own.
 //
 // The product (quant_gemm_panels) rounds each activation row to 8 bits per
 // block (quant_act.h's rounding) and multiplies 4 values of a row, broadcast,
@@ -33,7 +35,7 @@ namespace dg::kernels {
 
 constexpr int64_t kQuantPanelWidth = 32;
 
-// Whether the panels take weights of `type` (q8_0, q4_0, q4_1, q5_0, q5_1).
+// Whether the panels take weights of `type` (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K).
 bool quant_panels_take(ggml_type type);
 
 // P = the N rows of nb blocks of `type` each (W, row after row) in panels.
@@ -43,8 +45,8 @@ void pack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* W, 
 void unpack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* P, uint8_t* W);
 
 // C[m, j - n0] = sum_k A[m, k] * W[j, k] for m < M, n0 <= j < n1 (A's rows
-// rounded to 8 bits per block first), W's N rows of K values (K a multiple of
-// 32) of `type` in panels (P); n0 a multiple of kQuantPanelWidth; row strides
+// rounded to 8 bits per block of 32 first), W's N rows of K values (K a
+// multiple of the type's block) of `type` in panels (P); n0 a multiple of kQuantPanelWidth; row strides
 // lda, ldc in floats. AVX-512 VNNI or AVX2 as kernel_isa() has them (isa.h),
 // portable code else: each sums the same integers exactly, then takes the same
 // f32 steps in the same order, so all give the same bits.

@@ -17,26 +17,31 @@ namespace dg::kernels::panels {
 
 constexpr int64_t kW = kQuantPanelWidth;
 
-// A block type's form in the panels: its bytes, its f16 fields before the values (d; q4_1, q5_1: d, m),
-// the bytes a row's fifth bits take (q5: 4), its chunks of 4 bytes a row, and c: the weights' values
-// are the stored unsigned bytes (or nibbles, with their fifth bits) - c.
+// A block type's form in the panels: its bytes and values, its f16 fields before the values (d; q4_1,
+// q5_1: d, m; q4_K: d, dmin), its fields of one byte (q4_K: the 12 bytes of 6-bit scales and minimums),
+// the bytes a row's fifth bits take (q5: 4), its chunks of 4 bytes a row, and c: the weights' values are
+// the stored unsigned bytes (or nibbles, with their fifth bits) - c.
 struct Format {
-    int block_bytes, fields, bits, chunks, offset;
+    int block_bytes, values, fields, byte_fields, bits, chunks, offset;
 };
 
 constexpr Format format_of(ggml_type t) {
-    return t == GGML_TYPE_Q8_0   ? Format{int(sizeof(BlockQ8_0)), 1, 0, 8, 128}
-           : t == GGML_TYPE_Q4_0 ? Format{int(sizeof(BlockQ4_0)), 1, 0, 4, 8}
-           : t == GGML_TYPE_Q4_1 ? Format{int(sizeof(BlockQ4_1)), 2, 0, 4, 0}
-           : t == GGML_TYPE_Q5_0 ? Format{int(sizeof(BlockQ5_0)), 1, 4, 4, 16}
-                                 : Format{int(sizeof(BlockQ5_1)), 2, 4, 4, 0};
+    return t == GGML_TYPE_Q8_0   ? Format{int(sizeof(BlockQ8_0)), 32, 1, 0, 0, 8, 128}
+           : t == GGML_TYPE_Q4_0 ? Format{int(sizeof(BlockQ4_0)), 32, 1, 0, 0, 4, 8}
+           : t == GGML_TYPE_Q4_1 ? Format{int(sizeof(BlockQ4_1)), 32, 2, 0, 0, 4, 0}
+           : t == GGML_TYPE_Q5_0 ? Format{int(sizeof(BlockQ5_0)), 32, 1, 0, 4, 4, 16}
+           : t == GGML_TYPE_Q5_1 ? Format{int(sizeof(BlockQ5_1)), 32, 2, 0, 4, 4, 0}
+                                 : Format{int(sizeof(BlockQ4_K)), 256, 2, 12, 0, 32, 0};
 }
+static_assert(format_of(GGML_TYPE_Q4_K).block_bytes == 2 * 2 + 12 + 4 * 32, "q4_K: d, dmin, scales, values");
 
-// Byte offsets in a block of a panel `w` rows wide: field f's w values, the fifth bits, then chunk q's.
+// Byte offsets in a block of a panel `w` rows wide: field f's w values, the byte fields' (field t's w
+// bytes at byte_field_offset + t w), the fifth bits, then chunk q's.
 inline size_t field_offset(int64_t w, int f) { return size_t(w) * 2 * size_t(f); }
-inline size_t bits_offset(const Format& fm, int64_t w) { return size_t(w) * 2 * size_t(fm.fields); }
+inline size_t byte_field_offset(const Format& fm, int64_t w) { return size_t(w) * 2 * size_t(fm.fields); }
+inline size_t bits_offset(const Format& fm, int64_t w) { return size_t(w) * (2 * size_t(fm.fields) + size_t(fm.byte_fields)); }
 inline size_t chunk_offset(const Format& fm, int64_t w, int q) {
-    return size_t(w) * (2 * size_t(fm.fields) + size_t(fm.bits) + 4 * size_t(q));
+    return size_t(w) * (2 * size_t(fm.fields) + size_t(fm.byte_fields) + size_t(fm.bits) + 4 * size_t(q));
 }
 
 // q5: the fifth bits of chunk q's low (h = 0) or high (h = 1) nibbles are group g = 2 q + h of the
@@ -58,17 +63,23 @@ inline uint64_t read_bits(const uint8_t* area, size_t at, int n) {
     return n == 64 ? v : v & ((uint64_t(1) << n) - 1);
 }
 
-// C[m, j] for m < M, j < w = one panel (w rows wide, nb blocks) of `type` times M activation rows
-// rounded to blocks (act: row m's nb blocks at act[m * nb]; corr[m * nb + b] = -offset times block
-// b's sum of values). Every variant sums the same integers exactly and then takes the same f32
-// steps per block, in the same order: acc = fma(float(sum), d_w * d_a, acc), and for q4_1 and q5_1
-// acc = fma(m_w, s_a, acc); so all give the same bits.
+// C[m, j] for m < M, j < w = one panel (w rows wide, nb blocks of 32 values) of `type` times M
+// activation rows rounded to blocks (act: row m's nb blocks at act[m * nb]; corr[m * nb + b] =
+// -offset times block b's sum of values). Every variant sums the same integers exactly and then takes
+// the same f32 steps per block of 32, in the same order: acc = fma(float(sum), d_w * d_a, acc), and for
+// q4_1 and q5_1 acc = fma(m_w, s_a, acc); for q4_K's group j, d_w = d * float(sc_j) and
+// acc = fma(-(dmin * float(m_j)), s_a, acc) (both products exact: 11 by 6 bits); so all give the same
+// bits.
 // The portable variant writes only the first `cols` columns.
 void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                     const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
 
-// R::run<T, Full>(args...) for the panel's type and for a full (32-row) or a narrower last panel:
-// the one switch the vector variants share.
+// panel_portable for q4_K (quant_panels_q4k.cpp, with its vector variants)
+void panel_q4k_portable(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, int64_t cols,
+                        float* C, int64_t ldc);
+
+// R::run<T, Full>(args...) for the panel's type (blocks of 32) and for a full (32-row) or a narrower
+// last panel: the one switch the vector variants share.
 template <class R, class... Args>
 void by_type_and_width(ggml_type type, bool full, Args... args) {
     auto width = [&](auto t) {
@@ -90,6 +101,9 @@ void panel_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, cons
 // AVX2 (kernel_isa() >= avx2): vpmaddubsw's 16-bit sums.
 void panel_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                 const uint8_t* panel, int64_t w, float* C, int64_t ldc);
+// q4_K (quant_panels_q4k.cpp)
+void panel_q4k_vnni(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc);
+void panel_q4k_avx2(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc);
 #endif
 
 }  // namespace dg::kernels::panels

@@ -138,7 +138,7 @@ bool make_case(const Bench& b, Path path, ggml_backend_buffer_type_t rbuft, Case
     const bool quant = k::quant_panels_take(b.type) && panels && k::kernel_isa() >= k::Isa::avx2;
     if (panels && b.type != GGML_TYPE_F32 && !quant) return false;
     if (quant) {
-        dg::kernels::pack_quant_panels(b.type, b.N, b.K / 32, b.wdata.data(), static_cast<uint8_t*>(w->data));
+        dg::kernels::pack_quant_panels(b.type, b.N, b.K / ggml_blck_size(b.type), b.wdata.data(), static_cast<uint8_t*>(w->data));
         dg::kernels::mark_panels(w);
     } else if (panels) {
         dg::kernels::pack_panels(b.N, b.K, reinterpret_cast<const float*>(b.wdata.data()), b.K, static_cast<float*>(w->data));

@@ -1,0 +1,286 @@
+// q4_K weights in the panels (quant_panels.h), the type most of a llama.cpp
+// Q4_K_M file is: a super-block of 256 values a row is 8 groups of 32, each
+// with a 6-bit scale and minimum (quant_blocks.h, BlockQ4_K). In a panel a
+// super-block is its w f16 d, its w f16 dmin, its 12 bytes of scales as 12
+// fields of w bytes (byte t of every row side by side), then 32 chunks of w
+// rows x 4 bytes: chunk 8 c + q holds the row's qs[32 c + 4 q .. + 3], whose
+// low nibbles are values 4 q.. of group 2 c and high nibbles values 4 q..
+// of group 2 c + 1. Each group's integer sums (nibbles times the activations'
+// 8-bit values of the same 32, quant_act.h) are scaled into f32 in turn:
+// acc = fma(float(sum), (d * float(sc)) * d_a, acc), then
+// acc = fma(-(dmin * float(m)), s_a, acc) (both products exact), in every
+// variant, so all give the same bits. With AVX-512 VNNI: vpdpbusd, 6 rows x
+// 32 outputs a tile, each group's 8 chunks read once for the low nibbles and
+// again (from L1) for the high ones; with AVX2: vpmaddubsw, 2 rows x 32
+// outputs, a group's 16 products a lane summed in 16 bits (at most
+// 16 x 15 x 128 = 30720) and widened once.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "quant_panels_tile.h"
+
+#ifdef DG_QUANT_PANELS_X86
+#include <immintrin.h>
+#endif
+
+namespace dg::kernels::panels {
+
+namespace {
+
+constexpr Format kFm = format_of(GGML_TYPE_Q4_K);
+
+float f16_at(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return ggml_fp16_to_fp32(h);
+}
+
+}  // namespace
+
+void panel_q4k_portable(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, int64_t cols,
+                        float* C, int64_t ldc) {
+    for (int64_t m = 0; m < M; ++m) {
+        float acc[kW] = {};
+        for (int64_t sb = 0; sb < nb / 8; ++sb) {
+            const uint8_t* blk = panel + size_t(sb) * size_t(w) * size_t(kFm.block_bytes);
+            for (int64_t j = 0; j < w; ++j) {
+                auto byte = [&](int t) { return blk[byte_field_offset(kFm, w) + size_t(t) * size_t(w) + size_t(j)]; };
+                const float d = f16_at(blk + field_offset(w, 0) + 2 * j), dmin = f16_at(blk + field_offset(w, 1) + 2 * j);
+                for (int g = 0; g < 8; ++g) {
+                    const ActBlock& a = act[m * nb + 8 * sb + g];
+                    int32_t sum = 0;
+                    for (int q = 0; q < 8; ++q)
+                        for (int i = 0; i < 4; ++i) {
+                            const int v = blk[chunk_offset(kFm, w, 8 * (g / 2) + q) + 4 * size_t(j) + i];
+                            sum += (g % 2 ? v >> 4 : v & 15) * a.qs[4 * q + i];
+                        }
+                    int sc, mn;
+                    q4_k_scale_min(g, byte, sc, mn);
+                    acc[j] = std::fma(float(sum), (d * float(sc)) * a.d, acc[j]);
+                    acc[j] = std::fma(-(dmin * float(mn)), a.s, acc[j]);
+                }
+            }
+        }
+        std::copy(acc, acc + cols, C + m * ldc);
+    }
+}
+
+#ifdef DG_QUANT_PANELS_X86
+
+namespace {
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+
+typedef int32_t v16si __attribute__((vector_size(64)));
+
+inline __mmask16 lanes16(int64_t n) {
+    return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+inline __m512i bcast4_512(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+// C[MR rows, w] = one q4_K panel times MR activation rows (rows nb blocks apart). Full: w = 32.
+// With one row a group's sums alternate between two registers (vpdpbusd's latency).
+template <int MR, bool Full>
+void tile_vnni(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
+    constexpr int CH = MR == 1 ? 2 : 1;
+    const int64_t width = Full ? kW : w;
+    const size_t bs = size_t(width) * kFm.block_bytes, c0 = chunk_offset(kFm, width, 0), cs = 4 * size_t(width);
+    const size_t sf = byte_field_offset(kFm, width), m0 = field_offset(width, 1);
+    const __mmask16 lo = Full ? __mmask16(0xFFFF) : lanes16(w), hi = Full ? __mmask16(0xFFFF) : lanes16(w - 16);
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    __m512 f[MR][2];
+    for (int m = 0; m < MR; ++m) f[m][0] = f[m][1] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = panel + size_t(sb) * bs;
+        const ActBlock* a0 = act + 8 * sb;  // row m's group g: a0[m * nb + g]
+        for (int g = 0; g < 8; ++g) {
+            __m512i s[MR][2][CH];
+            for (int m = 0; m < MR; ++m)
+                for (int h = 0; h < 2; ++h)
+                    for (int c = 0; c < CH; ++c) s[m][h][c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) {
+                const uint8_t* p = blk + c0 + size_t(8 * (g / 2) + q) * cs;
+                __m512i w0 = Full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(lo, p);
+                __m512i w1 = Full ? _mm512_loadu_si512(p + 64) : _mm512_maskz_loadu_epi32(hi, p + 64);
+                if (g % 2) {
+                    w0 = _mm512_srli_epi16(w0, 4);
+                    w1 = _mm512_srli_epi16(w1, 4);
+                }
+                w0 = _mm512_and_si512(w0, nibble);
+                w1 = _mm512_and_si512(w1, nibble);
+                for (int m = 0; m < MR; ++m) {
+                    const __m512i a = bcast4_512(a0[m * nb + g].qs + 4 * q);
+                    s[m][0][q % CH] = _mm512_dpbusd_epi32(s[m][0][q % CH], w0, a);
+                    s[m][1][q % CH] = _mm512_dpbusd_epi32(s[m][1][q % CH], w1, a);
+                }
+            }
+            for (int h = 0; h < 2; ++h) {  // group g's d * sc and dmin * m for the 16 rows of half h
+                const __mmask16 k = h ? hi : lo;
+                auto bytes = [&](int t) {
+                    const uint8_t* p = blk + sf + size_t(t) * size_t(width) + 16 * size_t(h);
+                    const __m128i b = Full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_maskz_loadu_epi8(k, p);
+                    return v16si(_mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), b));
+                };
+                auto field = [&](size_t at) {
+                    const uint8_t* p = blk + at + 32 * size_t(h);
+                    return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+                                                                         : _mm256_maskz_loadu_epi16(k, p));
+                };
+                v16si sc, mn;
+                q4_k_scale_min(g, bytes, sc, mn);
+                const __m512 dsc = _mm512_mul_ps(field(0), _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), __m512i(sc)));
+                const __m512 dm = _mm512_mul_ps(field(m0), _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), __m512i(mn)));
+                for (int m = 0; m < MR; ++m) {
+                    const ActBlock& a = a0[m * nb + g];
+                    __m512i sum = s[m][h][0];
+                    if constexpr (CH == 2) sum = _mm512_add_epi32(sum, s[m][h][1]);
+                    const __m512 x = _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), sum);
+                    f[m][h] = _mm512_fmadd_ps(x, _mm512_mul_ps(dsc, _mm512_set1_ps(a.d)), f[m][h]);
+                    f[m][h] = _mm512_fnmadd_ps(dm, _mm512_set1_ps(a.s), f[m][h]);
+                }
+            }
+        }
+    }
+    for (int m = 0; m < MR; ++m) {
+        _mm512_mask_storeu_ps(C + m * ldc, lo, f[m][0]);
+        _mm512_mask_storeu_ps(C + m * ldc + 16, hi, f[m][1]);
+    }
+}
+
+template <bool Full>
+void rows_vnni(int64_t M, int64_t nb, const ActBlock* a, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
+    constexpr int R = 6;  // 12 sums and 12 accumulators of 32 registers
+    int64_t m = 0;
+    for (; m + R <= M; m += R) tile_vnni<R, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+    switch (M - m) {
+        case 1: return tile_vnni<1, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        case 2: return tile_vnni<2, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        case 3: return tile_vnni<3, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        case 4: return tile_vnni<4, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        case 5: return tile_vnni<5, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        default: return;
+    }
+}
+
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+typedef int32_t v8si __attribute__((vector_size(32)));
+
+inline __m256i bcast4_256(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// C[MR rows, w] = one q4_K panel times MR activation rows. Full: w = 32; else the lanes past w are
+// neither read nor written (the panel's fields and scale bytes copied, padded, a super-block at a time).
+template <int MR, bool Full>
+void tile_avx2(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
+    constexpr int V = 4;  // a panel's 32 outputs in 4 vectors
+    const int64_t width = Full ? kW : w;
+    const size_t bs = size_t(width) * kFm.block_bytes, c0 = chunk_offset(kFm, width, 0), cs = 4 * size_t(width);
+    __m256i mask[V];
+    for (int v = 0; v < V; ++v) {
+        const int64_t n = w - 8 * v;
+        mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 f[MR][V];
+    for (int m = 0; m < MR; ++m)
+        for (int v = 0; v < V; ++v) f[m][v] = _mm256_setzero_ps();
+    alignas(32) uint8_t pad[2 * 2 * kW + 12 * kW] = {};  // a narrow panel's d, dmin and scale bytes, 32 rows wide
+    for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = panel + size_t(sb) * bs;
+        const uint8_t* head = blk;  // d, dmin, then the 12 byte fields, `width` rows each
+        int64_t stride = width;
+        if constexpr (!Full) {
+            std::memcpy(pad, blk, 2 * size_t(w));
+            std::memcpy(pad + 2 * kW, blk + field_offset(w, 1), 2 * size_t(w));
+            for (int t = 0; t < 12; ++t) std::memcpy(pad + 4 * kW + t * kW, blk + byte_field_offset(kFm, w) + size_t(t) * size_t(w), size_t(w));
+            head = pad;
+            stride = kW;
+        }
+        const ActBlock* a0 = act + 8 * sb;
+        for (int g = 0; g < 8; ++g) {
+            __m256i t[MR][V];
+            for (int m = 0; m < MR; ++m)
+                for (int v = 0; v < V; ++v) t[m][v] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) {
+                const uint8_t* p = blk + c0 + size_t(8 * (g / 2) + q) * cs;
+                __m256i x[V];
+                for (int v = 0; v < V; ++v) {
+                    x[v] = Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * v))
+                                : _mm256_maskload_epi32(reinterpret_cast<const int*>(p + 32 * v), mask[v]);
+                    if (g % 2) x[v] = _mm256_srli_epi16(x[v], 4);
+                    x[v] = _mm256_and_si256(x[v], nibble);
+                }
+                for (int m = 0; m < MR; ++m) {
+                    const __m256i a = bcast4_256(a0[m * nb + g].qs + 4 * q);
+                    for (int v = 0; v < V; ++v) t[m][v] = _mm256_add_epi16(t[m][v], _mm256_maddubs_epi16(x[v], a));
+                }
+            }
+            for (int v = 0; v < V; ++v) {  // group g's d * sc and dmin * m for the 8 rows of vector v
+                auto bytes = [&](int b) {
+                    const uint8_t* p = head + 4 * stride + size_t(b) * size_t(stride) + 8 * size_t(v);
+                    return v8si(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+                };
+                auto field = [&](int i) {
+                    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(head + 2 * stride * i + 16 * v)));
+                };
+                v8si sc, mn;
+                q4_k_scale_min(g, bytes, sc, mn);
+                const __m256 dsc = _mm256_mul_ps(field(0), _mm256_cvtepi32_ps(__m256i(sc)));
+                const __m256 dm = _mm256_mul_ps(field(1), _mm256_cvtepi32_ps(__m256i(mn)));
+                for (int m = 0; m < MR; ++m) {
+                    const ActBlock& a = a0[m * nb + g];
+                    const __m256 x = _mm256_cvtepi32_ps(_mm256_madd_epi16(t[m][v], ones));
+                    f[m][v] = _mm256_fmadd_ps(x, _mm256_mul_ps(dsc, _mm256_set1_ps(a.d)), f[m][v]);
+                    f[m][v] = _mm256_fnmadd_ps(dm, _mm256_set1_ps(a.s), f[m][v]);
+                }
+            }
+        }
+    }
+    for (int m = 0; m < MR; ++m)
+        for (int v = 0; v < V; ++v) {
+            float* c = C + m * ldc + 8 * v;
+            if (Full) _mm256_storeu_ps(c, f[m][v]);
+            else _mm256_maskstore_ps(c, mask[v], f[m][v]);
+        }
+}
+
+template <bool Full>
+void rows_avx2(int64_t M, int64_t nb, const ActBlock* a, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2) tile_avx2<2, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+    if (m < M) tile_avx2<1, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+}
+
+#pragma GCC pop_options
+
+}  // namespace
+
+void panel_q4k_vnni(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
+    if (w == kW) rows_vnni<true>(M, nb, act, panel, w, C, ldc);
+    else rows_vnni<false>(M, nb, act, panel, w, C, ldc);
+}
+
+void panel_q4k_avx2(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
+    if (w == kW) rows_avx2<true>(M, nb, act, panel, w, C, ldc);
+    else rows_avx2<false>(M, nb, act, panel, w, C, ldc);
+}
+
+#endif
+
+}  // namespace dg::kernels::panels
