@@ -17,6 +17,9 @@ using panels::Format;
 using panels::kW;
 
 bool quant_panels_take(ggml_type type) {
+    // q6_K: with VNNI, or the portable product where it is asked for (DYNGRAPH_QUANT_PANELS=1)
+    const Isa isa = kernel_isa();
+    if (type == GGML_TYPE_Q6_K) return isa >= Isa::avx512vnni || isa == Isa::generic;
     return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 ||
            type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q4_K;
 }
@@ -47,16 +50,25 @@ void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, b
             uint8_t* row = W + size_t(p0 + j) * row_bytes;
             for (int64_t b = 0; b < nb; ++b) {
                 uint8_t* blk = row + size_t(b) * size_t(fm.block_bytes);
+                // where the block holds its fields, byte fields, fifth bits and chunks (q6_K: its chunks -
+                // ql, qh - then its 16 scales, then d)
+                const int values = 4 * fm.chunks;
+                uint8_t* fields = fm.values_first ? blk + values + fm.byte_fields : blk;
+                uint8_t* bytes = fm.values_first ? blk + values : blk + 2 * fm.fields;
+                uint8_t* bits = bytes + fm.byte_fields;
+                uint8_t* qs = fm.values_first ? blk : bits + fm.bits;
                 uint8_t* out = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
                 for (int f = 0; f < fm.fields; ++f)
-                    for (int i = 0; i < 2; ++i) move(blk + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
+                    for (int i = 0; i < 2; ++i) move(fields + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
                 for (int t = 0; t < fm.byte_fields; ++t)
-                    move(blk + 2 * fm.fields + t, out + panels::byte_field_offset(fm, w) + size_t(t) * size_t(w) + size_t(j), 0);
-                const int head = 2 * fm.fields + fm.byte_fields;
+                    move(bytes + t, out + panels::byte_field_offset(fm, w) + size_t(t) * size_t(w) + size_t(j), 0);
                 for (int v = 0; v < 8 * fm.bits; ++v)  // value v's fifth bit: group 2 (v % 16 / 4) + v / 16
-                    move_bit(blk + head, v, out + panels::bits_offset(fm, w),
-                             panels::fifth_bit(w, 2 * (v % 16 / 4) + v / 16, j, v % 4));
-                uint8_t* qs = blk + head + fm.bits;
+                    move_bit(bits, v, out + panels::bits_offset(fm, w), panels::fifth_bit(w, 2 * (v % 16 / 4) + v / 16, j, v % 4));
+                if (type == GGML_TYPE_Q6_K) {  // (its values, one by one: quant_panels_q6k.cpp)
+                    if (to_panels) panels::q6k_values_to_panel(qs, out + chunk_offset(fm, w, 0), w, j);
+                    else panels::q6k_values_from_panel(out + chunk_offset(fm, w, 0), w, j, qs);
+                    continue;
+                }
                 for (int q = 0; q < fm.chunks; ++q)
                     for (int i = 0; i < 4; ++i) move(qs + 4 * q + i, out + chunk_offset(fm, w, q) + 4 * size_t(j) + i, flip);
             }
@@ -80,7 +92,7 @@ namespace {
 // what the weights' offset c (Format::offset) takes from the block's integer sum.
 struct RowBlocks {
     std::vector<ActBlock> blocks;
-    std::vector<int32_t> corr;
+    std::vector<int32_t> corr, half;  // half: the sum of a block's first 16 values (q6_K's groups of 16)
 };
 
 // quant_act.h's rounding, in portable code (the same f32 operations: the same blocks)
@@ -114,15 +126,20 @@ const RowBlocks& round_rows(int32_t offset, int64_t M, int64_t K, const float* A
     if (rows.blocks.size() < size_t(M * nb)) {
         rows.blocks.resize(size_t(M * nb));
         rows.corr.resize(size_t(M * nb));
+        rows.half.resize(size_t(M * nb));
     }
     for (int64_t m = 0; m < M; ++m) {
         ActBlock* out = rows.blocks.data() + m * nb;
         if (kernel_isa() != Isa::generic) quantize_act_row(A + m * lda, nb, out);
         else round_row_portable(A + m * lda, nb, out);
         for (int64_t b = 0; b < nb; ++b) {
-            int32_t sum = 0;
-            for (int i = 0; i < kQuantBlock; ++i) sum += out[b].qs[i];
+            int32_t sum = 0, half = 0;
+            for (int i = 0; i < kQuantBlock; ++i) {
+                sum += out[b].qs[i];
+                if (i == kQuantBlock / 2 - 1) half = sum;
+            }
             rows.corr[size_t(m * nb + b)] = -offset * sum;
+            rows.half[size_t(m * nb + b)] = half;
         }
     }
     return rows;
@@ -185,6 +202,16 @@ void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t 
         float* c = C + (p0 - n0);
         const ActBlock* a = act.blocks.data();
         const int32_t* corr = act.corr.data();
+        if (type == GGML_TYPE_Q6_K) {
+#ifdef DG_QUANT_PANELS_X86
+            if (cols == w && isa >= Isa::avx512vnni) {
+                panels::panel_q6k_vnni(M, nb, a, corr, act.half.data(), panel, w, c, ldc);
+                continue;
+            }
+#endif
+            panels::panel_q6k_portable(M, nb, a, corr, act.half.data(), panel, w, cols, c, ldc);
+            continue;
+        }
 #ifdef DG_QUANT_PANELS_X86
         if (type == GGML_TYPE_Q4_K && cols == w && isa >= Isa::avx2) {
             if (isa >= Isa::avx512vnni) panels::panel_q4k_vnni(M, nb, a, panel, w, c, ldc);

