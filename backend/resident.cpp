@@ -75,6 +75,27 @@ std::vector<char> matmul_only_weights(const Program& prog) {
     return ok;
 }
 
+// 2-D constants read as the weight of MatMul (transpose_b) and as the table of Gather along its rows,
+// both: a tied embedding and its output layer. Quantized ones go into panels too, their Gathers reading
+// rows back out of them (kernels/quant_panel_rows.h).
+std::vector<char> matmul_and_gathered_weights(const Program& prog) {
+    std::vector<char> ok(prog.tensors.size(), 1), matmul(prog.tensors.size(), 0), gather(prog.tensors.size(), 0);
+    for (const OpDef& op : prog.ops)
+        for (size_t k = 0; k < op.inputs.size(); ++k) {
+            const size_t t = size_t(op.inputs[k]);
+            const auto* mm = std::get_if<ops::MatMulAttrs>(&op.attrs);
+            const auto* ga = std::get_if<ops::GatherAttrs>(&op.attrs);
+            if (mm && k == 1 && mm->transpose_b) matmul[t] = 1;
+            else if (ga && k == 0 && (ga->axis == 0 || ga->axis == -2)) gather[t] = 1;
+            else ok[t] = 0;
+        }
+    for (size_t i = 0; i < ok.size(); ++i)
+        ok[i] = ok[i] && matmul[i] && gather[i] && prog.tensors[i].property == Property::Constant &&
+                prog.tensors[i].shape.size() == 2;
+    for (const int32_t o : prog.outputs) ok[size_t(o)] = 0;
+    return ok;
+}
+
 // Drop the whole pages of a read-only file mapping from this process's
 // resident memory (they are read again from the file if touched).
 void release_pages(const void* p, size_t n) {
@@ -160,14 +181,16 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     for (const auto& d : prog.data) embedded[d.tensor] = &d;
     std::vector<char> repacked(prog.tensors.size(), 0), panels(prog.tensors.size(), 0);
     const std::vector<char> weights = repack ? matmul_only_weights(prog) : std::vector<char>();
-    // f32 and quantized weights in panels for our product (kernels/f32_panels.h, quant_panels.h), in place of their [N, K] rows
+    const std::vector<char> tied = repack ? matmul_and_gathered_weights(prog) : std::vector<char>();
+    // f32 and quantized weights in panels for our product (kernels/f32_panels.h, quant_panels.h), in place of their [N, K]
+    // rows; quantized ones also where Gathers read their rows
     if (repack)
         for (size_t i = 0; i < prog.tensors.size(); ++i) {
             const TensorDef& t = prog.tensors[i];
-            if (!weights[i] || t.shape.size() != 2) continue;
-            panels[i] = (t.storage == Storage::Default && t.dtype == DType::F32 && kernels::f32_panels_wanted()) ||
-                        (t.storage != Storage::Default && kernels::quant_panels_take(ggml_type_of(t.storage, t.dtype)) &&
-                         kernels::quant_panels_wanted());
+            if (!(weights[i] || tied[i]) || t.shape.size() != 2) continue;
+            const bool quant = t.storage != Storage::Default && kernels::quant_panels_take(ggml_type_of(t.storage, t.dtype)) &&
+                               kernels::quant_panels_wanted();
+            panels[i] = quant || (weights[i] && t.storage == Storage::Default && t.dtype == DType::F32 && kernels::f32_panels_wanted());
         }
     if (repack && repack_buffer_type()) {
         for (size_t i = 0; i < prog.tensors.size(); ++i) {

@@ -26,53 +26,56 @@ bool quant_panels_take(ggml_type type) {
 
 namespace {
 
-// Every byte of the rows W to its place in the panels P (to_panels) or back: a block's fields (q4_K:
-// and its 12 bytes of scales), the fifth bits (q5: bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels;
-// q4, q5: 16 bytes of two nibbles).
-void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, bool to_panels) {
+// Every byte of row j of a panel `w` rows wide (P, nb blocks) to or from its ggml blocks (row;
+// to_panels: row -> P): a block's fields (the k-quants: and their bytes of scales), the fifth bits (q5:
+// bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels; q4, q5, q4_K: bytes
+// of two nibbles; q6_K: value by value).
+void move_row(ggml_type type, int64_t w, int64_t nb, uint8_t* row, uint8_t* panel, int64_t j, bool to_panels) {
     const Format fm = format_of(type);
-    auto move_bit = [to_panels](uint8_t* row, int rbit, uint8_t* area, size_t abit) {
-        uint8_t* to = to_panels ? area + abit / 8 : row + rbit / 8;
+    auto move_bit = [to_panels](uint8_t* r, int rbit, uint8_t* area, size_t abit) {
+        uint8_t* to = to_panels ? area + abit / 8 : r + rbit / 8;
         const int at = to_panels ? int(abit % 8) : rbit % 8;
-        const bool bit = to_panels ? (row[rbit / 8] >> (rbit % 8)) & 1 : (area[abit / 8] >> (abit % 8)) & 1;
+        const bool bit = to_panels ? (r[rbit / 8] >> (rbit % 8)) & 1 : (area[abit / 8] >> (abit % 8)) & 1;
         *to = uint8_t((*to & ~(1u << at)) | (unsigned(bit) << at));
     };
     const uint8_t flip = type == GGML_TYPE_Q8_0 ? 0x80 : 0;
-    const size_t row_bytes = size_t(nb) * size_t(fm.block_bytes);
-    auto move = [to_panels](uint8_t* row, uint8_t* panel, uint8_t x) {
-        if (to_panels) *panel = uint8_t(*row ^ x);
-        else *row = uint8_t(*panel ^ x);
+    auto move = [to_panels](uint8_t* r, uint8_t* p, uint8_t x) {
+        if (to_panels) *p = uint8_t(*r ^ x);
+        else *r = uint8_t(*p ^ x);
     };
+    for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* blk = row + size_t(b) * size_t(fm.block_bytes);
+        // where the block holds its fields, byte fields, fifth bits and chunks (q6_K: its chunks - ql, qh -
+        // then its 16 scales, then d)
+        const int values = 4 * fm.chunks;
+        uint8_t* fields = fm.values_first ? blk + values + fm.byte_fields : blk;
+        uint8_t* bytes = fm.values_first ? blk + values : blk + 2 * fm.fields;
+        uint8_t* bits = bytes + fm.byte_fields;
+        uint8_t* qs = fm.values_first ? blk : bits + fm.bits;
+        uint8_t* out = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
+        for (int f = 0; f < fm.fields; ++f)
+            for (int i = 0; i < 2; ++i) move(fields + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
+        for (int t = 0; t < fm.byte_fields; ++t)
+            move(bytes + t, out + panels::byte_field_offset(fm, w) + size_t(t) * size_t(w) + size_t(j), 0);
+        for (int v = 0; v < 8 * fm.bits; ++v)  // value v's fifth bit: group 2 (v % 16 / 4) + v / 16
+            move_bit(bits, v, out + panels::bits_offset(fm, w), panels::fifth_bit(w, 2 * (v % 16 / 4) + v / 16, j, v % 4));
+        if (type == GGML_TYPE_Q6_K) {  // (its values, one by one: quant_panels_q6k.cpp)
+            if (to_panels) panels::q6k_values_to_panel(qs, out + chunk_offset(fm, w, 0), w, j);
+            else panels::q6k_values_from_panel(out + chunk_offset(fm, w, 0), w, j, qs);
+            continue;
+        }
+        for (int q = 0; q < fm.chunks; ++q)
+            for (int i = 0; i < 4; ++i) move(qs + 4 * q + i, out + chunk_offset(fm, w, q) + 4 * size_t(j) + i, flip);
+    }
+}
+
+// every row of W (N rows of nb blocks) to or from the panels P
+void move_bytes(ggml_type type, int64_t N, int64_t nb, uint8_t* W, uint8_t* P, bool to_panels) {
+    const size_t row_bytes = size_t(nb) * size_t(format_of(type).block_bytes);
     for (int64_t p0 = 0; p0 < N; p0 += kW) {
         const int64_t w = std::min(kW, N - p0);
-        uint8_t* panel = P + size_t(p0) * row_bytes;
-        for (int64_t j = 0; j < w; ++j) {
-            uint8_t* row = W + size_t(p0 + j) * row_bytes;
-            for (int64_t b = 0; b < nb; ++b) {
-                uint8_t* blk = row + size_t(b) * size_t(fm.block_bytes);
-                // where the block holds its fields, byte fields, fifth bits and chunks (q6_K: its chunks -
-                // ql, qh - then its 16 scales, then d)
-                const int values = 4 * fm.chunks;
-                uint8_t* fields = fm.values_first ? blk + values + fm.byte_fields : blk;
-                uint8_t* bytes = fm.values_first ? blk + values : blk + 2 * fm.fields;
-                uint8_t* bits = bytes + fm.byte_fields;
-                uint8_t* qs = fm.values_first ? blk : bits + fm.bits;
-                uint8_t* out = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
-                for (int f = 0; f < fm.fields; ++f)
-                    for (int i = 0; i < 2; ++i) move(fields + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
-                for (int t = 0; t < fm.byte_fields; ++t)
-                    move(bytes + t, out + panels::byte_field_offset(fm, w) + size_t(t) * size_t(w) + size_t(j), 0);
-                for (int v = 0; v < 8 * fm.bits; ++v)  // value v's fifth bit: group 2 (v % 16 / 4) + v / 16
-                    move_bit(bits, v, out + panels::bits_offset(fm, w), panels::fifth_bit(w, 2 * (v % 16 / 4) + v / 16, j, v % 4));
-                if (type == GGML_TYPE_Q6_K) {  // (its values, one by one: quant_panels_q6k.cpp)
-                    if (to_panels) panels::q6k_values_to_panel(qs, out + chunk_offset(fm, w, 0), w, j);
-                    else panels::q6k_values_from_panel(out + chunk_offset(fm, w, 0), w, j, qs);
-                    continue;
-                }
-                for (int q = 0; q < fm.chunks; ++q)
-                    for (int i = 0; i < 4; ++i) move(qs + 4 * q + i, out + chunk_offset(fm, w, q) + 4 * size_t(j) + i, flip);
-            }
-        }
+        for (int64_t j = 0; j < w; ++j)
+            move_row(type, w, nb, W + size_t(p0 + j) * row_bytes, P + size_t(p0) * row_bytes, j, to_panels);
     }
 }
 
@@ -84,6 +87,12 @@ void pack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* W, 
 
 void unpack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* P, uint8_t* W) {
     move_bytes(type, N, nb, W, const_cast<uint8_t*>(P), false);  // (P only read)
+}
+
+void unpack_quant_panel_row(ggml_type type, int64_t N, int64_t nb, const uint8_t* P, int64_t n, uint8_t* row) {
+    const size_t row_bytes = size_t(nb) * size_t(format_of(type).block_bytes);
+    const int64_t p0 = n / kW * kW;
+    move_row(type, std::min(kW, N - p0), nb, row, const_cast<uint8_t*>(P) + size_t(p0) * row_bytes, n - p0, false);
 }
 
 namespace {

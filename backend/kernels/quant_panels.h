@@ -45,6 +45,9 @@ void pack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* W, 
 // W (rows of nb blocks, dense) = the rows of the panels P.
 void unpack_quant_panels(ggml_type type, int64_t N, int64_t nb, const uint8_t* P, uint8_t* W);
 
+// row (nb blocks) = row n < N of the panels P: what a Gather of the table reads (gather_panel_rows).
+void unpack_quant_panel_row(ggml_type type, int64_t N, int64_t nb, const uint8_t* P, int64_t n, uint8_t* row);
+
 // C[m, j - n0] = sum_k A[m, k] * W[j, k] for m < M, n0 <= j < n1 (A's rows
 // rounded to 8 bits per block of 32 first), W's N rows of K values (K a
 // multiple of the type's block) of `type` in panels (P); n0 a multiple of kQuantPanelWidth; row strides

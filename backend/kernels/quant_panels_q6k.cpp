@@ -155,7 +155,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const int32
         for (int b = 0; b < 8; ++b) {
             const int64_t at = 8 * sb + b;  // row m's block: at + m * nb
             for (int l = 0; l < 12; ++l)
-                _mm_prefetch(reinterpret_cast<const char*>(blk + c0 + size_t(low_chunk(b, 0)) * cs + kPrefetchAhead + 64 * l), _MM_HINT_T1);
+                _mm_prefetch(reinterpret_cast<const char*>(blk + c0 + size_t(top_chunk(b, 0)) * cs + kPrefetchAhead + 64 * l), _MM_HINT_T1);
             __m512i s[MR][2][2];  // [row][half of the panel][group]
             for (int m = 0; m < MR; ++m) {
                 const int32_t h = half[at + m * nb];

@@ -72,8 +72,8 @@ inline uint64_t read_bits(const uint8_t* area, size_t at, int n) {
 // -offset times block b's sum of values). Every variant sums the same integers exactly and then takes
 // the same f32 steps per block of 32, in the same order: acc = fma(float(sum), d_w * d_a, acc), and for
 // q4_1 and q5_1 acc = fma(m_w, s_a, acc); for q4_K's group j, d_w = d * float(sc_j) and
-// acc = fma(-(dmin * float(m_j)), s_a, acc) (both products exact: 11 by 6 bits); so all give the same
-// bits.
+// acc = fma(-(dmin * float(m_j)), s_a, acc) (both products exact: 11 by 6 bits); for q6_K the sum is
+// its two groups' integer sums times their int8 scales; so all give the same bits.
 // The portable variant writes only the first `cols` columns.
 void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                     const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
@@ -81,13 +81,13 @@ void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, 
 // panel_portable for q4_K (quant_panels_q4k.cpp, with its vector variants)
 void panel_q4k_portable(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, int64_t cols,
                         float* C, int64_t ldc);
+// panel_portable for q6_K (quant_panels_q6k.cpp); half[m * nb + b]: the sum of block b's first 16 values
+void panel_q6k_portable(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
+                        const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
 // q6_K's values (ggml's ql and qh of row j's super-block, 192 bytes) to and from its chunks in a panel
 // `w` rows wide (chunks: the super-block's first chunk)
 void q6k_values_to_panel(const uint8_t* q, uint8_t* chunks, int64_t w, int64_t j);
 void q6k_values_from_panel(const uint8_t* chunks, int64_t w, int64_t j, uint8_t* q);
-// and for q6_K (quant_panels_q6k.cpp); half[m * nb + b]: the sum of block b's first 16 values
-void panel_q6k_portable(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
-                        const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
 
 // R::run<T, Full>(args...) for the panel's type (blocks of 32) and for a full (32-row) or a narrower
 // last panel: the one switch the vector variants share.

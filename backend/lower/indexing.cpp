@@ -5,6 +5,8 @@
 #include "../generated/dyngraph_ir_generated.h"
 #include "../errors.h"
 #include "../gg.h"
+#include "../kernels/f32_matmul.h"
+#include "../kernels/quant_panel_rows.h"
 #include "families.h"
 
 namespace dg {
@@ -27,12 +29,19 @@ void lower_gather(LowerCtx& c) {
     Dims moved;
     moved.rank = ts.rank;
     for (int i = 0; i < ts.rank; ++i) moved.d[i] = ts.d[perm[i]];
-    ggml_tensor* table = c.flatten_tail(c.cont(c.permute(c.in[0], ts.rank, perm)), moved, 1);
+    // a quantized table a MatMul reads too, laid out in panels (resident.cpp: only where it is a 2-D
+    // table gathered along its rows): its rows put back together (kernels/quant_panel_rows.h)
+    const bool panels = kernels::in_panels(c.in[0]);
+    if (panels && (ts.rank != 2 || axis != 0 || c.in[0]->type == GGML_TYPE_F32))
+        fail<CompileError>("internal error: op '", c.op.name, "': a table in panels is gathered only along the rows of a 2-D "
+                           "quantized table");
+    ggml_tensor* table = panels ? c.in[0] : c.flatten_tail(c.cont(c.permute(c.in[0], ts.rank, perm)), moved, 1);
     if (ts.rank == 1) table = gg::reshape_2d(c.ctx, table, 1, ts.d[0]);
     ggml_tensor* idx = c.in[1];
     idx = gg::reshape_1d(c.ctx, c.cont(idx), is.numel());
     idx = c.safe_indices(idx, ts.d[axis], "op '" + c.op.name + "'");
-    ggml_tensor* rows = gg::get_rows(c.ctx, table, idx);  // [R, N] in ne: F32 (or I32 for an I32 table)
+    // [R, N] in ne: F32 (or I32 for an I32 table)
+    ggml_tensor* rows = panels ? kernels::gather_panel_rows(c.ctx, table, idx) : gg::get_rows(c.ctx, table, idx);
     // logical order now: indices' dims, then table dims other than axis; move table[:axis] to the front
     Dims got;
     got.rank = is.rank + ts.rank - 1;

@@ -1,18 +1,20 @@
 """Quantized MatMul weights in panels (backend/kernels/quant_panels.h): a
-compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K and q6_K weights that only MatMuls read
-as panels of 32 weight rows, and its own product reads them at every row
-count. Checked against numpy (the activations rounded to 8 bits per block as
-the kernel rounds them, the weights dequantized by gguf-py, in float64) for
-each type at every kernel variant, each in a fresh process with
-DYNGRAPH_QUANT_PANELS=1 (generic: the portable product; avx2 and avx512: the
-vpmaddubsw tiles; avx512vnni: the vpdpbusd tiles), which
-must all give the same bits; at row counts on both sides
-of the tiles' 6 and 2 rows, q8_0 weights of -128 (whose magnitude vpsignb
-cannot negate), q5 weights of 31 times activations of 127 (the largest sums
-the AVX2 tile holds in 16 bits), weight counts that leave every kind of last panel (1 to
-31 rows, more or fewer than 16), several threads (a thread's columns are whole
-panels); the rule of which weights are laid out that way, and that save()
-writes the rows back."""
+compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K and q6_K (with
+VNNI) weights that only MatMuls read, or MatMuls and Gathers of their rows (a
+tied embedding), as panels of 32 weight rows, and its own product reads them
+at every row count. Checked against numpy (the activations rounded to 8 bits
+per block as the kernel rounds them, the weights dequantized by gguf-py, in
+float64) for each type at every kernel variant, each in a fresh process with
+DYNGRAPH_QUANT_PANELS=1 (generic: the portable product; avx2 and avx512:
+the vpmaddubsw tiles; avx512vnni: the vpdpbusd tiles), which must all give
+the same bits; at row counts on both sides of the tiles' 6, 4 and 2 rows,
+q8_0 weights of -128 (whose magnitude vpsignb cannot negate), q5, q4_K and
+q6_K values of 31, 15 and 63 times activations of 127 (the largest sums the
+AVX2 tiles hold in 16 bits), weight counts that leave every kind of last
+panel (1 to 31 rows, more or fewer than 16), several threads (a thread's
+columns are whole panels); the rule of which weights are laid out that way,
+that a tied table's Gathers give ggml's very rows, and that save() writes
+the rows back."""
 
 import hashlib
 import textwrap
@@ -182,13 +184,50 @@ def test_which_weights_are_laid_out_in_panels(rng):
     # repack_weights=False keeps the rows
     assert p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)},
                      repack_weights=False).cache_info().panel_bytes == 0
-    # a weight another op reads too keeps its rows, and both readers see them
-    p, ins, outs = graph(k, n, tied=True)
-    cp = p.compile(ins, outs, e, constants={1: dg.StoredWeight((n, k), "q8_0", raw)})
-    assert cp.cache_info().panel_bytes == 0
-    (y,) = cp(np.array([0, 39, 7]))  # (the rows' kernel: the same rounding of the activations)
-    ref = rounded_rows(deq[[0, 39, 7]].astype(np.float32)) @ deq.T
-    assert np.abs(y - ref).max() < 1e-5 * np.abs(ref).max()
+    # (a table only Gathers read keeps its rows: test_a_tied_table_in_panels_gathers_ggmls_very_rows)
+
+
+@pytest.mark.parametrize("storage", STORED)
+def test_a_tied_table_in_panels_gathers_ggmls_very_rows(storage, rng):
+    """A table that a Gather (its rows) and a MatMul (transposed) both read, as a tied embedding and its
+    output layer: in panels, the Gather reading its rows back out of them, with the values ggml's
+    get_rows gives on the rows (a Gather-only partition keeps them), and the product over the panels."""
+    if not panels_on():
+        pytest.skip("quantized panels are the default where our kernels have AVX2 and no AMX products run")
+    if storage == "q6_K" and dg._backend.kernel_isa() != "avx512vnni":
+        pytest.skip("q6_K panels need AVX-512 VNNI")
+    k, n = (512 if storage.endswith("_K") else 96), 70  # (a narrow last panel: rows 64..69)
+    raw, deq = quantized(rng, n, k, storage)
+    e = dg.Engine(dg.Engine.CPU, num_threads=2)
+    sw = dg.StoredWeight((n, k), storage, raw)
+    # the tied partition, with the gathered rows as an output beside the product
+    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+    i = dg.LogicalTensor(0, dg.i64, [dg.DYNAMIC_DIM])
+    x = dg.LogicalTensor(3, dg.f32, [dg.UNKNOWN_DIM, k])
+    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(1, dg.OpKind.Gather, [w, i], [x], {"axis": 0}))
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    cp = p.compile([i, w], [x, y], e, constants={1: sw})
+    assert cp.cache_info().panel_bytes == raw.nbytes
+    # ggml's get_rows on the rows: a Gather-only partition keeps them
+    t = dg.LogicalTensor(0, dg.f32, [n, k], property=dg.CONSTANT)
+    idx = dg.LogicalTensor(1, dg.i64, [dg.DYNAMIC_DIM])
+    rows = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, k])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.Gather, [t, idx], [rows], {"axis": 0}))
+    g.finalize()
+    (gp,) = g.get_partitions()
+    gather = gp.compile([t, idx], [rows], e, constants={0: sw})
+    assert gather.cache_info().panel_bytes == 0
+    for pick in (np.array([0, 69, 7, 33, 64, 31, 32]), np.array([5]), np.arange(n)[::-1].copy()):
+        got, prod = cp(pick)
+        np.testing.assert_array_equal(got, gather(pick)[0])
+        np.testing.assert_allclose(got, deq[pick], rtol=1e-6, atol=1e-7)
+        ar = rounded_rows(got)
+        assert (np.abs(prod - ar @ deq.T) / (np.abs(ar) @ np.abs(deq.T))).max() < 1e-6
 
 
 def test_the_default_rule():

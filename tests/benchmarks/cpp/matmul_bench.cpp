@@ -19,10 +19,10 @@
 // run interleaved; medians in microseconds and GFLOP/s are printed, each
 // result checked against the f32 product of the dequantized weights.
 // The "dyngraph avx2" column is our AVX2 kernels on this CPU (1 row f32:
-// f32_matvec's AVX2 variant); the "panels" columns (f32, q8_0, q4_0, q4_1)
-// are our product over the weights laid out in panels, as a compiled
-// partition holds them (kernels/f32_panels.h, quant_panels.h), with the best
-// variant and the AVX2 one.
+// f32_matvec's AVX2 variant); the "panels" columns (f32, and the types
+// quant_panels_take at that level) are our product over the weights laid out
+// in panels, as a compiled partition holds them (kernels/f32_panels.h,
+// quant_panels.h), with the best variant and the AVX2 one.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -212,6 +212,9 @@ int dg_bench::matmul_main(int argc, char** argv) {
             std::vector<bool> have(paths.size(), true);
             for (size_t p = 0; p < paths.size(); ++p) {
                 if (paths[p] == Path::repack && !rbuft) { have[p] = false; continue; }
+                // (at the level the path computes at: which weights the panels take depends on it)
+                const bool avx2 = paths[p] == Path::dyngraph_avx2 || paths[p] == Path::panels_avx2;
+                k::set_kernel_isa_for_benchmark(avx2 ? k::Isa::avx2 : best);
                 for (int i = 0; i < std::min(copies, 64) && have[p]; ++i) {
                     Case c;
                     if (!make_case(b, paths[p], rbuft, c)) have[p] = false;
@@ -223,6 +226,7 @@ int dg_bench::matmul_main(int argc, char** argv) {
                     }
                 }
             }
+            k::set_kernel_isa_for_benchmark(best);
             std::vector<std::vector<double>> times(paths.size());
             for (int r = 0; r < reps; ++r) {
                 for (size_t p = 0; p < paths.size(); ++p) {
