@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "quant_panels_tile.h"
+#include "quant_panels_simd.h"
 
 #ifdef DG_QUANT_PANELS_X86
 
@@ -32,12 +32,6 @@ namespace {
 
 constexpr int kTileRows = 2;  // 8 sums and 8 accumulators of 16 registers
 constexpr int V = 4;          // a panel's 32 outputs in 4 vectors
-
-inline __m256i bcast4(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 // 16 in byte k where bit k of `bits` is set, else 0
 inline __m256i sixteens(uint32_t bits) {
@@ -88,7 +82,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
                     wa[v] = _mm256_abs_epi8(wv[v]);
                 }
                 for (int m = 0; m < MR; ++m) {
-                    const __m256i a = bcast4(act[m * nb + b].qs + 4 * q);
+                    const __m256i a = bcast4_256(act[m * nb + b].qs + 4 * q);
                     for (int v = 0; v < V; ++v) {
                         const __m256i p = _mm256_maddubs_epi16(wa[v], _mm256_sign_epi8(a, wv[v]));
                         s[m][v] = _mm256_add_epi32(s[m][v], _mm256_madd_epi16(p, ones));
@@ -130,7 +124,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
                     }
                 }
                 for (int m = 0; m < MR; ++m) {
-                    const __m256i alo = bcast4(act[m * nb + b].qs + 4 * q), ahi = bcast4(act[m * nb + b].qs + 16 + 4 * q);
+                    const __m256i alo = bcast4_256(act[m * nb + b].qs + 4 * q), ahi = bcast4_256(act[m * nb + b].qs + 16 + 4 * q);
                     for (int v = 0; v < V; ++v)
                         t[m][v] = _mm256_add_epi16(t[m][v], _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], alo),
                                                                               _mm256_maddubs_epi16(hi[v], ahi)));

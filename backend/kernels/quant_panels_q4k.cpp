@@ -18,7 +18,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "quant_panels_tile.h"
+#include "quant_panels_simd.h"
 
 #ifdef DG_QUANT_PANELS_X86
 #include <immintrin.h>
@@ -74,16 +74,6 @@ namespace {
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
 typedef int32_t v16si __attribute__((vector_size(64)));
-
-inline __mmask16 lanes16(int64_t n) {
-    return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
-
-inline __m512i bcast4_512(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
 
 // C[MR rows, w] = one q4_K panel times MR activation rows (rows nb blocks apart). Full: w = 32.
 // With one row a group's sums alternate between two registers (vpdpbusd's latency).
@@ -176,12 +166,6 @@ void rows_vnni(int64_t M, int64_t nb, const ActBlock* a, const uint8_t* panel, i
 #pragma GCC target("avx2,fma,f16c")
 
 typedef int32_t v8si __attribute__((vector_size(32)));
-
-inline __m256i bcast4_256(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 // C[MR rows, w] = one q4_K panel times MR activation rows. Full: w = 32; else the lanes past w are
 // neither read nor written (the panel's fields and scale bytes copied, padded, a super-block at a time).

@@ -26,7 +26,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "quant_panels_tile.h"
+#include "quant_panels_simd.h"
 
 #ifdef DG_QUANT_PANELS_X86
 #include <immintrin.h>
@@ -124,16 +124,6 @@ namespace {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
-
-inline __mmask16 lanes16(int64_t n) {
-    return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
-
-inline __m512i bcast4_512(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
 
 // C[MR rows, w] = one q6_K panel times MR activation rows (rows nb blocks apart). Full: w = 32.
 template <int MR, bool Full>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "quant_panels_tile.h"
+#include "quant_panels_simd.h"
 
 #ifdef DG_QUANT_PANELS_X86
 
@@ -23,14 +23,6 @@ constexpr int kTileRows = 6;  // 12 sums and 12 accumulators of 32 registers
 inline __m512 cvtph(__m256i h) { return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h); }
 inline __m512 cvtepi32(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
 
-inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
-
-inline __m512i bcast4(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 // C[MR rows, w] = one panel of type T times MR activation rows (act, corr: rows nb apart). Full: w = 32.
 // With one row the sums of each half alternate between two registers (vpdpbusd's latency).
 template <ggml_type T, int MR, bool Full>
@@ -41,7 +33,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
     const int64_t width = Full ? kW : w;
     const size_t bs = size_t(width) * fm.block_bytes, c0 = chunk_offset(fm, width, 0), cs = 4 * size_t(width);
     const size_t m0 = field_offset(width, 1);
-    const __mmask16 lo = Full ? __mmask16(0xFFFF) : lanes(w), hi = Full ? __mmask16(0xFFFF) : lanes(w - 16);
+    const __mmask16 lo = Full ? __mmask16(0xFFFF) : lanes16(w), hi = Full ? __mmask16(0xFFFF) : lanes16(w - 16);
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     // q5: group g's fifth bits of the 16 rows of half h (quant_panels_tile.h)
     auto fifth = [&](const uint8_t* blk, int g, int h) {
@@ -70,7 +62,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
             const __m512i w1 = Full ? _mm512_loadu_si512(g + 64) : _mm512_maskz_loadu_epi32(hi, g + 64);
             if constexpr (T == GGML_TYPE_Q8_0) {
                 for (int m = 0; m < MR; ++m) {
-                    const __m512i a = bcast4(act[m * nb + b].qs + 4 * q);
+                    const __m512i a = bcast4_512(act[m * nb + b].qs + 4 * q);
                     s[m][0][q % CH] = _mm512_dpbusd_epi32(s[m][0][q % CH], w0, a);
                     s[m][1][q % CH] = _mm512_dpbusd_epi32(s[m][1][q % CH], w1, a);
                 }
@@ -85,7 +77,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
                     h1 = _mm512_mask_add_epi8(h1, fifth(blk, 2 * q + 1, 1), h1, sixteen);
                 }
                 for (int m = 0; m < MR; ++m) {
-                    const __m512i alo = bcast4(act[m * nb + b].qs + 4 * q), ahi = bcast4(act[m * nb + b].qs + 16 + 4 * q);
+                    const __m512i alo = bcast4_512(act[m * nb + b].qs + 4 * q), ahi = bcast4_512(act[m * nb + b].qs + 16 + 4 * q);
                     s[m][0][0] = _mm512_dpbusd_epi32(s[m][0][0], l0, alo);
                     s[m][1][0] = _mm512_dpbusd_epi32(s[m][1][0], l1, alo);
                     s[m][0][CH - 1] = _mm512_dpbusd_epi32(s[m][0][CH - 1], h0, ahi);

@@ -1,0 +1,34 @@
+// Inside the quantized panels' vector tiles (quant_panels_*.cpp): the small
+// helpers they share, each compiled for the ISA its callers run at.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant_panels_tile.h"
+
+#ifdef DG_QUANT_PANELS_X86
+#include <immintrin.h>
+
+namespace dg::kernels::panels {
+
+// the first n of 16 lanes
+__attribute__((target("avx512f"))) inline __mmask16 lanes16(int64_t n) {
+    return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// 4 int8 values (4 activations of a row) in every 32-bit lane
+__attribute__((target("avx512f"))) inline __m512i bcast4_512(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+__attribute__((target("avx2"))) inline __m256i bcast4_256(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+}  // namespace dg::kernels::panels
+
+#endif
