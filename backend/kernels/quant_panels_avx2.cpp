@@ -42,12 +42,6 @@ inline __m256i sixteens(uint32_t bits) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(16));
 }
 
-// the first n of 8 int32 lanes (vpmaskmovd)
-inline __m256i lane_mask(int64_t n) {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
-}
-
 // C[MR rows, w] = one panel of type T times MR activation rows (act, corr: rows nb apart).
 // Full: the panel is 32 rows wide; else w < 32 and the lanes past w are neither read nor written.
 template <ggml_type T, int MR, bool Full>

@@ -175,10 +175,7 @@ void tile_avx2(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
     const int64_t width = Full ? kW : w;
     const size_t bs = size_t(width) * kFm.block_bytes, c0 = chunk_offset(kFm, width, 0), cs = 4 * size_t(width);
     __m256i mask[V];
-    for (int v = 0; v < V; ++v) {
-        const int64_t n = w - 8 * v;
-        mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    }
+    for (int v = 0; v < V; ++v) mask[v] = lane_mask(w - 8 * v);
     const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256 f[MR][V];
     for (int m = 0; m < MR; ++m)

@@ -17,6 +17,12 @@ __attribute__((target("avx512f"))) inline __mmask16 lanes16(int64_t n) {
     return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
+// the first n of 8 int32 lanes (vpmaskmovd)
+__attribute__((target("avx2"))) inline __m256i lane_mask(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
+}
+
 // 4 int8 values (4 activations of a row) in every 32-bit lane
 __attribute__((target("avx512f"))) inline __m512i bcast4_512(const int8_t* p) {
     int32_t v;
