@@ -4,7 +4,7 @@ the k-quants q2_K to q6_K (blocks of 256, llama.cpp's Q*_K_S/M files). ggml
 computes their products of 1-7 rows (q5_0: 1-19, q6_K: 1-11; rounding the
 activations to 8 bits per block, as for q8_0) and gathers their rows; from
 there our kernels multiply the same bytes dequantized, in f32. Where the
-quantized panels are on (x86-64 with AVX2), q5_0, q5_1 and q4_K MatMul weights
+quantized panels are on (x86-64 with AVX2), q5_0, q5_1, q4_K and q5_K MatMul weights
 are laid out in them instead (tests/ops/test_quant_panels.py checks those
 products): the tests of the dequantized products keep the rows
 (repack_weights=False) or expect rounded activations. References dequantize the same

@@ -60,6 +60,14 @@ template <class T, class Bytes>
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
+// q4_K with a fifth bit: value 64 g + l = (low nibble of qs[32 g + l] | bit 2 g of qh[l] << 4) for group
+// 2 g, value 64 g + 32 + l = (its high nibble | bit 2 g + 1 of qh[l] << 4) for group 2 g + 1
+struct BlockQ5_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];  // as q4_K's
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
 // 256 values in 16 groups of 16: value = d * scales[group] * (6 bits - 32), the 6 bits of value
 // 128 h + 32 k + l (h < 2, k < 4, l < 32) being nibble k / 2 of ql[64 h + 32 (k % 2) + l] (low for
 // k < 2) and bits 2k, 2k + 1 of qh[32 h + l] above it
@@ -71,6 +79,6 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20, "ggml block sizes");
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 && sizeof(BlockQ6_K) == 210, "ggml block sizes");
-static_assert(sizeof(BlockQ4_K) == 144, "ggml block sizes");
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176, "ggml block sizes");
 
 }  // namespace dg::kernels

@@ -21,7 +21,7 @@ bool quant_panels_take(ggml_type type) {
     const Isa isa = kernel_isa();
     if (type == GGML_TYPE_Q6_K) return isa >= Isa::avx512vnni || isa == Isa::generic;
     return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 ||
-           type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q4_K;
+           type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
 }
 
 namespace {
@@ -57,8 +57,14 @@ void move_row(ggml_type type, int64_t w, int64_t nb, uint8_t* row, uint8_t* pane
             for (int i = 0; i < 2; ++i) move(fields + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
         for (int t = 0; t < fm.byte_fields; ++t)
             move(bytes + t, out + panels::byte_field_offset(fm, w) + size_t(t) * size_t(w) + size_t(j), 0);
-        for (int v = 0; v < 8 * fm.bits; ++v)  // value v's fifth bit: group 2 (v % 16 / 4) + v / 16
-            move_bit(bits, v, out + panels::bits_offset(fm, w), panels::fifth_bit(w, 2 * (v % 16 / 4) + v / 16, j, v % 4));
+        for (int v = 0; v < 8 * fm.bits; ++v) {
+            // q5_0, q5_1: bit v is value v's fifth bit, that of chunk v % 16 / 4's low (v < 16) or high
+            // nibble i = v % 4; q5_K: bit b of qh[l] (v = 8 l + b), that of value l of group b, in chunk
+            // 8 (b / 2) + l / 4's low (b even) or high nibble i = l % 4 (quant_panels_q45k.cpp)
+            const int l = v / 8, b = v % 8;
+            const int g = fm.bits == 4 ? 2 * (v % 16 / 4) + v / 16 : 2 * (8 * (b / 2) + l / 4) + b % 2;
+            move_bit(bits, v, out + panels::bits_offset(fm, w), panels::fifth_bit(w, g, j, fm.bits == 4 ? v % 4 : l % 4));
+        }
         if (type == GGML_TYPE_Q6_K) {  // (its values, one by one: quant_panels_q6k.cpp)
             if (to_panels) panels::q6k_values_to_panel(qs, out + chunk_offset(fm, w, 0), w, j);
             else panels::q6k_values_from_panel(out + chunk_offset(fm, w, 0), w, j, qs);
@@ -159,7 +165,7 @@ const RowBlocks& round_rows(int32_t offset, int64_t M, int64_t K, const float* A
 // (the integer sum of each block, then its scales)
 void panels::panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                             const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc) {
-    if (type == GGML_TYPE_Q4_K) return panel_q4k_portable(M, nb, act, panel, w, cols, C, ldc);
+    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K) return panel_q45k_portable(type, M, nb, act, panel, w, cols, C, ldc);
     const Format fm = format_of(type);
     const bool q8 = type == GGML_TYPE_Q8_0;
     for (int64_t m = 0; m < M; ++m) {
@@ -222,9 +228,9 @@ void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t 
             continue;
         }
 #ifdef DG_QUANT_PANELS_X86
-        if (type == GGML_TYPE_Q4_K && cols == w && isa >= Isa::avx2) {
-            if (isa >= Isa::avx512vnni) panels::panel_q4k_vnni(M, nb, a, panel, w, c, ldc);
-            else panels::panel_q4k_avx2(M, nb, a, panel, w, c, ldc);
+        if ((type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K) && cols == w && isa >= Isa::avx2) {
+            if (isa >= Isa::avx512vnni) panels::panel_q45k_vnni(type, M, nb, a, panel, w, c, ldc);
+            else panels::panel_q45k_avx2(type, M, nb, a, panel, w, c, ldc);
             continue;
         }
         if (isa >= Isa::avx512vnni && cols == w) {

@@ -33,15 +33,6 @@ namespace {
 constexpr int kTileRows = 2;  // 8 sums and 8 accumulators of 16 registers
 constexpr int V = 4;          // a panel's 32 outputs in 4 vectors
 
-// 16 in byte k where bit k of `bits` is set, else 0
-inline __m256i sixteens(uint32_t bits) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-    const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread), bit);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(16));
-}
-
 // C[MR rows, w] = one panel of type T times MR activation rows (act, corr: rows nb apart).
 // Full: the panel is 32 rows wide; else w < 32 and the lanes past w are neither read nor written.
 template <ggml_type T, int MR, bool Full>

@@ -35,6 +35,15 @@ __attribute__((target("avx2"))) inline __m256i bcast4_256(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// 16 in byte k where bit k of `bits` is set, else 0
+__attribute__((target("avx2"))) inline __m256i sixteens(uint32_t bits) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+    const __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(bits)), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(16));
+}
+
 }  // namespace dg::kernels::panels
 
 #endif

@@ -34,9 +34,11 @@ constexpr Format format_of(ggml_type t) {
            : t == GGML_TYPE_Q5_0 ? Format{int(sizeof(BlockQ5_0)), 32, 1, 0, 4, 4, 16, false}
            : t == GGML_TYPE_Q5_1 ? Format{int(sizeof(BlockQ5_1)), 32, 2, 0, 4, 4, 0, false}
            : t == GGML_TYPE_Q4_K ? Format{int(sizeof(BlockQ4_K)), 256, 2, 12, 0, 32, 0, false}
+           : t == GGML_TYPE_Q5_K ? Format{int(sizeof(BlockQ5_K)), 256, 2, 12, 32, 32, 0, false}
                                  : Format{int(sizeof(BlockQ6_K)), 256, 1, 16, 0, 48, 32, true};
 }
 static_assert(format_of(GGML_TYPE_Q4_K).block_bytes == 2 * 2 + 12 + 4 * 32, "q4_K: d, dmin, scales, values");
+static_assert(format_of(GGML_TYPE_Q5_K).block_bytes == 2 * 2 + 12 + 32 + 4 * 32, "q5_K: d, dmin, scales, qh, values");
 static_assert(format_of(GGML_TYPE_Q6_K).block_bytes == 128 + 64 + 16 + 2, "q6_K: ql, qh, scales, d");
 
 // Byte offsets in a block of a panel `w` rows wide: field f's w values, the byte fields' (field t's w
@@ -78,9 +80,9 @@ inline uint64_t read_bits(const uint8_t* area, size_t at, int n) {
 void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                     const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
 
-// panel_portable for q4_K (quant_panels_q4k.cpp, with its vector variants)
-void panel_q4k_portable(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, int64_t cols,
-                        float* C, int64_t ldc);
+// panel_portable for q4_K and q5_K (quant_panels_q45k.cpp, with its vector variants)
+void panel_q45k_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
+                         int64_t cols, float* C, int64_t ldc);
 // panel_portable for q6_K (quant_panels_q6k.cpp); half[m * nb + b]: the sum of block b's first 16 values
 void panel_q6k_portable(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
                         const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
@@ -112,9 +114,11 @@ void panel_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, cons
 // AVX2 (kernel_isa() >= avx2): vpmaddubsw's 16-bit sums.
 void panel_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                 const uint8_t* panel, int64_t w, float* C, int64_t ldc);
-// q4_K (quant_panels_q4k.cpp)
-void panel_q4k_vnni(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc);
-void panel_q4k_avx2(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C, int64_t ldc);
+// q4_K and q5_K (quant_panels_q45k.cpp)
+void panel_q45k_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
+                     float* C, int64_t ldc);
+void panel_q45k_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
+                     float* C, int64_t ldc);
 // q6_K (quant_panels_q6k.cpp)
 void panel_q6k_vnni(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
                     const uint8_t* panel, int64_t w, float* C, int64_t ldc);

@@ -22,8 +22,9 @@ every round calls each once, in a random order. Sections:
 - PyTorch eager (torch extra): MLP, the attention op (an encoder's with
   an f32 mask, a causal GQA prefill, a decode step), a transformer encoder
   layer, ResNet basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
-- llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0
-  and the package's Q4_1 file against llama-bench (pp32, tg32; like
+- llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0,
+  the package's Q4_1 file and the k-quant mixes (Q4_K_M, Q5_K_M, Q6_K...)
+  that SMOLLM2_GGUF_DIR holds, as stored, against llama-bench (pp32, tg32; like
   llama-bench, logits of the last position only), run here when LLAMA_BENCH
   (one binary, or LABEL=PATH,... where the first, llama.cpp built natively,
   carries the target) and SMOLLM2_GGUF_DIR are set (README.md in this folder
@@ -374,12 +375,11 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
     from dyngraph.torch.gguf import gguf_weights
 
     # Q4_1: the package's GGUF file as it is (its q4_1 and q8_0 blocks); the others re-quantized from its values;
-    # Q4_K_M (llama.cpp's most used type; q5_0, q4_K, q6_K and q8_0 blocks for this model) as llama-quantize
-    # wrote it, where SMOLLM2_GGUF_DIR has it (tests/benchmarks/README.md)
+    # the k-quant mixes (Q4_K_M, llama.cpp's most used type, Q5_K_M, Q6_K...) as llama-quantize wrote them, where
+    # SMOLLM2_GGUF_DIR has them (tests/benchmarks/README.md)
     types = {"F32": "f32", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": None}
-    k_m = glob.glob(os.path.join(os.environ.get("SMOLLM2_GGUF_DIR", "/nonexistent"), "*Q4_K_M.gguf"))
-    if k_m:
-        types["Q4_K_M"] = k_m[0]
+    types.update(k_quant_mixes(os.environ.get("SMOLLM2_GGUF_DIR", "/nonexistent")))
+    stored = tuple(t for t, wt in types.items() if wt is None or wt.endswith(".gguf"))
     fns = {}
     for t, wt in types.items():
         if wt is None:
@@ -394,11 +394,18 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
     if llama_cpp_set_up():
         import llama_cpp_baseline as lb
 
-        models = lb.find_models(os.environ["SMOLLM2_GGUF_DIR"], [t for t in types if t not in ("Q4_1", "Q4_K_M")])
+        models = lb.find_models(os.environ["SMOLLM2_GGUF_DIR"], [t for t in types if t not in stored])
         models["Q4_1"] = tc.smollm2_gguf()  # the package's own file
-        if k_m:
-            models["Q4_K_M"] = k_m[0]
-    return _vs_llama_cpp("SmolLM2", fns, list(types), models, ("Q4_1", "Q4_K_M"), rounds, threads)
+        models.update({t: wt for t, wt in types.items() if wt is not None and wt.endswith(".gguf")})
+    return _vs_llama_cpp("SmolLM2", fns, list(types), models, stored, rounds, threads)
+
+
+def k_quant_mixes(directory: str) -> dict:
+    """The k-quant mixes in `directory` (NAME.Q4_K_M.gguf, NAME.Q5_K_M.gguf, NAME.Q6_K.gguf...): type -> path."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.Q[0-9]_K*.gguf"))):
+        found[os.path.basename(path)[: -len(".gguf")].rsplit(".", 1)[-1]] = path
+    return found
 
 
 def gemma3_gguf() -> Optional[str]:

@@ -1,5 +1,5 @@
 """Quantized MatMul weights in panels (backend/kernels/quant_panels.h): a
-compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K and q6_K (with
+compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K (with
 VNNI) weights that only MatMuls read, or MatMuls and Gathers of their rows (a
 tied embedding), as panels of 32 weight rows, and its own product reads them
 at every row count. Checked against numpy (the activations rounded to 8 bits
@@ -8,8 +8,8 @@ float64) for each type at every kernel variant, each in a fresh process with
 DYNGRAPH_QUANT_PANELS=1 (generic: the portable product; avx2 and avx512:
 the vpmaddubsw tiles; avx512vnni: the vpdpbusd tiles), which must all give
 the same bits; at row counts on both sides of the tiles' 6, 4 and 2 rows,
-q8_0 weights of -128 (whose magnitude vpsignb cannot negate), q5, q4_K and
-q6_K values of 31, 15 and 63 times activations of 127 (the largest sums the
+q8_0 weights of -128 (whose magnitude vpsignb cannot negate), q5, q5_K, q4_K and
+q6_K values of 31, 31, 15 and 63 times activations of 127 (the largest sums the
 AVX2 tiles hold in 16 bits), weight counts that leave every kind of last
 panel (1 to 31 rows, more or fewer than 16), several threads (a thread's
 columns are whole panels); the rule of which weights are laid out that way,
@@ -41,14 +41,14 @@ CHECK = textwrap.dedent("""
     for threads in (1, 3):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
         shapes = ((32, 1), (64, 5), (352, 16), (96, 17), (32, 31), (64, 32), (128, 33), (352, 100), (1536, 70))
-        if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q6_K):  # super-blocks of 256
+        if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q5_K, Q.Q6_K):  # super-blocks of 256
             shapes = ((256, 1), (512, 5), (256, 16), (768, 17), (256, 31), (512, 32), (256, 33), (512, 100), (1536, 70))
         for k, n in shapes:
-            if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q6_K):  # random blocks with finite scales (gguf cannot quantize to them)
+            if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q5_K, Q.Q6_K):  # random blocks with finite scales (gguf cannot quantize to them)
                 from test_stored_weight_types import blocks
                 raw = blocks(rng, "STORAGE", n, k)
-                # values of 15 (q4_K) or 63 (q6_K): the AVX2 tiles' largest 16-bit sums
-                values = slice(16, None) if Q.STORAGE_UPPER == Q.Q4_K else slice(0, 192)
+                # values of 15 (q4_K), 31 (q5_K) or 63 (q6_K): the AVX2 tiles' largest 16-bit sums
+                values = slice(0, 192) if Q.STORAGE_UPPER == Q.Q6_K else slice(16, None)
                 raw.reshape(n, k // 256, -1)[: (n + 1) // 2, :, values] = 0xFF
             else:
                 raw = quants.quantize(rng.standard_normal((n, k), dtype=np.float32), Q.STORAGE_UPPER)
@@ -91,7 +91,7 @@ CHECK = textwrap.dedent("""
 
 STORAGES = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]  # (weight_type's quantized types)
 BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24}
-STORED = STORAGES + ["q4_K", "q6_K"]  # (as a file stores them: dg.StoredWeight)
+STORED = STORAGES + ["q4_K", "q5_K", "q6_K"]  # (as a file stores them: dg.StoredWeight)
 
 
 @pytest.mark.parametrize("storage", STORED)
