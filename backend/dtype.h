@@ -14,8 +14,10 @@ enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, I32 = 3, I64 = 4, Bool 
 constexpr int kNumDTypes = 12;
 
 // Same codes as dyngraph.fb.StorageType.
-enum class Storage : uint8_t { Default = 0, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
-constexpr int kNumStorage = 14;
+enum class Storage : uint8_t {
+    Default = 0, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS
+};
+constexpr int kNumStorage = 16;
 
 inline size_t dtype_size(DType t) {
     switch (t) {
@@ -83,6 +85,8 @@ inline ggml_type ggml_type_of(Storage s, DType logical) {
         case Storage::Q4_K: return GGML_TYPE_Q4_K;
         case Storage::Q5_K: return GGML_TYPE_Q5_K;
         case Storage::Q6_K: return GGML_TYPE_Q6_K;
+        case Storage::IQ4_NL: return GGML_TYPE_IQ4_NL;
+        case Storage::IQ4_XS: return GGML_TYPE_IQ4_XS;
     }
     return GGML_TYPE_F32;
 }

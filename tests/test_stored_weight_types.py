@@ -1,15 +1,17 @@
 """The storage types of GGUF files beyond q8_0 / q4_x, handed over as
-dg.StoredWeight and used as they are: q5_0 and q5_1 (blocks of 32 values) and
-the k-quants q2_K to q6_K (blocks of 256, llama.cpp's Q*_K_S/M files). ggml
-computes their products of 1-7 rows (q5_0: 1-19, q6_K: 1-11; rounding the
-activations to 8 bits per block, as for q8_0) and gathers their rows; from
-there our kernels multiply the same bytes dequantized, in f32. Where the
-quantized panels are on (x86-64 with AVX2), q5_0, q5_1, q4_K and q5_K MatMul weights
-are laid out in them instead (tests/ops/test_quant_panels.py checks those
-products): the tests of the dequantized products keep the rows
-(repack_weights=False) or expect rounded activations. References dequantize the same
-bytes with the gguf package. The k-quant blocks are random bytes with finite
-scales (gguf-py cannot quantize to them): every such block is a valid one."""
+dg.StoredWeight and used as they are: q5_0 and q5_1 (blocks of 32 values),
+the k-quants q2_K to q6_K (blocks of 256, llama.cpp's Q*_K_S/M files) and
+iq4_nl / iq4_xs (4-bit indices into a table, blocks of 32 / 256: IQ4_NL and
+IQ4_XS files). ggml computes their products of 1-7 rows (q5_0: 1-19, q6_K:
+1-11; rounding the activations to 8 bits per block, as for q8_0) and gathers
+their rows; from there our kernels multiply the same bytes dequantized, in
+f32. Where the quantized panels are on (x86-64 with AVX2), q5_0, q5_1, q4_K
+and q5_K MatMul weights are laid out in them instead
+(tests/ops/test_quant_panels.py checks those products): the tests of the
+dequantized products keep the rows (repack_weights=False) or expect rounded
+activations. References dequantize the same bytes with the gguf package. The
+k-quant and iq4 blocks are random bytes with finite scales (gguf-py cannot
+quantize to them): every such block is a valid one."""
 
 import numpy as np
 import pytest
@@ -22,8 +24,10 @@ Q = gguf.GGMLQuantizationType
 
 SMALL = ["q5_0", "q5_1"]
 KQUANTS = ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K"]
-# byte offsets of each k-quant block's f16 scales (d, and dmin where it has one): ggml's block layouts
-F16_FIELDS = {"q2_K": (80, 82), "q3_K": (108,), "q4_K": (0, 2), "q5_K": (0, 2), "q6_K": (208,)}
+IQ4 = ["iq4_nl", "iq4_xs"]  # 4-bit indices into a non-linear table of 16 values (blocks of 32 and 256)
+# byte offsets of each block's f16 scales (d, and dmin where it has one): ggml's block layouts
+F16_FIELDS = {"q2_K": (80, 82), "q3_K": (108,), "q4_K": (0, 2), "q5_K": (0, 2), "q6_K": (208,), "iq4_nl": (0,),
+              "iq4_xs": (0,)}
 # the product's error relative to sum |a| |w|: the activations rounded to 8 bits per block (steps of
 # max / 254), with f16 block sums for the types with a minimum (as q4_1)
 ACT_ROUND = 1 / 254 + 2.0**-9
@@ -34,7 +38,7 @@ def qtype(storage: str):
 
 
 def blocks(rng, storage: str, rows: int, k: int) -> np.ndarray:
-    """[rows, bytes of a row] of `storage`: quantized normal values (q5), or random k-quant blocks."""
+    """[rows, bytes of a row] of `storage`: quantized normal values (q5), or random k-quant or iq4 blocks."""
     if storage in SMALL:
         return quants.quantize(rng.standard_normal((rows, k), dtype=np.float32), qtype(storage))
     per, size = gguf.GGML_QUANT_SIZES[qtype(storage)]
@@ -74,7 +78,7 @@ def gather_rows(sw: dg.StoredWeight):
 
 
 @pytest.mark.parametrize("n_out,threads", [(70, 1), (70, 2), (64, 2)])
-@pytest.mark.parametrize("storage", SMALL + KQUANTS)
+@pytest.mark.parametrize("storage", SMALL + KQUANTS + IQ4)
 def test_products_with_the_stored_blocks_match_their_values(storage, n_out, threads, rng, tmp_path):
     # (64 outputs: ggml repacks q2_K and q4_K weights of a multiple of 8 rows for its own product)
     k = 512
@@ -101,7 +105,7 @@ def test_products_with_the_stored_blocks_match_their_values(storage, n_out, thre
         np.testing.assert_array_equal(loaded(a)[0], y)  # the file holds the same blocks
 
 
-@pytest.mark.parametrize("storage", SMALL + KQUANTS)
+@pytest.mark.parametrize("storage", SMALL + KQUANTS + IQ4)
 def test_a_stored_table_gathers_its_rows(storage, rng):
     rows, k = 20, 256
     raw = blocks(rng, storage, rows, k)
@@ -111,7 +115,7 @@ def test_a_stored_table_gathers_its_rows(storage, rng):
     np.testing.assert_allclose(cp(pick)[0], deq[pick], rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("storage", KQUANTS)
+@pytest.mark.parametrize("storage", KQUANTS + ["iq4_xs"])
 def test_k_quant_rows_must_split_into_blocks_of_256(storage, rng):
     raw = blocks(rng, storage, 4, 256)
     with pytest.raises(dg.CompileError, match=f"rows of 128 values do not split into {storage} blocks of 256"):
@@ -120,7 +124,7 @@ def test_k_quant_rows_must_split_into_blocks_of_256(storage, rng):
         dg.StoredWeight((4, 256), storage, raw.reshape(-1)[:-1])
 
 
-@pytest.mark.parametrize("storage", SMALL + KQUANTS)
+@pytest.mark.parametrize("storage", SMALL + KQUANTS + IQ4)
 def test_products_from_8_rows_read_the_values_ggml_reads(storage, rng):
     """One-hot activation rows pick the weights' values out exactly; from 8-20 rows our kernels
     dequantize the blocks of weights kept as rows themselves (AVX2 for q5_0, q5_1, q6_K), and must get the very values of

@@ -51,7 +51,7 @@ class CacheInfo(NamedTuple):
     constant_bytes: int
     borrowed_bytes: int  # constants used in place in a loaded file (part of constant_bytes)
     repacked_bytes: int  # quantized weights in ggml's repacked layout (part of constant_bytes)
-    panel_bytes: int  # f32 and quantized (q8_0, q4_x, q5_x, q4_K, q5_K, q6_K) matmul weights in panels for dyngraph's product (part of constant_bytes)
+    panel_bytes: int  # f32 and quantized (q8_0, q4_x, q5_x, q4_K, q5_K, q6_K, iq4_x) matmul weights in panels for dyngraph's product (part of constant_bytes)
     state_bytes: int
     derived_bytes: int  # computed once from constants in a kernel's own layout (Winograd's transformed weights)
 

@@ -219,8 +219,8 @@ class Partition:
         (storage of matmul/embedding weights: "f32", "f16", "q8_0", "q4_0"),
         ``repack_weights`` (default True: matmul weights in the layout of the
         faster CPU kernels: quantized ones in ggml's, where ggml supports it,
-        f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K ones in dyngraph's
-        panels, ``cache_info().panel_bytes``), ``symbols``
+        f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, iq4_nl and iq4_xs
+        ones in dyngraph's panels, ``cache_info().panel_bytes``), ``symbols``
         (dimensions, ``dg.Dim``, whose values the caller knows: a dimension the
         partition uses that no input's shape gives - an Arange of a program's
         length in a partition that does not see it - is then read from one more

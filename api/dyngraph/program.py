@@ -16,7 +16,8 @@ from .logical_tensor import LogicalTensor, Property
 from .op import OpKind
 from .symbolic import Expr, Symbol
 
-STORAGE_TYPES = ("default", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K")
+STORAGE_TYPES = ("default", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",
+                 "iq4_nl", "iq4_xs")
 
 
 @dataclass

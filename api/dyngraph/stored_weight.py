@@ -12,7 +12,7 @@ from .errors import CompileError
 # bytes per block and values per block of each storage type (ggml's layouts)
 BLOCKS = {"f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32),
           "q5_0": (22, 32), "q5_1": (24, 32), "q2_K": (84, 256), "q3_K": (110, 256), "q4_K": (144, 256),
-          "q5_K": (176, 256), "q6_K": (210, 256)}
+          "q5_K": (176, 256), "q6_K": (210, 256), "iq4_nl": (18, 32), "iq4_xs": (136, 256)}
 
 
 def row_bytes(storage: str, n: int) -> int:
@@ -27,7 +27,8 @@ class StoredWeight:
 
     ``shape`` is the logical shape (of the values), ``storage`` one of
     f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (blocks of 32 values) and the
-    k-quants q2_K, q3_K, q4_K, q5_K, q6_K (blocks of 256), and ``data`` the
+    k-quants q2_K, q3_K, q4_K, q5_K, q6_K (blocks of 256), iq4_nl (32) and
+    iq4_xs (256: 4-bit indices into a non-linear table), and ``data`` the
     bytes of ggml's layout of that type, row after row (the last dimension is
     the row). Pass it in
     ``constants=`` at compile like an array; its tensor keeps this storage

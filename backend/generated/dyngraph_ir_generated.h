@@ -125,11 +125,13 @@ enum class StorageType : int8_t {
   Q4_K = 11,
   Q5_K = 12,
   Q6_K = 13,
+  IQ4_NL = 14,
+  IQ4_XS = 15,
   MIN = DEFAULT,
-  MAX = Q6_K
+  MAX = IQ4_XS
 };
 
-inline const StorageType (&EnumValuesStorageType())[14] {
+inline const StorageType (&EnumValuesStorageType())[16] {
   static const StorageType values[] = {
     StorageType::DEFAULT,
     StorageType::F32,
@@ -144,13 +146,15 @@ inline const StorageType (&EnumValuesStorageType())[14] {
     StorageType::Q3_K,
     StorageType::Q4_K,
     StorageType::Q5_K,
-    StorageType::Q6_K
+    StorageType::Q6_K,
+    StorageType::IQ4_NL,
+    StorageType::IQ4_XS
   };
   return values;
 }
 
 inline const char * const *EnumNamesStorageType() {
-  static const char * const names[15] = {
+  static const char * const names[17] = {
     "DEFAULT",
     "F32",
     "F16",
@@ -165,13 +169,15 @@ inline const char * const *EnumNamesStorageType() {
     "Q4_K",
     "Q5_K",
     "Q6_K",
+    "IQ4_NL",
+    "IQ4_XS",
     nullptr
   };
   return names;
 }
 
 inline const char *EnumNameStorageType(StorageType e) {
-  if (::flatbuffers::IsOutRange(e, StorageType::DEFAULT, StorageType::Q6_K)) return "";
+  if (::flatbuffers::IsOutRange(e, StorageType::DEFAULT, StorageType::IQ4_XS)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesStorageType()[index];
 }

@@ -57,6 +57,12 @@ template <class T, class Bytes>
         m = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
     }
 }
+// sub-block ib's 6-bit scale from the 6 bytes s(0..5) of an IQ4_XS block after d (scales_h's two, then
+// scales_l's four; s(t): byte t, or lanes each holding byte t of a row)
+template <class T, class Bytes>
+[[gnu::always_inline]] inline T iq4_xs_scale(int ib, Bytes s) {
+    return ((s(2 + ib / 2) >> (4 * (ib % 2))) & 15) | (((s(ib / 4) >> (2 * (ib % 4))) & 3) << 4);
+}
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -77,8 +83,23 @@ struct BlockQ6_K {
     int8_t scales[16];
     uint16_t d;
 };
+// 4-bit indices into a table of 16 int8 values (non-linear, denser near 0): value i = d * kIq4Values[nibble],
+// nibbles as in q4_0 (IQ4_NL); 256 values with a 6-bit scale per 32 (IQ4_XS): value = d * (ls - 32) *
+// kIq4Values[nibble] for sub-block ib, ls = (nibble ib % 2 of scales_l[ib / 2]) | (bits 2 ib, 2 ib + 1 of
+// scales_h) << 4, its 32 values' nibbles in qs[16 ib .. 16 ib + 15] as an IQ4_NL block's
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+struct BlockIQ4_NL {
+    uint16_t d;
+    uint8_t qs[16];
+};
+struct BlockIQ4_XS {
+    uint16_t d, scales_h;
+    uint8_t scales_l[4];
+    uint8_t qs[128];
+};
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20, "ggml block sizes");
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 && sizeof(BlockQ6_K) == 210, "ggml block sizes");
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176, "ggml block sizes");
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "ggml block sizes");
 
 }  // namespace dg::kernels

@@ -17,19 +17,20 @@ using panels::Format;
 using panels::kW;
 
 bool quant_panels_take(ggml_type type) {
-    // q6_K: with VNNI, or the portable product where it is asked for (DYNGRAPH_QUANT_PANELS=1)
     const Isa isa = kernel_isa();
-    if (type == GGML_TYPE_Q6_K) return isa >= Isa::avx512vnni || isa == Isa::generic;
+    // q6_K, iq4_nl: with VNNI, or the portable product where it is asked for (DYNGRAPH_QUANT_PANELS=1); without
+    // VNNI our AVX2 tiles lost to ggml's product (q6_K) and to ggml's repacked iq4_nl (gemm-choices.md)
+    if (type == GGML_TYPE_Q6_K || type == GGML_TYPE_IQ4_NL) return isa >= Isa::avx512vnni || isa == Isa::generic;
     return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 ||
-           type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K;
+           type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS;
 }
 
 namespace {
 
 // Every byte of row j of a panel `w` rows wide (P, nb blocks) to or from its ggml blocks (row;
-// to_panels: row -> P): a block's fields (the k-quants: and their bytes of scales), the fifth bits (q5:
-// bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels; q4, q5, q4_K: bytes
-// of two nibbles; q6_K: value by value).
+// to_panels: row -> P): a block's fields (the k-quants, iq4_xs: and their bytes of scales), the fifth bits
+// (q5: bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels; q4, q5, q4_K,
+// q5_K, iq4: bytes of two nibbles; q6_K: value by value).
 void move_row(ggml_type type, int64_t w, int64_t nb, uint8_t* row, uint8_t* panel, int64_t j, bool to_panels) {
     const Format fm = format_of(type);
     auto move_bit = [to_panels](uint8_t* r, int rbit, uint8_t* area, size_t abit) {
@@ -166,6 +167,7 @@ const RowBlocks& round_rows(int32_t offset, int64_t M, int64_t K, const float* A
 void panels::panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                             const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc) {
     if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K) return panel_q45k_portable(type, M, nb, act, panel, w, cols, C, ldc);
+    if (type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_IQ4_XS) return panel_iq4_portable(type, M, nb, act, panel, w, cols, C, ldc);
     const Format fm = format_of(type);
     const bool q8 = type == GGML_TYPE_Q8_0;
     for (int64_t m = 0; m < M; ++m) {
@@ -231,6 +233,11 @@ void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t 
         if ((type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K) && cols == w && isa >= Isa::avx2) {
             if (isa >= Isa::avx512vnni) panels::panel_q45k_vnni(type, M, nb, a, panel, w, c, ldc);
             else panels::panel_q45k_avx2(type, M, nb, a, panel, w, c, ldc);
+            continue;
+        }
+        if ((type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_IQ4_XS) && cols == w && isa >= Isa::avx2) {
+            if (isa >= Isa::avx512vnni) panels::panel_iq4_vnni(type, M, nb, a, corr, panel, w, c, ldc);
+            else panels::panel_iq4_xs_avx2(M, nb, a, panel, w, c, ldc);  // (iq4_nl: with VNNI only)
             continue;
         }
         if (isa >= Isa::avx512vnni && cols == w) {

@@ -20,7 +20,7 @@ constexpr int64_t kW = kQuantPanelWidth;
 // A block type's form in the panels: its bytes and values, its f16 fields before the values (d; q4_1,
 // q5_1: d, m; q4_K: d, dmin), its fields of one byte (q4_K: the 12 bytes of 6-bit scales and minimums),
 // the bytes a row's fifth bits take (q5: 4), its chunks of 4 bytes a row, and c: the weights' values are
-// the stored unsigned bytes (or nibbles, with their fifth bits) - c. values_first: the block stores its
+// the stored unsigned bytes (or nibbles, with their fifth bits) - c (iq4: kIq4Values[nibble] + 128 - c). values_first: the block stores its
 // values before its fields (q6_K: ql, qh, then scales, then d); the panels put them after, as for the others.
 struct Format {
     int block_bytes, values, fields, byte_fields, bits, chunks, offset;
@@ -35,10 +35,13 @@ constexpr Format format_of(ggml_type t) {
            : t == GGML_TYPE_Q5_1 ? Format{int(sizeof(BlockQ5_1)), 32, 2, 0, 4, 4, 0, false}
            : t == GGML_TYPE_Q4_K ? Format{int(sizeof(BlockQ4_K)), 256, 2, 12, 0, 32, 0, false}
            : t == GGML_TYPE_Q5_K ? Format{int(sizeof(BlockQ5_K)), 256, 2, 12, 32, 32, 0, false}
+           : t == GGML_TYPE_IQ4_NL ? Format{int(sizeof(BlockIQ4_NL)), 32, 1, 0, 0, 4, 128, false}
+           : t == GGML_TYPE_IQ4_XS ? Format{int(sizeof(BlockIQ4_XS)), 256, 1, 6, 0, 32, 128, false}
                                  : Format{int(sizeof(BlockQ6_K)), 256, 1, 16, 0, 48, 32, true};
 }
 static_assert(format_of(GGML_TYPE_Q4_K).block_bytes == 2 * 2 + 12 + 4 * 32, "q4_K: d, dmin, scales, values");
 static_assert(format_of(GGML_TYPE_Q5_K).block_bytes == 2 * 2 + 12 + 32 + 4 * 32, "q5_K: d, dmin, scales, qh, values");
+static_assert(format_of(GGML_TYPE_IQ4_XS).block_bytes == 2 + 6 + 4 * 32, "iq4_xs: d, scales_h, scales_l, values");
 static_assert(format_of(GGML_TYPE_Q6_K).block_bytes == 128 + 64 + 16 + 2, "q6_K: ql, qh, scales, d");
 
 // Byte offsets in a block of a panel `w` rows wide: field f's w values, the byte fields' (field t's w
@@ -83,6 +86,9 @@ void panel_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, 
 // panel_portable for q4_K and q5_K (quant_panels_q45k.cpp, with its vector variants)
 void panel_q45k_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
                          int64_t cols, float* C, int64_t ldc);
+// panel_portable for iq4_nl and iq4_xs (quant_panels_iq4.cpp)
+void panel_iq4_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
+                        int64_t cols, float* C, int64_t ldc);
 // panel_portable for q6_K (quant_panels_q6k.cpp); half[m * nb + b]: the sum of block b's first 16 values
 void panel_q6k_portable(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
                         const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
@@ -119,6 +125,11 @@ void panel_q45k_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act,
                      float* C, int64_t ldc);
 void panel_q45k_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
                      float* C, int64_t ldc);
+// iq4_nl and iq4_xs (quant_panels_iq4.cpp)
+void panel_iq4_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
+                    const uint8_t* panel, int64_t w, float* C, int64_t ldc);
+void panel_iq4_xs_avx2(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C,
+                       int64_t ldc);
 // q6_K (quant_panels_q6k.cpp)
 void panel_q6k_vnni(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
                     const uint8_t* panel, int64_t w, float* C, int64_t ldc);

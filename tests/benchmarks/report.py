@@ -23,7 +23,8 @@ every round calls each once, in a random order. Sections:
   an f32 mask, a causal GQA prefill, a decode step), a transformer encoder
   layer, ResNet basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
 - llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0,
-  the package's Q4_1 file and the k-quant mixes (Q4_K_M, Q5_K_M, Q6_K...)
+  the package's Q4_1 file and the k-quant and i-quant mixes (Q4_K_M,
+  Q5_K_M, Q6_K, IQ4_XS...)
   that SMOLLM2_GGUF_DIR holds, as stored, against llama-bench (pp32, tg32; like
   llama-bench, logits of the last position only), run here when LLAMA_BENCH
   (one binary, or LABEL=PATH,... where the first, llama.cpp built natively,
@@ -375,10 +376,10 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
     from dyngraph.torch.gguf import gguf_weights
 
     # Q4_1: the package's GGUF file as it is (its q4_1 and q8_0 blocks); the others re-quantized from its values;
-    # the k-quant mixes (Q4_K_M, llama.cpp's most used type, Q5_K_M, Q6_K...) as llama-quantize wrote them, where
-    # SMOLLM2_GGUF_DIR has them (tests/benchmarks/README.md)
+    # the k-quant and i-quant mixes (Q4_K_M, llama.cpp's most used type, Q5_K_M, Q6_K, IQ4_XS...) as
+    # llama-quantize wrote them, where SMOLLM2_GGUF_DIR has them (tests/benchmarks/README.md)
     types = {"F32": "f32", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": None}
-    types.update(k_quant_mixes(os.environ.get("SMOLLM2_GGUF_DIR", "/nonexistent")))
+    types.update(stored_mixes(os.environ.get("SMOLLM2_GGUF_DIR", "/nonexistent")))
     stored = tuple(t for t, wt in types.items() if wt is None or wt.endswith(".gguf"))
     fns = {}
     for t, wt in types.items():
@@ -400,11 +401,13 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
     return _vs_llama_cpp("SmolLM2", fns, list(types), models, stored, rounds, threads)
 
 
-def k_quant_mixes(directory: str) -> dict:
-    """The k-quant mixes in `directory` (NAME.Q4_K_M.gguf, NAME.Q5_K_M.gguf, NAME.Q6_K.gguf...): type -> path."""
+def stored_mixes(directory: str) -> dict:
+    """The k-quant and i-quant mixes in `directory` (NAME.Q4_K_M.gguf, NAME.Q5_K_M.gguf, NAME.Q6_K.gguf,
+    NAME.IQ4_XS.gguf...): type -> path."""
     found = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*.Q[0-9]_K*.gguf"))):
-        found[os.path.basename(path)[: -len(".gguf")].rsplit(".", 1)[-1]] = path
+    for pattern in ("*.Q[0-9]_K*.gguf", "*.IQ[0-9]_*.gguf"):
+        for path in sorted(glob.glob(os.path.join(directory, pattern))):
+            found[os.path.basename(path)[: -len(".gguf")].rsplit(".", 1)[-1]] = path
     return found
 
 

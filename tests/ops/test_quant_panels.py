@@ -1,20 +1,21 @@
 """Quantized MatMul weights in panels (backend/kernels/quant_panels.h): a
-compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K (with
-VNNI) weights that only MatMuls read, or MatMuls and Gathers of their rows (a
-tied embedding), as panels of 32 weight rows, and its own product reads them
-at every row count. Checked against numpy (the activations rounded to 8 bits
-per block as the kernel rounds them, the weights dequantized by gguf-py, in
-float64) for each type at every kernel variant, each in a fresh process with
-DYNGRAPH_QUANT_PANELS=1 (generic: the portable product; avx2 and avx512:
-the vpmaddubsw tiles; avx512vnni: the vpdpbusd tiles), which must all give
-the same bits; at row counts on both sides of the tiles' 6, 4 and 2 rows,
-q8_0 weights of -128 (whose magnitude vpsignb cannot negate), q5, q5_K, q4_K and
-q6_K values of 31, 31, 15 and 63 times activations of 127 (the largest sums the
-AVX2 tiles hold in 16 bits), weight counts that leave every kind of last
-panel (1 to 31 rows, more or fewer than 16), several threads (a thread's
-columns are whole panels); the rule of which weights are laid out that way,
-that a tied table's Gathers give ggml's very rows, and that save() writes
-the rows back."""
+compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, iq4_xs,
+and with VNNI q6_K and iq4_nl, weights that only MatMuls read, or MatMuls
+and Gathers of their rows (a tied embedding), as panels of 32 weight rows,
+and its own product reads them at every row count. Checked against numpy
+(the activations rounded to 8 bits per block as the kernel rounds them, the
+weights dequantized by gguf-py, in float64) for each type at every kernel
+variant, each in a fresh process with DYNGRAPH_QUANT_PANELS=1 (generic: the
+portable product; avx2 and avx512: the vpmaddubsw tiles; avx512vnni: the
+vpdpbusd tiles), which must all give the same bits; at row counts on both
+sides of the tiles' 6, 4 and 2 rows, q8_0 weights of -128 (whose magnitude
+vpsignb cannot negate), q5, q5_K, q4_K, q6_K and iq4 values of 31, 31, 15,
+63 and -127 times activations of 127 (the largest sums the AVX2 tiles hold
+in 16 bits), weight counts that leave every kind of last panel (1 to 31
+rows, more or fewer than 16), several threads (a thread's columns are whole
+panels); the rule of which weights are laid out that way, that a tied
+table's Gathers give ggml's very rows, and that save() writes the rows
+back."""
 
 import hashlib
 import textwrap
@@ -41,7 +42,7 @@ CHECK = textwrap.dedent("""
     for threads in (1, 3):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
         shapes = ((32, 1), (64, 5), (352, 16), (96, 17), (32, 31), (64, 32), (128, 33), (352, 100), (1536, 70))
-        if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q5_K, Q.Q6_K):  # super-blocks of 256
+        if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_XS):  # super-blocks of 256
             shapes = ((256, 1), (512, 5), (256, 16), (768, 17), (256, 31), (512, 32), (256, 33), (512, 100), (1536, 70))
         for k, n in shapes:
             if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q5_K, Q.Q6_K):  # random blocks with finite scales (gguf cannot quantize to them)
@@ -50,6 +51,12 @@ CHECK = textwrap.dedent("""
                 # values of 15 (q4_K), 31 (q5_K) or 63 (q6_K): the AVX2 tiles' largest 16-bit sums
                 values = slice(0, 192) if Q.STORAGE_UPPER == Q.Q6_K else slice(16, None)
                 raw.reshape(n, k // 256, -1)[: (n + 1) // 2, :, values] = 0xFF
+            elif Q.STORAGE_UPPER in (Q.IQ4_NL, Q.IQ4_XS):  # random blocks (gguf cannot quantize to them)
+                from test_stored_weight_types import blocks
+                raw = blocks(rng, "STORAGE", n, k)
+                # nibbles of 0: the table's -127, its largest magnitude (the AVX2 tile's largest pairs)
+                values = slice(2, None) if Q.STORAGE_UPPER == Q.IQ4_NL else slice(8, None)
+                raw.reshape(n, k // (32 if Q.STORAGE_UPPER == Q.IQ4_NL else 256), -1)[: (n + 1) // 2, :, values] = 0
             else:
                 raw = quants.quantize(rng.standard_normal((n, k), dtype=np.float32), Q.STORAGE_UPPER)
             if Q.STORAGE_UPPER == Q.Q8_0:  # -128, which ggml's rounding never writes but a file may hold
@@ -91,7 +98,8 @@ CHECK = textwrap.dedent("""
 
 STORAGES = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]  # (weight_type's quantized types)
 BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24}
-STORED = STORAGES + ["q4_K", "q5_K", "q6_K"]  # (as a file stores them: dg.StoredWeight)
+STORED = STORAGES + ["q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"]  # (as a file stores them: dg.StoredWeight)
+VNNI_ONLY = {"q6_K": 210, "iq4_nl": 8 * 18}  # in panels with VNNI only: the bytes of a row of 256 values
 
 
 @pytest.mark.parametrize("storage", STORED)
@@ -99,8 +107,8 @@ def test_products_over_panels_match_numpy_and_agree_bit_for_bit_at_every_variant
     code = IMPORT_TESTS + CHECK.replace("STORAGE_UPPER", storage.upper()).replace("STORAGE", storage)
     seen = {}
     for isa in ORDER[: ORDER.index(best_isa()) + 1]:
-        if storage == "q6_K" and isa in ("avx2", "avx512"):
-            continue  # (rows there: test_q6_k_panels_need_vnni)
+        if storage in VNNI_ONLY and isa in ("avx2", "avx512"):
+            continue  # (rows there: test_q6_k_and_iq4_nl_panels_need_vnni)
         r = run_python(code, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_QUANT_PANELS": "1"})
         assert r.returncode == 0, (isa, r.stderr[-3000:])
         got_isa, digest = r.stdout.split()[-2:]
@@ -109,13 +117,15 @@ def test_products_over_panels_match_numpy_and_agree_bit_for_bit_at_every_variant
     assert len(set(seen.values())) == 1, seen
 
 
-def test_q6_k_panels_need_vnni():
-    """q6_K weights go into the panels where the kernels have AVX-512 VNNI (or the portable product
-    is asked for); with AVX2 alone they keep their rows (ggml's product, then dequantized f32)."""
+@pytest.mark.parametrize("storage", sorted(VNNI_ONLY))
+def test_q6_k_and_iq4_nl_panels_need_vnni(storage):
+    """q6_K and iq4_nl weights go into the panels where the kernels have AVX-512 VNNI (or the portable
+    product is asked for); with AVX2 alone they keep their rows (q6_K: ggml's product, then dequantized
+    f32; iq4_nl: ggml's repacked product where ggml repacks it)."""
     code = IMPORT_TESTS + textwrap.dedent(f"""
         import numpy as np, dyngraph as dg
         from test_stored_weight_types import blocks
-        raw = blocks(np.random.default_rng(0), "q6_K", 40, 256)
+        raw = blocks(np.random.default_rng(0), "{storage}", 40, 256)
         x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 256])
         w = dg.LogicalTensor(1, dg.f32, [40, 256], property=dg.CONSTANT)
         y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
@@ -123,14 +133,14 @@ def test_q6_k_panels_need_vnni():
         g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {{"transpose_b": True}}))
         g.finalize()
         (p,) = g.get_partitions()
-        cp = p.compile([x, w], [y], dg.Engine(dg.Engine.CPU), constants={{1: dg.StoredWeight((40, 256), "q6_K", raw)}})
+        cp = p.compile([x, w], [y], dg.Engine(dg.Engine.CPU), constants={{1: dg.StoredWeight((40, 256), "{storage}", raw)}})
         cp(np.ones((3, 256), np.float32))
         print(cp.cache_info().panel_bytes)
     """)
     for isa in ORDER[: ORDER.index(best_isa()) + 1]:
         r = run_python(code, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_QUANT_PANELS": "1"})
         assert r.returncode == 0, (isa, r.stderr[-2000:])
-        want = 40 * 210 if isa in ("generic", "avx512vnni") else 0  # (40 rows of one 210-byte block)
+        want = 40 * VNNI_ONLY[storage] if isa in ("generic", "avx512vnni") else 0  # (40 rows of 256 values)
         assert int(r.stdout.split()[-1]) == want, isa
 
 
@@ -159,8 +169,14 @@ def quantized(rng, n, k, storage="q8_0"):
     from test_stored_weight_types import blocks
 
     t = getattr(Q, storage.upper())
-    raw = blocks(rng, storage, n, k) if storage.endswith("_K") else quants.quantize(rng.standard_normal((n, k), dtype=np.float32), t)
+    gguf_quantizes = storage in STORAGES  # (the others: random blocks with finite scales)
+    raw = quants.quantize(rng.standard_normal((n, k), dtype=np.float32), t) if gguf_quantizes else blocks(rng, storage, n, k)
     return raw, quants.dequantize(raw, t).reshape(n, k).astype(np.float64)
+
+
+def super_blocks(storage: str) -> bool:
+    """Whether the type's blocks hold 256 values."""
+    return storage.endswith("_K") or storage == "iq4_xs"
 
 
 def panels_on() -> bool:
@@ -194,9 +210,9 @@ def test_a_tied_table_in_panels_gathers_ggmls_very_rows(storage, rng):
     get_rows gives on the rows (a Gather-only partition keeps them), and the product over the panels."""
     if not panels_on():
         pytest.skip("quantized panels are the default where our kernels have AVX2 and no AMX products run")
-    if storage == "q6_K" and dg._backend.kernel_isa() != "avx512vnni":
-        pytest.skip("q6_K panels need AVX-512 VNNI")
-    k, n = (512 if storage.endswith("_K") else 96), 70  # (a narrow last panel: rows 64..69)
+    if storage in VNNI_ONLY and dg._backend.kernel_isa() != "avx512vnni":
+        pytest.skip("q6_K and iq4_nl panels need AVX-512 VNNI")
+    k, n = (512 if super_blocks(storage) else 96), 70  # (a narrow last panel: rows 64..69)
     raw, deq = quantized(rng, n, k, storage)
     e = dg.Engine(dg.Engine.CPU, num_threads=2)
     sw = dg.StoredWeight((n, k), storage, raw)
@@ -271,7 +287,7 @@ def test_the_switch_turns_panels_off_and_on():
 def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights, storage):
     """A partition saved with quantized weights in panels writes ggml's blocks (the file loads where
     panels are off and on, and computes the same product)."""
-    k, n = (512 if storage.endswith("_K") else 96), 45
+    k, n = (512 if super_blocks(storage) else 96), 45
     raw, deq = quantized(rng, n, k, storage)
     p, ins, outs = graph(k, n)
     cp = p.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((n, k), storage, raw)})

@@ -1,4 +1,4 @@
-"""A GGUF file's q5 and k-quant tensors (llama.cpp's Q*_K_S/M files) taken as
+"""A GGUF file's q5, k-quant and iq4 tensors (llama.cpp's Q*_K_S/M, IQ4_* files) taken as
 they are by dyngraph.torch.gguf: a small file written with the gguf package,
 its llama query rows interleaved per head as llama.cpp's converter writes
 them, read back into the module's order and run against the module holding
@@ -16,11 +16,13 @@ from dyngraph.torch.gguf import gguf_weights  # noqa: E402
 from test_stored_weight_types import blocks, dequantized  # noqa: E402
 
 HIDDEN, HEADS = 512, 2
-# (q4_K and q2_K, which ggml repacks for its own product at these sizes: test_stored_weight_types.py)
+# (not q4_K and q2_K, which ggml repacks for its own product at these sizes: test_stored_weight_types.py)
 TYPES = {"model.layers.0.self_attn.q_proj.weight": ("blk.0.attn_q.weight", "q3_K"),
          "model.layers.0.self_attn.k_proj.weight": ("blk.0.attn_k.weight", "q5_K"),
          "model.layers.0.mlp.down_proj.weight": ("blk.0.ffn_down.weight", "q6_K"),
-         "model.layers.0.mlp.up_proj.weight": ("blk.0.ffn_up.weight", "q5_0")}
+         "model.layers.0.mlp.up_proj.weight": ("blk.0.ffn_up.weight", "q5_0"),
+         "model.layers.0.self_attn.v_proj.weight": ("blk.0.attn_v.weight", "iq4_nl"),
+         "model.layers.0.mlp.gate_proj.weight": ("blk.0.ffn_gate.weight", "iq4_xs")}
 
 
 class Block(torch.nn.Module):
@@ -29,7 +31,9 @@ class Block(torch.nn.Module):
         self.self_attn = torch.nn.Module()
         self.self_attn.q_proj = torch.nn.Linear(HIDDEN, HIDDEN, bias=False)
         self.self_attn.k_proj = torch.nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.self_attn.v_proj = torch.nn.Linear(HIDDEN, HIDDEN, bias=False)
         self.mlp = torch.nn.Module()
+        self.mlp.gate_proj = torch.nn.Linear(HIDDEN, HIDDEN, bias=False)
         self.mlp.up_proj = torch.nn.Linear(HIDDEN, HIDDEN, bias=False)
         self.mlp.down_proj = torch.nn.Linear(HIDDEN, HIDDEN, bias=False)
 
@@ -42,8 +46,8 @@ class Tiny(torch.nn.Module):
 
     def forward(self, x):
         b = self.model.layers[0]
-        h = b.self_attn.q_proj(x) * torch.sigmoid(b.self_attn.k_proj(x))
-        return b.mlp.down_proj(torch.relu(b.mlp.up_proj(h)))
+        h = b.self_attn.q_proj(x) * torch.sigmoid(b.self_attn.k_proj(x)) + b.self_attn.v_proj(x)
+        return b.mlp.down_proj(torch.relu(b.mlp.up_proj(h)) * b.mlp.gate_proj(h))
 
 
 def interleaved(rows: np.ndarray, heads: int) -> np.ndarray:
@@ -69,7 +73,7 @@ def written(tmp_path, rng):
     for name, (gname, storage) in TYPES.items():
         raw = blocks(rng, storage, HIDDEN, HIDDEN)
         model_rows[name] = raw
-        in_file = interleaved(raw, HEADS) if gname.startswith("blk.0.attn_") else raw
+        in_file = interleaved(raw, HEADS) if gname in ("blk.0.attn_q.weight", "blk.0.attn_k.weight") else raw
         w.add_tensor(gname, in_file, raw_dtype=getattr(gguf.GGMLQuantizationType, storage.upper()))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -78,7 +82,7 @@ def written(tmp_path, rng):
     return str(path), model_rows
 
 
-def test_the_files_q5_and_k_quant_blocks_come_back_in_the_modules_order(written):
+def test_the_files_q5_k_quant_and_iq4_blocks_come_back_in_the_modules_order(written):
     path, model_rows = written
     weights = gguf_weights(path, Tiny())
     assert {n: w.storage for n, w in weights.items()} == {n: t[1] for n, t in TYPES.items()}
@@ -98,8 +102,11 @@ def test_a_module_runs_on_them_as_on_their_values(written, rng):
     ep = torch.export.export(module, (torch.zeros(4, HIDDEN),), dynamic_shapes=({0: batch},))
     run = dgt.compile(ep, engine=1, weights=weights)
     (cp,) = run.compiled_partitions
-    assert {t.storage for t in cp.program.tensors if t.storage != "default"} == {"q3_K", "q5_K", "q6_K", "q5_0"}
-    assert cp.cache_info().repacked_bytes == 0
+    assert {t.storage for t in cp.program.tensors if t.storage != "default"} == {"q3_K", "q5_K", "q6_K", "q5_0", "iq4_nl", "iq4_xs"}
+    # (ggml repacks the iq4_nl weight, 512 rows, for its own product where its CPU build can: x86-64 with AVX2,
+    # Arm with dotprod; no other)
+    info = cp.cache_info()
+    assert info.repacked_bytes in (0, HIDDEN * HIDDEN // 32 * 18), info
     for m in (1, 5, 8, 33):
         x = torch.from_numpy(rng.standard_normal((m, HIDDEN), dtype=np.float32))
         with torch.no_grad():
@@ -107,8 +114,8 @@ def test_a_module_runs_on_them_as_on_their_values(written, rng):
         got = run(x).double()
         err = ((got - ref).norm() / ref.norm()).item()
         # from 20 rows (q5_0's dequant_min_rows) every product is exact in f32, unless the q5_0 weight is in
-        # the quantized panels (x86-64 with AVX2); below, ggml's round the activations to 8 bits per block,
-        # as the panels do: 0.5-1% a product with these random blocks, 4-5% after the four (a row or a
-        # block out of place would be 100% and more)
-        exact = m >= 20 and cp.cache_info().panel_bytes == 0
+        # the quantized panels (x86-64 with AVX2) or ggml repacked the iq4_nl one; below, ggml's round the
+        # activations to 8 bits per block, as the panels do: 0.5-1% a product with these random blocks,
+        # 1.5-2% three products deep (a row or a block out of place would be 100% and more)
+        exact = m >= 20 and info.panel_bytes == 0 and info.repacked_bytes == 0
         assert err < (1e-5 if exact else 0.1), (m, err)

@@ -17,3 +17,5 @@ class StorageType(object):
     Q4_K = 11
     Q5_K = 12
     Q6_K = 13
+    IQ4_NL = 14
+    IQ4_XS = 15

@@ -181,7 +181,7 @@ int dg_bench::matmul_main(int argc, char** argv) {
     const int64_t shapes[][2] = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}};
     const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_BF16, GGML_TYPE_F16,  GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                               GGML_TYPE_Q6_K};
+                               GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
     std::mt19937 rng(1);
     std::printf("rows %lld, 1 thread, median of %d calls, weights from %s; us (GFLOP/s) [max error / max |ref|]\n",
                 (long long)M, reps, std::getenv("DG_BENCH_WEIGHT_COPIES") ? "DG_BENCH_WEIGHT_COPIES copies" : "memory");
