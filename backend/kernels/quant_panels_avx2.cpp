@@ -157,10 +157,9 @@ struct Rows {
     template <ggml_type T, bool Full>
     static void run(int64_t M, int64_t nb, const ActBlock* a, const int32_t* c, const uint8_t* panel, int64_t w,
                     float* C, int64_t ldc) {
-        int64_t m = 0;
-        for (; m + kTileRows <= M; m += kTileRows)
-            tile<T, kTileRows, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
-        if (m < M) tile<T, 1, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+        row_tiles<kTileRows>(M, [&](auto r, int64_t m) {
+            tile<T, decltype(r)::value, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+        });
     }
 };
 
@@ -168,7 +167,8 @@ struct Rows {
 
 void panel_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                 const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
-    by_type_and_width<Rows>(type, w == kW, M, nb, act, corr, panel, w, C, ldc);
+    by_type_and_width<Rows, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1>(
+        type, w == kW, M, nb, act, corr, panel, w, C, ldc);
 }
 
 #pragma GCC pop_options

@@ -176,17 +176,9 @@ void tile_vnni(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
 struct RowsVnni {
     template <ggml_type T, bool Full>
     static void run(int64_t M, int64_t nb, const ActBlock* a, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
-        constexpr int R = 6;  // 12 sums and 12 accumulators of 32 registers
-        int64_t m = 0;
-        for (; m + R <= M; m += R) tile_vnni<T, R, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
-        switch (M - m) {
-            case 1: return tile_vnni<T, 1, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
-            case 2: return tile_vnni<T, 2, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
-            case 3: return tile_vnni<T, 3, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
-            case 4: return tile_vnni<T, 4, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
-            case 5: return tile_vnni<T, 5, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
-            default: return;
-        }
+        row_tiles<6>(M, [&](auto r, int64_t m) {  // (6 rows: 12 sums and 12 accumulators of 32 registers)
+            tile_vnni<T, decltype(r)::value, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        });
     }
 };
 
@@ -293,31 +285,24 @@ void tile_avx2(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
 struct RowsAvx2 {
     template <ggml_type T, bool Full>
     static void run(int64_t M, int64_t nb, const ActBlock* a, const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
-        int64_t m = 0;
-        for (; m + 2 <= M; m += 2) tile_avx2<T, 2, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
-        if (m < M) tile_avx2<T, 1, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        row_tiles<2>(M, [&](auto r, int64_t m) {
+            tile_avx2<T, decltype(r)::value, Full>(nb, a + m * nb, panel, w, C + m * ldc, ldc);
+        });
     }
 };
 
 #pragma GCC pop_options
 
-// R::run<T, Full> for q4_K or q5_K and a full or a narrower last panel
-template <class R, class... Args>
-void by_k_type_and_width(ggml_type type, bool full, Args... args) {
-    if (type == GGML_TYPE_Q4_K) full ? R::template run<GGML_TYPE_Q4_K, true>(args...) : R::template run<GGML_TYPE_Q4_K, false>(args...);
-    else full ? R::template run<GGML_TYPE_Q5_K, true>(args...) : R::template run<GGML_TYPE_Q5_K, false>(args...);
-}
-
 }  // namespace
 
 void panel_q45k_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
                      float* C, int64_t ldc) {
-    by_k_type_and_width<RowsVnni>(type, w == kW, M, nb, act, panel, w, C, ldc);
+    by_type_and_width<RowsVnni, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K>(type, w == kW, M, nb, act, panel, w, C, ldc);
 }
 
 void panel_q45k_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
                      float* C, int64_t ldc) {
-    by_k_type_and_width<RowsAvx2>(type, w == kW, M, nb, act, panel, w, C, ldc);
+    by_type_and_width<RowsAvx2, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K>(type, w == kW, M, nb, act, panel, w, C, ldc);
 }
 
 #endif

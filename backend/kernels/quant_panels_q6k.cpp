@@ -201,15 +201,9 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const int32
 template <bool Full>
 void rows_vnni(int64_t M, int64_t nb, const ActBlock* a, const int32_t* c, const int32_t* h, const uint8_t* panel,
                int64_t w, float* C, int64_t ldc) {
-    constexpr int R = 4;  // 16 sums and 8 accumulators of 32 registers
-    int64_t m = 0;
-    for (; m + R <= M; m += R) tile_vnni<R, Full>(nb, a + m * nb, c + m * nb, h + m * nb, panel, w, C + m * ldc, ldc);
-    switch (M - m) {
-        case 1: return tile_vnni<1, Full>(nb, a + m * nb, c + m * nb, h + m * nb, panel, w, C + m * ldc, ldc);
-        case 2: return tile_vnni<2, Full>(nb, a + m * nb, c + m * nb, h + m * nb, panel, w, C + m * ldc, ldc);
-        case 3: return tile_vnni<3, Full>(nb, a + m * nb, c + m * nb, h + m * nb, panel, w, C + m * ldc, ldc);
-        default: return;
-    }
+    row_tiles<4>(M, [&](auto r, int64_t m) {  // (4 rows: 16 sums and 8 accumulators of 32 registers)
+        tile_vnni<decltype(r)::value, Full>(nb, a + m * nb, c + m * nb, h + m * nb, panel, w, C + m * ldc, ldc);
+    });
 }
 
 #pragma GCC pop_options

@@ -97,19 +97,27 @@ void panel_q6k_portable(int64_t M, int64_t nb, const ActBlock* act, const int32_
 void q6k_values_to_panel(const uint8_t* q, uint8_t* chunks, int64_t w, int64_t j);
 void q6k_values_from_panel(const uint8_t* chunks, int64_t w, int64_t j, uint8_t* q);
 
-// R::run<T, Full>(args...) for the panel's type (blocks of 32) and for a full (32-row) or a narrower
-// last panel: the one switch the vector variants share.
-template <class R, class... Args>
+// R::run<T, Full>(args...) for the panel's type, one of Ts, and for a full (32-row) or a narrower last
+// panel: the one switch the vector variants share.
+template <class R, ggml_type... Ts, class... Args>
 void by_type_and_width(ggml_type type, bool full, Args... args) {
-    auto width = [&](auto t) {
+    auto one = [&](auto t) {
+        if (type != decltype(t)::value) return false;
         if (full) R::template run<decltype(t)::value, true>(args...);
         else R::template run<decltype(t)::value, false>(args...);
+        return true;
     };
-    if (type == GGML_TYPE_Q8_0) width(std::integral_constant<ggml_type, GGML_TYPE_Q8_0>{});
-    else if (type == GGML_TYPE_Q4_0) width(std::integral_constant<ggml_type, GGML_TYPE_Q4_0>{});
-    else if (type == GGML_TYPE_Q4_1) width(std::integral_constant<ggml_type, GGML_TYPE_Q4_1>{});
-    else if (type == GGML_TYPE_Q5_0) width(std::integral_constant<ggml_type, GGML_TYPE_Q5_0>{});
-    else width(std::integral_constant<ggml_type, GGML_TYPE_Q5_1>{});
+    (one(std::integral_constant<ggml_type, Ts>{}) || ...);
+}
+
+// tile(std::integral_constant<int, r>{}, m) for the rows [m, m + r) of M: tiles of R rows, then one of
+// the 1..R-1 rows left; the loop over the activation rows every vector variant runs.
+template <int R, class Tile>
+void row_tiles(int64_t M, const Tile& tile) {
+    int64_t m = 0;
+    for (; m + R <= M; m += R) tile(std::integral_constant<int, R>{}, m);
+    if constexpr (R > 1)
+        if (m < M) row_tiles<R - 1>(M - m, [&](auto r, int64_t i) { tile(r, m + i); });
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -121,17 +121,9 @@ struct Rows {
     template <ggml_type T, bool Full>
     static void run(int64_t M, int64_t nb, const ActBlock* a, const int32_t* c, const uint8_t* panel, int64_t w,
                     float* C, int64_t ldc) {
-        int64_t m = 0;
-        for (; m + kTileRows <= M; m += kTileRows)
-            tile<T, kTileRows, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
-        switch (M - m) {
-            case 1: return tile<T, 1, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
-            case 2: return tile<T, 2, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
-            case 3: return tile<T, 3, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
-            case 4: return tile<T, 4, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
-            case 5: return tile<T, 5, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
-            default: return;
-        }
+        row_tiles<kTileRows>(M, [&](auto r, int64_t m) {
+            tile<T, decltype(r)::value, Full>(nb, a + m * nb, c + m * nb, panel, w, C + m * ldc, ldc);
+        });
     }
 };
 
@@ -139,7 +131,8 @@ struct Rows {
 
 void panel_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr,
                 const uint8_t* panel, int64_t w, float* C, int64_t ldc) {
-    by_type_and_width<Rows>(type, w == kW, M, nb, act, corr, panel, w, C, ldc);
+    by_type_and_width<Rows, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1>(
+        type, w == kW, M, nb, act, corr, panel, w, C, ldc);
 }
 
 #pragma GCC pop_options

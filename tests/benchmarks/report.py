@@ -23,10 +23,10 @@ every round calls each once, in a random order. Sections:
   an f32 mask, a causal GQA prefill, a decode step), a transformer encoder
   layer, ResNet basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
 - llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0,
-  the package's Q4_1 file and the k-quant and i-quant mixes (Q4_K_M,
-  Q5_K_M, Q6_K, IQ4_XS...)
-  that SMOLLM2_GGUF_DIR holds, as stored, against llama-bench (pp32, tg32; like
-  llama-bench, logits of the last position only), run here when LLAMA_BENCH
+  the package's Q4_1 file and the k-quant and i-quant mixes (Q4_K_M, Q5_K_M,
+  Q6_K, IQ4_XS...) that SMOLLM2_GGUF_DIR holds, as stored, against
+  llama-bench (pp32, tg32; like llama-bench, logits of the last position
+  only), run here when LLAMA_BENCH
   (one binary, or LABEL=PATH,... where the first, llama.cpp built natively,
   carries the target) and SMOLLM2_GGUF_DIR are set (README.md in this folder
   says how to build it); the CPU features each side's ggml was compiled with

@@ -50,9 +50,9 @@ def gguf_weights(path: str, module: torch.nn.Module) -> Dict[str, StoredWeight]:
     """``module``'s parameters (by their names in ``module``, e.g. the wrapper
     you export) that the GGUF file at ``path`` stores in f16, bf16, q8_0, q4_0,
     q4_1, q5_0, q5_1, a k-quant (q2_K to q6_K: llama.cpp's Q*_K_S/M files),
-    iq4_nl or iq4_xs, as StoredWeights; a tied parameter under each of its names. A file
-    tensor whose shape differs from its parameter's is a CompileError naming
-    both."""
+    iq4_nl or iq4_xs, as StoredWeights; a tied parameter under each of its
+    names. A file tensor whose shape differs from its parameter's is a
+    CompileError naming both."""
     import gguf
 
     reader = gguf.GGUFReader(path)
