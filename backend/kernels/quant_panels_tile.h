@@ -18,10 +18,11 @@ namespace dg::kernels::panels {
 constexpr int64_t kW = kQuantPanelWidth;
 
 // A block type's form in the panels: its bytes and values, its f16 fields before the values (d; q4_1,
-// q5_1: d, m; q4_K: d, dmin), its fields of one byte (q4_K: the 12 bytes of 6-bit scales and minimums),
-// the bytes a row's fifth bits take (q5: 4), its chunks of 4 bytes a row, and c: the weights' values are
-// the stored unsigned bytes (or nibbles, with their fifth bits) - c (iq4: kIq4Values[nibble] + 128 - c). values_first: the block stores its
-// values before its fields (q6_K: ql, qh, then scales, then d); the panels put them after, as for the others.
+// q5_1: d, m; q4_K, q5_K: d, dmin), its fields of one byte (q4_K, q5_K: the 12 bytes of 6-bit scales and
+// minimums; iq4_xs: its 6 bytes of scales), the bytes a row's fifth bits take (q5: 4, q5_K: 32), its chunks
+// of 4 bytes a row, and c: the weights' values are the stored unsigned bytes (or nibbles, with their fifth
+// bits) - c (iq4: kIq4Values[nibble] + 128 - c). values_first: the block stores its values before its
+// fields (q6_K: ql, qh, then scales, then d); the panels put them after, as for the others.
 struct Format {
     int block_bytes, values, fields, byte_fields, bits, chunks, offset;
     bool values_first;
