@@ -57,11 +57,11 @@ template <class T, class Bytes>
         m = (s(j + 4) >> 4) | ((s(j) >> 6) << 4);
     }
 }
-// sub-block ib's 6-bit scale from the 6 bytes s(0..5) of an IQ4_XS block after d (scales_h's two, then
-// scales_l's four; s(t): byte t, or lanes each holding byte t of a row)
+// ls = sub-block ib's 6-bit scale from the 6 bytes s(0..5) of an IQ4_XS block after d (scales_h's two,
+// then scales_l's four; s(t): byte t, or lanes each holding byte t of a row; an out-parameter, as above)
 template <class T, class Bytes>
-[[gnu::always_inline]] inline T iq4_xs_scale(int ib, Bytes s) {
-    return ((s(2 + ib / 2) >> (4 * (ib % 2))) & 15) | (((s(ib / 4) >> (2 * (ib % 4))) & 3) << 4);
+[[gnu::always_inline]] inline void iq4_xs_scale(int ib, Bytes s, T& ls) {
+    ls = ((s(2 + ib / 2) >> (4 * (ib % 2))) & 15) | (((s(ib / 4) >> (2 * (ib % 4))) & 3) << 4);
 }
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop

@@ -144,12 +144,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
             }
         }
     }
-    for (int m = 0; m < MR; ++m)
-        for (int v = 0; v < V; ++v) {
-            float* c = C + m * ldc + 8 * v;
-            if (Full) _mm256_storeu_ps(c, f[m][v]);
-            else _mm256_maskstore_ps(c, mask[v], f[m][v]);
-        }
+    store_tile<Full>(C, ldc, f, mask);
 }
 
 // The panel for every row, a tile at a time.

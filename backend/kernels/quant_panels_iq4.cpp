@@ -58,7 +58,9 @@ void panel_iq4_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* a
                             const int v = blk[chunk_offset(fm, w, 4 * g + q) + 4 * size_t(j) + i];
                             s += kIq4Values[v & 15] * a.qs[4 * q + i] + kIq4Values[v >> 4] * a.qs[16 + 4 * q + i];
                         }
-                    const float dl = fm.byte_fields ? d * float(iq4_xs_scale<int>(g, byte) - 32) : d;
+                    int ls = 32;  // (iq4_nl: d alone)
+                    if (fm.byte_fields) iq4_xs_scale(g, byte, ls);
+                    const float dl = fm.byte_fields ? d * float(ls - 32) : d;
                     acc[j] = std::fma(float(s), dl * a.d, acc[j]);
                 }
             }
@@ -132,8 +134,9 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8
                         const __m128i v = Full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp)) : _mm_maskz_loadu_epi8(k, bp);
                         return v16si(_mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), v));
                     };
-                    const v16si ls = iq4_xs_scale<v16si>(g, bytes) - 32;
-                    dl = _mm512_mul_ps(dl, _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), __m512i(ls)));
+                    v16si ls;
+                    iq4_xs_scale(g, bytes, ls);
+                    dl = _mm512_mul_ps(dl, _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), __m512i(ls - 32)));
                 }
                 for (int m = 0; m < MR; ++m) {
                     __m512i sum = s[m][h][0];
@@ -144,10 +147,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8
             }
         }
     }
-    for (int m = 0; m < MR; ++m) {
-        _mm512_mask_storeu_ps(C + m * ldc, lo, f[m][0]);
-        _mm512_mask_storeu_ps(C + m * ldc + 16, hi, f[m][1]);
-    }
+    store_tile(C, ldc, f, lo, hi);
 }
 
 struct RowsVnni {
@@ -226,8 +226,9 @@ void tile_avx2(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
                         const uint8_t* bp = head + 2 * stride + size_t(t) * size_t(stride) + 8 * size_t(v);
                         return v8si(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bp))));
                     };
-                    const v8si ls = iq4_xs_scale<v8si>(g, bytes) - 32;
-                    dl = _mm256_mul_ps(dl, _mm256_cvtepi32_ps(__m256i(ls)));
+                    v8si ls;
+                    iq4_xs_scale(g, bytes, ls);
+                    dl = _mm256_mul_ps(dl, _mm256_cvtepi32_ps(__m256i(ls - 32)));
                 }
                 for (int m = 0; m < MR; ++m)
                     f[m][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[m][v]), _mm256_mul_ps(dl, _mm256_set1_ps(act[m * nb + b].d)),
@@ -235,12 +236,7 @@ void tile_avx2(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
             }
         }
     }
-    for (int m = 0; m < MR; ++m)
-        for (int v = 0; v < V; ++v) {
-            float* c = C + m * ldc + 8 * v;
-            if (Full) _mm256_storeu_ps(c, f[m][v]);
-            else _mm256_maskstore_ps(c, mask[v], f[m][v]);
-        }
+    store_tile<Full>(C, ldc, f, mask);
 }
 
 struct RowsAvx2 {

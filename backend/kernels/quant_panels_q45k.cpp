@@ -32,8 +32,6 @@ namespace dg::kernels::panels {
 
 namespace {
 
-constexpr size_t kPrefetchAhead = 8192;
-
 float f16_at(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -167,10 +165,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
             }
         }
     }
-    for (int m = 0; m < MR; ++m) {
-        _mm512_mask_storeu_ps(C + m * ldc, lo, f[m][0]);
-        _mm512_mask_storeu_ps(C + m * ldc + 16, hi, f[m][1]);
-    }
+    store_tile(C, ldc, f, lo, hi);
 }
 
 struct RowsVnni {
@@ -274,12 +269,7 @@ void tile_avx2(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
             }
         }
     }
-    for (int m = 0; m < MR; ++m)
-        for (int v = 0; v < V; ++v) {
-            float* c = C + m * ldc + 8 * v;
-            if (Full) _mm256_storeu_ps(c, f[m][v]);
-            else _mm256_maskstore_ps(c, mask[v], f[m][v]);
-        }
+    store_tile<Full>(C, ldc, f, mask);
 }
 
 struct RowsAvx2 {

@@ -37,8 +37,6 @@ namespace dg::kernels::panels {
 namespace {
 
 constexpr Format kFm = format_of(GGML_TYPE_Q6_K);
-constexpr size_t kPrefetchAhead = 8192;
-
 // chunk q < 4 of activation block b (low 4 bits), chunk 4 + q / 2 (top 2 bits); the top bits of the
 // values of chunk q's low nibbles at bits 4 (q % 2) of its bytes, of its high nibbles 2 above
 inline int low_chunk(int b, int q) { return 6 * b + 3 * (q / 2) + 1 + q % 2; }
@@ -192,10 +190,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const int32
             }
         }
     }
-    for (int m = 0; m < MR; ++m) {
-        _mm512_mask_storeu_ps(C + m * ldc, mask[0], f[m][0]);
-        _mm512_mask_storeu_ps(C + m * ldc + 16, mask[1], f[m][1]);
-    }
+    store_tile(C, ldc, f, mask[0], mask[1]);
 }
 
 template <bool Full>

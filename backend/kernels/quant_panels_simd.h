@@ -35,6 +35,30 @@ __attribute__((target("avx2"))) inline __m256i bcast4_256(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// the panels' tiles prefetch their weights this far ahead into L2 (q4_K, q5_K, q6_K: gemm-choices.md)
+constexpr size_t kPrefetchAhead = 8192;
+
+// a tile's MR rows x 32 outputs (f[m][h]: the 16 of half h) to C, rows ldc apart; lanes lo / hi of each half
+template <int MR>
+__attribute__((target("avx512f"))) inline void store_tile(float* C, int64_t ldc, const __m512 (&f)[MR][2], __mmask16 lo,
+                                                          __mmask16 hi) {
+    for (int m = 0; m < MR; ++m) {
+        _mm512_mask_storeu_ps(C + m * ldc, lo, f[m][0]);
+        _mm512_mask_storeu_ps(C + m * ldc + 16, hi, f[m][1]);
+    }
+}
+
+// a tile's MR rows x 32 outputs (f[m][v]: the 8 of vector v) to C; Full: all 32, else the lanes of mask[v]
+template <bool Full, int MR>
+__attribute__((target("avx2"))) inline void store_tile(float* C, int64_t ldc, const __m256 (&f)[MR][4], const __m256i (&mask)[4]) {
+    for (int m = 0; m < MR; ++m)
+        for (int v = 0; v < 4; ++v) {
+            float* c = C + m * ldc + 8 * v;
+            if (Full) _mm256_storeu_ps(c, f[m][v]);
+            else _mm256_maskstore_ps(c, mask[v], f[m][v]);
+        }
+}
+
 // 16 in byte k where bit k of `bits` is set, else 0
 __attribute__((target("avx2"))) inline __m256i sixteens(uint32_t bits) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //

@@ -110,10 +110,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
             }
         }
     }
-    for (int m = 0; m < MR; ++m) {
-        _mm512_mask_storeu_ps(C + m * ldc, lo, f[m][0]);
-        _mm512_mask_storeu_ps(C + m * ldc + 16, hi, f[m][1]);
-    }
+    store_tile(C, ldc, f, lo, hi);
 }
 
 // The panel for every row, a tile at a time.
