@@ -225,7 +225,13 @@ bool computes(const ggml_tensor* x, const ggml_tensor* y) {
 }
 
 int64_t dequant_min_rows(ggml_type type) {
-    return type == GGML_TYPE_Q5_0 ? 20 : type == GGML_TYPE_Q6_K ? 12 : kDequantMinRows;
+    switch (type) {
+        case GGML_TYPE_Q5_0: return 20;
+        case GGML_TYPE_Q6_K: return 12;
+        case GGML_TYPE_Q3_K: return 64;
+        case GGML_TYPE_Q2_K: return 128;
+        default: return kDequantMinRows;
+    }
 }
 
 bool bias_fuses(const ggml_tensor* x, const ggml_tensor* y, const ggml_tensor* bias) {

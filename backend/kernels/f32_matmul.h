@@ -60,7 +60,12 @@ constexpr int64_t kDequantMinRows = 8;
 // That threshold for a type quant_rows.h does not take: later for the types
 // whose ggml product stays ahead of the dequantized one (dg_bench matmul on a
 // Zen 4, ggml's time / ours: q5_0 0.72-0.82 at 8 rows, 0.90-0.96 at 16, level
-// at 20-24, 1.05 at 32 -> 20; q6_K 0.85 at 8, level at 12, 1.07 at 16 -> 12).
+// at 20-24, 1.05 at 32 -> 20; q6_K 0.85 at 8, level at 12, 1.07 at 16 -> 12;
+// 1536x576, ggml's q2_K and q3_K products (its AVX2 code; ours dequantize with ggml's scalar
+// to_float): q3_K 0.27 at 8 rows, 0.75 at 32, 0.96-1.09 at 64, 1.21-1.33 at
+// 128 -> 64; q2_K 0.26 at 8, 0.63 at 32, 0.74-0.85 at 64, 0.89-1.07 at 128,
+// 1.02-1.13 at 256 -> 128). Where the CPU has AVX2, weights of these types
+// that only products read are in the quantized panels and never come here.
 int64_t dequant_min_rows(ggml_type type);
 
 // Products of more values than this (rows x columns, all batches) leave an activation that reads them

@@ -63,6 +63,28 @@ template <class T, class Bytes>
 [[gnu::always_inline]] inline void iq4_xs_scale(int ib, Bytes s, T& ls) {
     ls = ((s(2 + ib / 2) >> (4 * (ib % 2))) & 15) | (((s(ib / 4) >> (2 * (ib % 4))) & 3) << 4);
 }
+// 256 values in 16 groups of 16 with 2-bit values: value = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4)
+// for group g (q2_K); q of value 128 h + 32 k + l (h < 2, k < 4, l < 32) bits 2 k, 2 k + 1 of qs[32 h + l],
+// group 8 h + 2 k + l / 16
+struct BlockQ2_K {
+    uint8_t scales[16];
+    uint8_t qs[64];
+    uint16_t d, dmin;
+};
+// q2_K's 2-bit values with a third bit: value = d * (sc[g] - 32) * (q + 4 bit - 4) for group g (q3_K), q as
+// q2_K's, the bit of value v bit v / 32 of hmask[v % 32], sc the 6-bit scales (q3_k_scale) in `scales`
+struct BlockQ3_K {
+    uint8_t hmask[32];
+    uint8_t qs[64];
+    uint8_t scales[12];
+    uint16_t d;
+};
+// group j's 6-bit scale (less 32 in the value) from the 12 bytes s(0..11) of a q3_K block: the low 4 bits
+// nibble j / 8 of s(j % 8), the top 2 bits bits 2 (j / 4), 2 (j / 4) + 1 of s(8 + j % 4) (lanes as above)
+template <class T, class Bytes>
+[[gnu::always_inline]] inline void q3_k_scale(int j, Bytes s, T& sc) {
+    sc = ((s(j % 8) >> (4 * (j / 8))) & 15) | (((s(8 + j % 4) >> (2 * (j / 4))) & 3) << 4);
+}
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -100,6 +122,7 @@ struct BlockIQ4_XS {
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20, "ggml block sizes");
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24 && sizeof(BlockQ6_K) == 210, "ggml block sizes");
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176, "ggml block sizes");
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110, "ggml block sizes");
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "ggml block sizes");
 
 }  // namespace dg::kernels

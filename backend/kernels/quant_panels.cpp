@@ -22,7 +22,8 @@ bool quant_panels_take(ggml_type type) {
     // VNNI our AVX2 tiles lost to ggml's product (q6_K) and to ggml's repacked iq4_nl (gemm-choices.md)
     if (type == GGML_TYPE_Q6_K || type == GGML_TYPE_IQ4_NL) return isa >= Isa::avx512vnni || isa == Isa::generic;
     return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_0 ||
-           type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS;
+           type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_Q4_K ||
+           type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS;
 }
 
 namespace {
@@ -30,7 +31,7 @@ namespace {
 // Every byte of row j of a panel `w` rows wide (P, nb blocks) to or from its ggml blocks (row;
 // to_panels: row -> P): a block's fields (the k-quants, iq4_xs: and their bytes of scales), the fifth bits
 // (q5: bit by bit), then its values' bytes (q8_0: 32 signed values, + 128 in the panels; q4, q5, q4_K,
-// q5_K, iq4: bytes of two nibbles; q6_K: value by value).
+// q5_K, iq4: bytes of two nibbles; q6_K, q2_K, q3_K: value by value).
 void move_row(ggml_type type, int64_t w, int64_t nb, uint8_t* row, uint8_t* panel, int64_t j, bool to_panels) {
     const Format fm = format_of(type);
     auto move_bit = [to_panels](uint8_t* r, int rbit, uint8_t* area, size_t abit) {
@@ -46,18 +47,25 @@ void move_row(ggml_type type, int64_t w, int64_t nb, uint8_t* row, uint8_t* pane
     };
     for (int64_t b = 0; b < nb; ++b) {
         uint8_t* blk = row + size_t(b) * size_t(fm.block_bytes);
-        // where the block holds its fields, byte fields, fifth bits and chunks (q6_K: its chunks - ql, qh -
-        // then its 16 scales, then d)
-        const int values = 4 * fm.chunks;
-        uint8_t* fields = fm.values_first ? blk + values + fm.byte_fields : blk;
-        uint8_t* bytes = fm.values_first ? blk + values : blk + 2 * fm.fields;
-        uint8_t* bits = bytes + fm.byte_fields;
-        uint8_t* qs = fm.values_first ? blk : bits + fm.bits;
+        uint8_t* fields = blk + fm.at_fields;
+        uint8_t* bytes = blk + fm.at_bytes;
+        uint8_t* bits = blk + fm.at_bits;
+        uint8_t* qs = blk + fm.at_values;
         uint8_t* out = panel + size_t(b) * size_t(w) * size_t(fm.block_bytes);
         for (int f = 0; f < fm.fields; ++f)
             for (int i = 0; i < 2; ++i) move(fields + 2 * f + i, out + field_offset(w, f) + 2 * j + i, 0);
         for (int t = 0; t < fm.byte_fields; ++t)
             move(bytes + t, out + panels::byte_field_offset(fm, w) + size_t(t) * size_t(w) + size_t(j), 0);
+        if (type == GGML_TYPE_Q6_K) {  // (its values, one by one: quant_panels_q6k.cpp)
+            if (to_panels) panels::q6k_values_to_panel(qs, out + chunk_offset(fm, w, 0), w, j);
+            else panels::q6k_values_from_panel(out + chunk_offset(fm, w, 0), w, j, qs);
+            continue;
+        }
+        if (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K) {  // (the same: quant_panels_q23k.cpp)
+            if (to_panels) panels::q23k_values_to_panel(type, qs, out + chunk_offset(fm, w, 0), w, j);
+            else panels::q23k_values_from_panel(type, out + chunk_offset(fm, w, 0), w, j, qs);
+            continue;
+        }
         for (int v = 0; v < 8 * fm.bits; ++v) {
             // q5_0, q5_1: bit v is value v's fifth bit, that of chunk v % 16 / 4's low (v < 16) or high
             // nibble i = v % 4; q5_K: bit b of qh[l] (v = 8 l + b), that of value l of group b, in chunk
@@ -65,11 +73,6 @@ void move_row(ggml_type type, int64_t w, int64_t nb, uint8_t* row, uint8_t* pane
             const int l = v / 8, b = v % 8;
             const int g = fm.bits == 4 ? 2 * (v % 16 / 4) + v / 16 : 2 * (8 * (b / 2) + l / 4) + b % 2;
             move_bit(bits, v, out + panels::bits_offset(fm, w), panels::fifth_bit(w, g, j, fm.bits == 4 ? v % 4 : l % 4));
-        }
-        if (type == GGML_TYPE_Q6_K) {  // (its values, one by one: quant_panels_q6k.cpp)
-            if (to_panels) panels::q6k_values_to_panel(qs, out + chunk_offset(fm, w, 0), w, j);
-            else panels::q6k_values_from_panel(out + chunk_offset(fm, w, 0), w, j, qs);
-            continue;
         }
         for (int q = 0; q < fm.chunks; ++q)
             for (int i = 0; i < 4; ++i) move(qs + 4 * q + i, out + chunk_offset(fm, w, q) + 4 * size_t(j) + i, flip);
@@ -108,7 +111,8 @@ namespace {
 // what the weights' offset c (Format::offset) takes from the block's integer sum.
 struct RowBlocks {
     std::vector<ActBlock> blocks;
-    std::vector<int32_t> corr, half;  // half: the sum of a block's first 16 values (q6_K's groups of 16)
+    // sum, half: the sums of a block's values and its first 16 (the k-quants' groups of 16)
+    std::vector<int32_t> corr, sum, half;
 };
 
 // quant_act.h's rounding, in portable code (the same f32 operations: the same blocks)
@@ -142,6 +146,7 @@ const RowBlocks& round_rows(int32_t offset, int64_t M, int64_t K, const float* A
     if (rows.blocks.size() < size_t(M * nb)) {
         rows.blocks.resize(size_t(M * nb));
         rows.corr.resize(size_t(M * nb));
+        rows.sum.resize(size_t(M * nb));
         rows.half.resize(size_t(M * nb));
     }
     for (int64_t m = 0; m < M; ++m) {
@@ -155,6 +160,7 @@ const RowBlocks& round_rows(int32_t offset, int64_t M, int64_t K, const float* A
                 if (i == kQuantBlock / 2 - 1) half = sum;
             }
             rows.corr[size_t(m * nb + b)] = -offset * sum;
+            rows.sum[size_t(m * nb + b)] = sum;
             rows.half[size_t(m * nb + b)] = half;
         }
     }
@@ -219,6 +225,17 @@ void quant_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t 
         float* c = C + (p0 - n0);
         const ActBlock* a = act.blocks.data();
         const int32_t* corr = act.corr.data();
+        if (type == GGML_TYPE_Q2_K || type == GGML_TYPE_Q3_K) {
+#ifdef DG_QUANT_PANELS_X86
+            if (cols == w && isa >= Isa::avx2) {
+                if (isa >= Isa::avx512vnni) panels::panel_q23k_vnni(type, M, nb, a, act.sum.data(), act.half.data(), panel, w, c, ldc);
+                else panels::panel_q23k_avx2(type, M, nb, a, act.sum.data(), act.half.data(), panel, w, c, ldc);
+                continue;
+            }
+#endif
+            panels::panel_q23k_portable(type, M, nb, a, act.sum.data(), act.half.data(), panel, w, cols, c, ldc);
+            continue;
+        }
         if (type == GGML_TYPE_Q6_K) {
 #ifdef DG_QUANT_PANELS_X86
             if (cols == w && isa >= Isa::avx512vnni) {

@@ -1,4 +1,4 @@
-// q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, iq4_nl and iq4_xs matmul weights in panels: the layout of
+// q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl and iq4_xs matmul weights in panels: the layout of
 // f32_panels.h for ggml's quantized blocks (quant_blocks.h). Panel p holds
 // weight rows [32 p, 32 p + w) (w = 32, fewer in the last panel); for each
 // block b of K / 32, in order: the w f16 scales d (q4_1, q5_1: then the w f16
@@ -12,8 +12,8 @@
 //         the values 16+4q..16+4q+3.
 // q4_K's and q5_K's super-blocks of 256 values (d, dmin, 12 bytes of scales as
 // 12 fields of w bytes, q5_K: fifth bits, 32 chunks): quant_panels_q45k.cpp;
-// q6_K's: quant_panels_q6k.cpp; iq4_nl (q4_0's layout) and iq4_xs (d, 6 bytes of
-// scales, 32 chunks): quant_panels_iq4.cpp.
+// q6_K's: quant_panels_q6k.cpp; q2_K's and q3_K's: quant_panels_q23k.cpp; iq4_nl
+// (q4_0's layout) and iq4_xs (d, 6 bytes of scales, 32 chunks): quant_panels_iq4.cpp.
 // A block of a panel takes w times the block's bytes, and the panel starts at
 // the byte its first row did: the bytes (q5's fifth bits: the bits) of the
 // rows, moved, so a constant packed in place needs no memory of its own.
@@ -37,8 +37,8 @@ namespace dg::kernels {
 
 constexpr int64_t kQuantPanelWidth = 32;
 
-// Whether the panels take weights of `type` (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, iq4_nl,
-// iq4_xs; q6_K where kernel_isa() has AVX-512 VNNI, or is generic: quant_panels_q6k.cpp).
+// Whether the panels take weights of `type` (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K,
+// iq4_xs; q6_K and iq4_nl where kernel_isa() has AVX-512 VNNI, or is generic: quant_panels_q6k.cpp).
 bool quant_panels_take(ggml_type type);
 
 // P = the N rows of nb blocks of `type` each (W, row after row) in panels.

@@ -189,9 +189,7 @@ void tile_avx2(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
         const uint8_t* head = blk;  // d, then the byte fields, `width` rows each
         int64_t stride = width;
         if constexpr (!Full) {
-            std::memcpy(pad, blk, 2 * size_t(w));
-            for (int t = 0; t < fm.byte_fields; ++t)
-                std::memcpy(pad + 2 * kW + t * kW, blk + byte_field_offset(fm, w) + size_t(t) * size_t(w), size_t(w));
+            pad_head(fm, blk, w, pad);
             head = pad;
             stride = kW;
         }

@@ -68,6 +68,15 @@ __attribute__((target("avx2"))) inline __m256i sixteens(uint32_t bits) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), _mm256_set1_epi8(16));
 }
 
+// a narrow panel's (w < 32 rows) f16 fields and byte fields copied into `pad` as a full panel's lie (32
+// rows each), so the AVX2 tiles read them with full loads; pad: at least byte_field_offset(fm, 32) + 32 *
+// byte_fields bytes
+inline void pad_head(const Format& fm, const uint8_t* blk, int64_t w, uint8_t* pad) {
+    for (int f = 0; f < fm.fields; ++f) std::memcpy(pad + field_offset(kW, f), blk + field_offset(w, f), 2 * size_t(w));
+    for (int t = 0; t < fm.byte_fields; ++t)
+        std::memcpy(pad + byte_field_offset(fm, kW) + size_t(t) * kW, blk + byte_field_offset(fm, w) + size_t(t) * size_t(w), size_t(w));
+}
+
 }  // namespace dg::kernels::panels
 
 #endif

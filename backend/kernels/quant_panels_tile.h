@@ -18,32 +18,52 @@ namespace dg::kernels::panels {
 constexpr int64_t kW = kQuantPanelWidth;
 
 // A block type's form in the panels: its bytes and values, its f16 fields before the values (d; q4_1,
-// q5_1: d, m; q4_K, q5_K: d, dmin), its fields of one byte (q4_K, q5_K: the 12 bytes of 6-bit scales and
-// minimums; iq4_xs: its 6 bytes of scales), the bytes a row's fifth bits take (q5: 4, q5_K: 32), its chunks
-// of 4 bytes a row, and c: the weights' values are the stored unsigned bytes (or nibbles, with their fifth
-// bits) - c (iq4: kIq4Values[nibble] + 128 - c). values_first: the block stores its values before its
-// fields (q6_K: ql, qh, then scales, then d); the panels put them after, as for the others.
+// q5_1: d, m; q2_K, q4_K, q5_K: d, dmin), its fields of one byte (q4_K, q5_K, q3_K: the 12 bytes of 6-bit
+// scales (and minimums); q2_K: 16 bytes of a 4-bit scale and minimum; iq4_xs: its 6 bytes of scales), the
+// bytes a row's fifth bits take (q5: 4, q5_K: 32), its chunks of 4 bytes a row, and c: the weights' values
+// are the stored unsigned bytes (or nibbles, with their fifth bits; q2_K, q3_K: 2 bits, and the third) - c
+// (iq4: kIq4Values[nibble] + 128 - c). at_*: where ggml's block holds the f16 fields, the byte fields, the
+// fifth bits and the values (most: in the panels' order; q6_K, q3_K, q2_K: values or scales first; q3_K's
+// values: hmask, then qs).
 struct Format {
     int block_bytes, values, fields, byte_fields, bits, chunks, offset;
-    bool values_first;
+    int at_fields, at_bytes, at_bits, at_values;
 };
 
+// a type whose block holds its fields in the panels' order: f16 fields, byte fields, bits, values
+constexpr Format in_order(int block_bytes, int values, int fields, int byte_fields, int bits, int chunks, int offset) {
+    return Format{block_bytes, values, fields, byte_fields, bits, chunks, offset,
+                  0, 2 * fields, 2 * fields + byte_fields, 2 * fields + byte_fields + bits};
+}
+
 constexpr Format format_of(ggml_type t) {
-    return t == GGML_TYPE_Q8_0   ? Format{int(sizeof(BlockQ8_0)), 32, 1, 0, 0, 8, 128, false}
-           : t == GGML_TYPE_Q4_0 ? Format{int(sizeof(BlockQ4_0)), 32, 1, 0, 0, 4, 8, false}
-           : t == GGML_TYPE_Q4_1 ? Format{int(sizeof(BlockQ4_1)), 32, 2, 0, 0, 4, 0, false}
-           : t == GGML_TYPE_Q5_0 ? Format{int(sizeof(BlockQ5_0)), 32, 1, 0, 4, 4, 16, false}
-           : t == GGML_TYPE_Q5_1 ? Format{int(sizeof(BlockQ5_1)), 32, 2, 0, 4, 4, 0, false}
-           : t == GGML_TYPE_Q4_K ? Format{int(sizeof(BlockQ4_K)), 256, 2, 12, 0, 32, 0, false}
-           : t == GGML_TYPE_Q5_K ? Format{int(sizeof(BlockQ5_K)), 256, 2, 12, 32, 32, 0, false}
-           : t == GGML_TYPE_IQ4_NL ? Format{int(sizeof(BlockIQ4_NL)), 32, 1, 0, 0, 4, 128, false}
-           : t == GGML_TYPE_IQ4_XS ? Format{int(sizeof(BlockIQ4_XS)), 256, 1, 6, 0, 32, 128, false}
-                                 : Format{int(sizeof(BlockQ6_K)), 256, 1, 16, 0, 48, 32, true};
+    return t == GGML_TYPE_Q8_0     ? in_order(int(sizeof(BlockQ8_0)), 32, 1, 0, 0, 8, 128)
+           : t == GGML_TYPE_Q4_0   ? in_order(int(sizeof(BlockQ4_0)), 32, 1, 0, 0, 4, 8)
+           : t == GGML_TYPE_Q4_1   ? in_order(int(sizeof(BlockQ4_1)), 32, 2, 0, 0, 4, 0)
+           : t == GGML_TYPE_Q5_0   ? in_order(int(sizeof(BlockQ5_0)), 32, 1, 0, 4, 4, 16)
+           : t == GGML_TYPE_Q5_1   ? in_order(int(sizeof(BlockQ5_1)), 32, 2, 0, 4, 4, 0)
+           : t == GGML_TYPE_Q4_K   ? in_order(int(sizeof(BlockQ4_K)), 256, 2, 12, 0, 32, 0)
+           : t == GGML_TYPE_Q5_K   ? in_order(int(sizeof(BlockQ5_K)), 256, 2, 12, 32, 32, 0)
+           : t == GGML_TYPE_IQ4_NL ? in_order(int(sizeof(BlockIQ4_NL)), 32, 1, 0, 0, 4, 128)
+           : t == GGML_TYPE_IQ4_XS ? in_order(int(sizeof(BlockIQ4_XS)), 256, 1, 6, 0, 32, 128)
+           : t == GGML_TYPE_Q2_K   ? Format{int(sizeof(BlockQ2_K)), 256, 2, 16, 0, 16, 0, 80, 0, 16, 16}
+           : t == GGML_TYPE_Q3_K   ? Format{int(sizeof(BlockQ3_K)), 256, 1, 12, 0, 24, 4, 108, 96, 0, 0}
+                                   : Format{int(sizeof(BlockQ6_K)), 256, 1, 16, 0, 48, 32, 208, 192, 192, 0};
 }
 static_assert(format_of(GGML_TYPE_Q4_K).block_bytes == 2 * 2 + 12 + 4 * 32, "q4_K: d, dmin, scales, values");
 static_assert(format_of(GGML_TYPE_Q5_K).block_bytes == 2 * 2 + 12 + 32 + 4 * 32, "q5_K: d, dmin, scales, qh, values");
 static_assert(format_of(GGML_TYPE_IQ4_XS).block_bytes == 2 + 6 + 4 * 32, "iq4_xs: d, scales_h, scales_l, values");
 static_assert(format_of(GGML_TYPE_Q6_K).block_bytes == 128 + 64 + 16 + 2, "q6_K: ql, qh, scales, d");
+static_assert(format_of(GGML_TYPE_Q2_K).at_fields == offsetof(BlockQ2_K, d) &&
+                  format_of(GGML_TYPE_Q2_K).at_values == offsetof(BlockQ2_K, qs),
+              "q2_K: scales, qs, d, dmin");
+static_assert(format_of(GGML_TYPE_Q3_K).at_fields == offsetof(BlockQ3_K, d) &&
+                  format_of(GGML_TYPE_Q3_K).at_bytes == offsetof(BlockQ3_K, scales) &&
+                  format_of(GGML_TYPE_Q3_K).at_values == offsetof(BlockQ3_K, hmask),
+              "q3_K: hmask, qs, scales, d");
+static_assert(format_of(GGML_TYPE_Q6_K).at_fields == offsetof(BlockQ6_K, d) &&
+                  format_of(GGML_TYPE_Q6_K).at_bytes == offsetof(BlockQ6_K, scales),
+              "q6_K: ql, qh, scales, d");
 
 // Byte offsets in a block of a panel `w` rows wide: field f's w values, the byte fields' (field t's w
 // bytes at byte_field_offset + t w), the fifth bits, then chunk q's.
@@ -93,6 +113,14 @@ void panel_iq4_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* a
 // panel_portable for q6_K (quant_panels_q6k.cpp); half[m * nb + b]: the sum of block b's first 16 values
 void panel_q6k_portable(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
                         const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
+// panel_portable for q2_K and q3_K (quant_panels_q23k.cpp); sum[m * nb + b], half[m * nb + b]: the sums of
+// block b's 32 and first 16 values
+void panel_q23k_portable(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* sum,
+                         const int32_t* half, const uint8_t* panel, int64_t w, int64_t cols, float* C, int64_t ldc);
+// q2_K's and q3_K's values (ggml's values of row j's super-block: q2_K qs, 64 bytes; q3_K hmask and qs, 96)
+// to and from its chunks in a panel `w` rows wide (chunks: the super-block's first)
+void q23k_values_to_panel(ggml_type type, const uint8_t* values, uint8_t* chunks, int64_t w, int64_t j);
+void q23k_values_from_panel(ggml_type type, const uint8_t* chunks, int64_t w, int64_t j, uint8_t* values);
 // q6_K's values (ggml's ql and qh of row j's super-block, 192 bytes) to and from its chunks in a panel
 // `w` rows wide (chunks: the super-block's first chunk)
 void q6k_values_to_panel(const uint8_t* q, uint8_t* chunks, int64_t w, int64_t j);
@@ -139,6 +167,11 @@ void panel_iq4_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, 
                     const uint8_t* panel, int64_t w, float* C, int64_t ldc);
 void panel_iq4_xs_avx2(int64_t M, int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w, float* C,
                        int64_t ldc);
+// q2_K and q3_K (quant_panels_q23k.cpp)
+void panel_q23k_vnni(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* sum, const int32_t* half,
+                     const uint8_t* panel, int64_t w, float* C, int64_t ldc);
+void panel_q23k_avx2(ggml_type type, int64_t M, int64_t nb, const ActBlock* act, const int32_t* sum, const int32_t* half,
+                     const uint8_t* panel, int64_t w, float* C, int64_t ldc);
 // q6_K (quant_panels_q6k.cpp)
 void panel_q6k_vnni(int64_t M, int64_t nb, const ActBlock* act, const int32_t* corr, const int32_t* half,
                     const uint8_t* panel, int64_t w, float* C, int64_t ldc);

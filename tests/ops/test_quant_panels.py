@@ -1,6 +1,6 @@
 """Quantized MatMul weights in panels (backend/kernels/quant_panels.h): a
-compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, iq4_xs,
-and with VNNI q6_K and iq4_nl, weights that only MatMuls read, or MatMuls
+compiled partition stores q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K,
+q5_K, iq4_xs, and with VNNI q6_K and iq4_nl, weights that only MatMuls read, or MatMuls
 and Gathers of their rows (a tied embedding), as panels of 32 weight rows,
 and its own product reads them at every row count. Checked against numpy
 (the activations rounded to 8 bits per block as the kernel rounds them, the
@@ -11,7 +11,7 @@ vpdpbusd tiles), which must all give the same bits; at row counts on both
 sides of the tiles' 6, 4 and 2 rows, q8_0 weights of -128 (whose magnitude
 vpsignb cannot negate), q5, q5_K, q4_K, q6_K and iq4 values of 31, 31, 15,
 63 and -127 times activations of 127 (the largest sums the AVX2 tiles hold
-in 16 bits), weight counts that leave every kind of last panel (1 to 31
+in 16 bits), q2_K and q3_K values of 3 and -4 (q3_K's largest magnitude), weight counts that leave every kind of last panel (1 to 31
 rows, more or fewer than 16), several threads (a thread's columns are whole
 panels); the rule of which weights are laid out that way, that a tied
 table's Gathers give ggml's very rows, and that save() writes the rows
@@ -42,15 +42,16 @@ CHECK = textwrap.dedent("""
     for threads in (1, 3):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
         shapes = ((32, 1), (64, 5), (352, 16), (96, 17), (32, 31), (64, 32), (128, 33), (352, 100), (1536, 70))
-        if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_XS):  # super-blocks of 256
+        if Q.STORAGE_UPPER in (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ4_XS):  # super-blocks of 256
             shapes = ((256, 1), (512, 5), (256, 16), (768, 17), (256, 31), (512, 32), (256, 33), (512, 100), (1536, 70))
         for k, n in shapes:
-            if Q.STORAGE_UPPER in (Q.Q4_K, Q.Q5_K, Q.Q6_K):  # random blocks with finite scales (gguf cannot quantize to them)
-                from test_stored_weight_types import blocks
+            if Q.STORAGE_UPPER in (Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K):  # random blocks with finite scales
+                from test_stored_weight_types import blocks  # (gguf cannot quantize to them)
                 raw = blocks(rng, "STORAGE", n, k)
-                # values of 15 (q4_K), 31 (q5_K) or 63 (q6_K): the AVX2 tiles' largest 16-bit sums
-                values = slice(0, 192) if Q.STORAGE_UPPER == Q.Q6_K else slice(16, None)
-                raw.reshape(n, k // 256, -1)[: (n + 1) // 2, :, values] = 0xFF
+                # values of 15 (q4_K), 31 (q5_K) or 63 (q6_K): the AVX2 tiles' largest 16-bit sums; of 3 (q2_K)
+                # and -4 (q3_K: its largest magnitude)
+                values = {Q.Q6_K: slice(0, 192), Q.Q2_K: slice(16, 80), Q.Q3_K: slice(0, 96)}.get(Q.STORAGE_UPPER, slice(16, None))
+                raw.reshape(n, k // 256, -1)[: (n + 1) // 2, :, values] = 0 if Q.STORAGE_UPPER == Q.Q3_K else 0xFF
             elif Q.STORAGE_UPPER in (Q.IQ4_NL, Q.IQ4_XS):  # random blocks (gguf cannot quantize to them)
                 from test_stored_weight_types import blocks
                 raw = blocks(rng, "STORAGE", n, k)
@@ -98,7 +99,7 @@ CHECK = textwrap.dedent("""
 
 STORAGES = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]  # (weight_type's quantized types)
 BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24}
-STORED = STORAGES + ["q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"]  # (as a file stores them: dg.StoredWeight)
+STORED = STORAGES + ["q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"]  # (as a file stores them: dg.StoredWeight)
 VNNI_ONLY = {"q6_K": 210, "iq4_nl": 8 * 18}  # in panels with VNNI only: the bytes of a row of 256 values
 
 

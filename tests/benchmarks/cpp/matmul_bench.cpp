@@ -10,7 +10,7 @@
 //
 // For the matmul weights of SmolLM2-135M (K x N: 576x576, 576x192,
 // 576x1536, 1536x576) in f32, bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1 (and
-// q4_K, q5_K, q6_K where the rows are a multiple of 256 values: 1536x576), with
+// q2_K, q3_K, q4_K, q5_K, q6_K where the rows are a multiple of 256 values: 1536x576), with
 // `rows` activation rows (default 32), one thread. The weights are spread over
 // copies that together exceed the L3 cache, and each call takes the next
 // copy, so weights come from memory as in a model's forward pass
@@ -180,8 +180,8 @@ int dg_bench::matmul_main(int argc, char** argv) {
     // (the output projection, 576x49152, multiplies one row in a prefill that keeps only the last logits)
     const int64_t shapes[][2] = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}};
     const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_BF16, GGML_TYPE_F16,  GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                               GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
+                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                               GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
     std::mt19937 rng(1);
     std::printf("rows %lld, 1 thread, median of %d calls, weights from %s; us (GFLOP/s) [max error / max |ref|]\n",
                 (long long)M, reps, std::getenv("DG_BENCH_WEIGHT_COPIES") ? "DG_BENCH_WEIGHT_COPIES copies" : "memory");
