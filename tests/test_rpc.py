@@ -192,15 +192,17 @@ def test_one_server_runs_everything_with_portable_ops(weights, reference, server
 @pytest.mark.parametrize("weight_type", ["f16", "q8_0", "q4_0"])
 def test_stored_weight_types_on_a_server(weights, servers, weight_type):
     """f16 and quantized weights go to the server in their type; its ggml computes with them. The
-    logits differ from the CPU's (our integer kernels there) by less than the quantization's own
-    error (the CPU's against f32), and greedy decoding gives the same tokens."""
+    logits differ from the CPU's (our integer kernels there, f16 weights converted to f32) by less than
+    the quantization's own error (the CPU's against f32; f16: twice it, since the server's ggml rounds
+    the activations to f16 too, where the CPU's product keeps them f32), and greedy decoding gives the
+    same tokens."""
     cpu = LlamaRunner(CFG, weights, engine=dg.Engine("cpu", num_threads=1), weight_type=weight_type)
     remote = LlamaRunner(CFG, weights, engine=rpc_engine(servers[0]), weight_type=weight_type)
     f32 = LlamaRunner(CFG, weights, engine=dg.Engine("cpu", num_threads=1)).forward(PROMPT)
     want = cpu.forward(PROMPT)
     quant_error = np.abs(want - f32).max()
     assert 0 < quant_error < 5
-    assert np.abs(remote.forward(PROMPT) - want).max() <= quant_error
+    assert np.abs(remote.forward(PROMPT) - want).max() <= quant_error * (2 if weight_type == "f16" else 1)
     cpu.reset()
     remote.reset()
     assert remote.generate(PROMPT, 8) == cpu.generate(PROMPT, 8)

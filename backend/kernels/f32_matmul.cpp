@@ -92,7 +92,9 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
 
     // weights in panels (f32_panels.h, quant_panels.h): a thread's columns are whole panels
     const bool panels = in_panels(x);
-    const int64_t align = !panels ? kColumnAlign : x->type == GGML_TYPE_F32 ? kPanelWidth : kQuantPanelWidth;
+    const bool half = x->type == GGML_TYPE_F16 || x->type == GGML_TYPE_BF16;
+    const bool float_panels = panels && (x->type == GGML_TYPE_F32 || half);
+    const int64_t align = !panels ? kColumnAlign : float_panels ? kPanelWidth : kQuantPanelWidth;
     // whole batches per thread when there are enough of them, else a share of every batch's columns
     const bool by_batch = batches >= nth;
     int64_t n0 = 0, n1 = N;
@@ -112,6 +114,8 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         bool bias_added = false;  // sgemm adds the product to the bias written first
         if (panels && x->type == GGML_TYPE_F32) {
             f32_gemm_panels(M, N, K, n0, n1, A, lda, reinterpret_cast<const float*>(W - n0 * x->nb[1]), C + n0, ldc);
+        } else if (panels && half) {
+            half_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint16_t*>(W - n0 * x->nb[1]), C + n0, ldc);
         } else if (panels) {
             quant_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint8_t*>(W - n0 * x->nb[1]), C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
@@ -163,6 +167,16 @@ bool f32_panels_wanted() {
     return wanted;
 }
 
+bool half_panels_rule(ggml_type type, bool ggml_avx512_bf16, bool asked) {
+    return type == GGML_TYPE_F16 || (type == GGML_TYPE_BF16 && (!ggml_avx512_bf16 || asked));
+}
+
+bool half_panels_take(ggml_type type) {
+    static const bool bf16 = ggml_cpu_has_avx512_bf16() != 0;
+    const char* v = std::getenv("DYNGRAPH_F32_PANELS");
+    return half_panels_rule(type, bf16, v && std::strcmp(v, "1") == 0);
+}
+
 bool quant_panels_wanted() {
     static const bool wanted = [] {
         const char* v = std::getenv("DYNGRAPH_QUANT_PANELS");
@@ -184,7 +198,7 @@ bool f32_matmul_applies(const ggml_tensor* x, const ggml_tensor* y, int64_t min_
     // for its own kernels (a layout only those read; marked by `extra`)
     // (weights in panels: one matrix, dense)
     const bool panels = in_panels(x) && x->ne[2] == 1 && x->ne[3] == 1 && ggml_is_contiguous(x);
-    const bool weights = (x->type == GGML_TYPE_F32 && (x->extra == nullptr || panels)) ||
+    const bool weights = (x->type == GGML_TYPE_F32 && (x->extra == nullptr || panels)) || ((x->type == GGML_TYPE_F16 || x->type == GGML_TYPE_BF16) && panels) ||
                          (dequantizable(x->type) && (x->extra == nullptr || (quant_panels_take(x->type) && panels)));
     return weights && y->type == GGML_TYPE_F32 && x->ne[0] == y->ne[0] && y->ne[1] >= min_rows &&
            y->ne[2] % x->ne[2] == 0 && y->ne[3] % x->ne[3] == 0 && rows_contiguous(x) && rows_contiguous(y) &&
@@ -216,7 +230,7 @@ bool half_weights_to_ggml(ggml_type type) {
 }
 
 bool computes(const ggml_tensor* x, const ggml_tensor* y) {
-    if (half_weights_to_ggml(x->type)) return false;
+    if (half_weights_to_ggml(x->type) && !in_panels(x)) return false;
     const int64_t min_rows = in_panels(x)                 ? 1
                              : x->type == GGML_TYPE_F32     ? (kernel_isa() >= Isa::avx2 ? 1 : kF32KernelMinRows)
                              : quant_rows_supports(x->type) ? 1

@@ -1,7 +1,9 @@
 #include "f32_panels.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "ggml.h"
 #include "isa.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -11,41 +13,58 @@
 
 namespace dg::kernels {
 
-void pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* P) {
+namespace {
+
+// (the same for f32 and f16 weights: only the element moves)
+template <class Wt>
+void pack(int64_t N, int64_t K, const Wt* W, int64_t ldw, Wt* P) {
     for (int64_t p0 = 0; p0 < N; p0 += kPanelWidth) {
         const int64_t width = std::min(kPanelWidth, N - p0);
-        float* panel = P + p0 * K;
+        Wt* panel = P + p0 * K;
         for (int64_t j = 0; j < width; ++j) {
-            const float* w = W + (p0 + j) * ldw;
+            const Wt* w = W + (p0 + j) * ldw;
             for (int64_t k = 0; k < K; ++k) panel[k * width + j] = w[k];
         }
     }
 }
 
-void unpack_panels(int64_t N, int64_t K, const float* P, float* W) {
+template <class Wt>
+void unpack(int64_t N, int64_t K, const Wt* P, Wt* W) {
     for (int64_t p0 = 0; p0 < N; p0 += kPanelWidth) {
         const int64_t width = std::min(kPanelWidth, N - p0);
-        const float* panel = P + p0 * K;
+        const Wt* panel = P + p0 * K;
         for (int64_t j = 0; j < width; ++j)
             for (int64_t k = 0; k < K; ++k) W[(p0 + j) * K + k] = panel[k * width + j];
     }
 }
 
+}  // namespace
+
+void pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* P) { pack(N, K, W, ldw, P); }
+void unpack_panels(int64_t N, int64_t K, const float* P, float* W) { unpack(N, K, P, W); }
+void pack_half_panels(int64_t N, int64_t K, const uint16_t* W, uint16_t* P) { pack(N, K, W, K, P); }
+void unpack_half_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W) { unpack(N, K, P, W); }
+
 namespace {
+
+inline float to_f32(float x) { return x; }
+inline float to_f32(uint16_t h) { return ggml_fp16_to_fp32(h); }  // (ggml_fp16_t)
+inline float to_f32(ggml_bf16_t h) { return ggml_bf16_to_fp32(h); }
 
 // Portable code (other CPUs, DYNGRAPH_KERNEL_ISA=generic): a row's outputs of one panel summed in a
 // local array the compiler keeps in vector registers.
+template <class Wt>
 void gemm_panels_portable(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
-                          const float* P, float* C, int64_t ldc) {
+                          const Wt* P, float* C, int64_t ldc) {
     for (int64_t p0 = n0; p0 < n1; p0 += kPanelWidth) {
         const int64_t width = std::min(kPanelWidth, N - p0), cols = std::min(width, n1 - p0);
-        const float* panel = P + p0 * K;
+        const Wt* panel = P + p0 * K;
         for (int64_t m = 0; m < M; ++m) {
             float acc[kPanelWidth] = {};
             const float* a = A + m * lda;
             for (int64_t k = 0; k < K; ++k) {
-                const float* b = panel + k * width;
-                for (int64_t j = 0; j < width; ++j) acc[j] += a[k] * b[j];
+                const Wt* b = panel + k * width;
+                for (int64_t j = 0; j < width; ++j) acc[j] += a[k] * to_f32(b[j]);
             }
             std::copy(acc, acc + cols, C + m * ldc + (p0 - n0));
         }
@@ -55,7 +74,7 @@ void gemm_panels_portable(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n
 #ifdef DG_F32_PANELS_X86
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx2,fma")
+#pragma GCC target("avx512f,avx512vl,avx2,fma,f16c")
 namespace avx512 {
 using V = __m512;
 using Mask = __mmask16;
@@ -71,12 +90,40 @@ inline void vstoreu(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline Mask mask_of(int n) { return Mask((1u << n) - 1); }
 inline V vload_mask(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
 inline void vstore_mask(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+namespace f32 {
+using Wt = float;
+inline V vloadw(const float* p) { return vloadu(p); }
+inline V vloadw_mask(const float* p, Mask m) { return vload_mask(p, m); }
 #include "f32_panels_impl.inc"
+}  // namespace f32
+namespace f16 {
+using Wt = uint16_t;
+inline V vloadw(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline V vloadw_mask(const uint16_t* p, Mask m) {  // (the first popcount(m) lanes; the last panel's, not past it)
+    uint16_t h[kLanes] = {};
+    std::memcpy(h, p, sizeof(uint16_t) * size_t(__builtin_popcount(unsigned(m))));
+    return vloadw(h);
+}
+#include "f32_panels_impl.inc"
+}  // namespace f16
+namespace bf16 {
+using Wt = ggml_bf16_t;
+inline V vloadw(const ggml_bf16_t* p) {  // (a bf16 is the top half of its f32)
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline V vloadw_mask(const ggml_bf16_t* p, Mask m) {
+    ggml_bf16_t h[kLanes] = {};
+    std::memcpy(h, p, sizeof(ggml_bf16_t) * size_t(__builtin_popcount(unsigned(m))));
+    return vloadw(h);
+}
+#include "f32_panels_impl.inc"
+}  // namespace bf16
 }  // namespace avx512
 #pragma GCC pop_options
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
 using V = __m256;
 using Mask = __m256i;
@@ -92,7 +139,35 @@ inline void vstoreu(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline Mask mask_of(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 inline V vload_mask(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
 inline void vstore_mask(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
+namespace f32 {
+using Wt = float;
+inline V vloadw(const float* p) { return vloadu(p); }
+inline V vloadw_mask(const float* p, Mask m) { return vload_mask(p, m); }
 #include "f32_panels_impl.inc"
+}  // namespace f32
+namespace f16 {
+using Wt = uint16_t;
+inline V vloadw(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline V vloadw_mask(const uint16_t* p, Mask m) {  // (the lanes m has, the first ones; not past the last panel)
+    uint16_t h[kLanes] = {};
+    std::memcpy(h, p, sizeof(uint16_t) * size_t(__builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m))))));
+    return vloadw(h);
+}
+#include "f32_panels_impl.inc"
+}  // namespace f16
+namespace bf16 {
+using Wt = ggml_bf16_t;
+inline V vloadw(const ggml_bf16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline V vloadw_mask(const ggml_bf16_t* p, Mask m) {
+    ggml_bf16_t h[kLanes] = {};
+    std::memcpy(h, p, sizeof(ggml_bf16_t) * size_t(__builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m))))));
+    return vloadw(h);
+}
+#include "f32_panels_impl.inc"
+}  // namespace bf16
 }  // namespace avx2
 #pragma GCC pop_options
 
@@ -103,10 +178,25 @@ inline void vstore_mask(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
 void f32_gemm_panels(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
                      const float* P, float* C, int64_t ldc) {
 #ifdef DG_F32_PANELS_X86
-    if (kernel_isa() >= Isa::avx512) return avx512::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc);
-    if (kernel_isa() >= Isa::avx2) return avx2::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc);
+    if (kernel_isa() >= Isa::avx512) return avx512::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc);
+    if (kernel_isa() >= Isa::avx2) return avx2::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc);
 #endif
     gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc);
+}
+
+void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A,
+                      int64_t lda, const uint16_t* P, float* C, int64_t ldc) {
+    const auto* B = reinterpret_cast<const ggml_bf16_t*>(P);  // (bf16: ggml's struct of its 16 bits)
+#ifdef DG_F32_PANELS_X86
+    if (kernel_isa() >= Isa::avx512)
+        return type == GGML_TYPE_F16 ? avx512::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc)
+                                     : avx512::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, C, ldc);
+    if (kernel_isa() >= Isa::avx2)
+        return type == GGML_TYPE_F16 ? avx2::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc)
+                                     : avx2::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, C, ldc);
+#endif
+    if (type == GGML_TYPE_F16) gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc);
+    else gemm_panels_portable(M, N, K, n0, n1, A, lda, B, C, ldc);
 }
 
 }  // namespace dg::kernels

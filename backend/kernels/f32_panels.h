@@ -19,6 +19,8 @@
 
 #include <cstdint>
 
+#include "ggml.h"
+
 namespace dg::kernels {
 
 constexpr int64_t kPanelWidth = 48;
@@ -34,5 +36,14 @@ void unpack_panels(int64_t N, int64_t K, const float* P, float* W);
 // AVX-512 or AVX2 where kernel_isa() has them (isa.h), portable code else.
 void f32_gemm_panels(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
                      const float* P, float* C, int64_t ldc);
+
+// The same for f16 and bf16 weights (ggml's F16, BF16: a GGUF F16 or BF16 file's, weight_type="f16"):
+// panels of the same shape with 2-byte elements, each converted to f32 as loaded (exact), then the f32
+// product's very steps: the bits of f32_gemm_panels on the weights converted to f32. The activations
+// stay f32 (ggml's product with llamafile's sgemm rounds them to the weights' type). type: F16 or BF16.
+void pack_half_panels(int64_t N, int64_t K, const uint16_t* W, uint16_t* P);
+void unpack_half_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W);
+void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A,
+                      int64_t lda, const uint16_t* P, float* C, int64_t ldc);
 
 }  // namespace dg::kernels

@@ -24,7 +24,8 @@ every round calls each once, in a random order. Sections:
   layer, ResNet basic blocks, MiniLM, SmolLM2-135M prefill and decode, all f32;
 - llama.cpp: SmolLM2-135M prefill (32 tokens) and decode at F32, Q8_0, Q4_0,
   the package's Q4_1 file and the k-quant and i-quant mixes (Q4_K_M, Q5_K_M,
-  Q6_K, IQ4_XS...) that SMOLLM2_GGUF_DIR holds, as stored, against
+  Q6_K, IQ4_XS, Q2_K...) and F16 / BF16 files that SMOLLM2_GGUF_DIR holds, as
+  stored, against
   llama-bench (pp32, tg32; like llama-bench, logits of the last position
   only), run here when LLAMA_BENCH
   (one binary, or LABEL=PATH,... where the first, llama.cpp built natively,
@@ -402,10 +403,10 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
 
 
 def stored_mixes(directory: str) -> dict:
-    """The k-quant and i-quant mixes in `directory` (NAME.Q4_K_M.gguf, NAME.Q5_K_M.gguf, NAME.Q6_K.gguf,
-    NAME.IQ4_XS.gguf...): type -> path."""
+    """The k-quant and i-quant mixes and the F16 / BF16 files in `directory` (NAME.Q4_K_M.gguf,
+    NAME.Q5_K_M.gguf, NAME.Q6_K.gguf, NAME.IQ4_XS.gguf, NAME.F16.gguf...): type -> path."""
     found = {}
-    for pattern in ("*.Q[0-9]_K*.gguf", "*.IQ[0-9]_*.gguf"):
+    for pattern in ("*.Q[0-9]_K*.gguf", "*.IQ[0-9]_*.gguf", "*.F16.gguf", "*.BF16.gguf"):
         for path in sorted(glob.glob(os.path.join(directory, pattern))):
             found[os.path.basename(path)[: -len(".gguf")].rsplit(".", 1)[-1]] = path
     return found

@@ -20,8 +20,8 @@
 // result checked against the f32 product of the dequantized weights.
 // The "dyngraph avx2" column is our AVX2 kernels on this CPU (1 row f32:
 // f32_matvec's AVX2 variant); the "panels" columns (f32, and the types
-// quant_panels_take at that level) are our product over the weights laid out
-// in panels, as a compiled partition holds them (kernels/f32_panels.h,
+// quant_panels_take at that level, f16 and bf16) are our product over the weights
+// laid out in panels, as a compiled partition holds them (kernels/f32_panels.h,
 // quant_panels.h), with the best variant and the AVX2 one.
 #include <algorithm>
 #include <chrono>
@@ -136,8 +136,12 @@ bool make_case(const Bench& b, Path path, ggml_backend_buffer_type_t rbuft, Case
     const bool panels = path == Path::panels || path == Path::panels_avx2;
     // (quantized weights in panels: the AVX2 and VNNI products; below AVX2 it is portable code)
     const bool quant = k::quant_panels_take(b.type) && panels && k::kernel_isa() >= k::Isa::avx2;
-    if (panels && b.type != GGML_TYPE_F32 && !quant) return false;
-    if (quant) {
+    const bool half = b.type == GGML_TYPE_F16 || b.type == GGML_TYPE_BF16;
+    if (panels && b.type != GGML_TYPE_F32 && !half && !quant) return false;
+    if (panels && half) {
+        dg::kernels::pack_half_panels(b.N, b.K, reinterpret_cast<const uint16_t*>(b.wdata.data()), static_cast<uint16_t*>(w->data));
+        dg::kernels::mark_panels(w);
+    } else if (quant) {
         dg::kernels::pack_quant_panels(b.type, b.N, b.K / ggml_blck_size(b.type), b.wdata.data(), static_cast<uint8_t*>(w->data));
         dg::kernels::mark_panels(w);
     } else if (panels) {

@@ -1,0 +1,115 @@
+"""f16 and bf16 MatMul weights in panels (backend/kernels/f32_panels.h,
+half_gemm_panels): a GGUF F16 or BF16 file's weights (dg.StoredWeight) that
+only MatMuls read are laid out as the f32 panels are, 2 bytes an element, and
+converted to f32 as they are loaded; the product then takes the f32 panels'
+very steps, so its bits are those of the same weights given in f32. Checked
+at every kernel variant (each in a fresh process with DYNGRAPH_F32_PANELS=1,
+so the portable variant and bf16 on a CPU whose ggml has AVX-512 BF16 run
+too), at row counts on both sides of the tiles' sizes, weight counts that
+leave every kind of last panel, several threads; against numpy in float64;
+the rule of which half weights go in panels; and that save() writes the rows
+back."""
+
+import os
+import textwrap
+
+import numpy as np
+import pytest
+
+import dyngraph as dg
+from ops.test_kernel_isa import ORDER, best_isa
+from subproc import run_python
+
+CHECK = textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+
+    def bits(values, storage):  # the 2-byte elements of `storage` nearest the values, and their f32 values
+        if storage == "f16":
+            h = values.astype(np.float16)
+            return h.view(np.uint16), h.astype(np.float32)
+        u = values.astype(np.float32).view(np.uint32)
+        h = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # nearest, ties to even
+        return h, (h.astype(np.uint32) << 16).view(np.float32)
+
+    def compiled(n, k, e, constant):
+        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+        w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g = dg.Graph(dg.Engine.CPU)
+        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+        g.finalize()
+        (p,) = g.get_partitions()
+        return p.compile([x, w], [y], e, constants={1: constant})
+
+    rng = np.random.default_rng(0)
+    for storage in ("f16", "bf16"):
+        for threads in (1, 3):
+            e = dg.Engine(dg.Engine.CPU, num_threads=threads)
+            for k, n in ((1, 5), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030)):
+                raw, w32 = bits(rng.standard_normal((n, k)), storage)
+                half = compiled(n, k, e, dg.StoredWeight((n, k), storage, raw))
+                f32 = compiled(n, k, e, w32)
+                assert half.cache_info().panel_bytes == 2 * n * k, (storage, k, n, half.cache_info())
+                assert f32.cache_info().panel_bytes == 4 * n * k
+                for m in (1, 2, 3, 4, 5, 7, 8, 9, 17, 64, 130, 1, 3):
+                    a = rng.standard_normal((m, k)).astype(np.float32)
+                    (out,) = half(a)
+                    assert np.array_equal(out, f32(a)[0]), (storage, threads, k, n, m)
+                    ref = a.astype(np.float64) @ w32.astype(np.float64).T
+                    err = np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)
+                    assert err < 1e-5, (storage, threads, k, n, m, err)
+    print(dg._backend.kernel_isa())
+""")
+
+
+@pytest.mark.parametrize("isa", ORDER)
+def test_products_over_half_panels_are_the_f32_products_at_every_variant(isa):
+    if ORDER.index(isa) > ORDER.index(best_isa()):
+        pytest.skip(f"this CPU has no {isa}")
+    r = run_python(CHECK, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[-1] == isa
+
+
+def test_which_half_weights_go_in_panels():
+    rule = dg._backend.half_panels_rule
+    for bf16 in (False, True):
+        for asked in (False, True):
+            assert rule("f16", bf16, asked)  # (ggml's f16 product: 1.2-2.2x our time from 8 rows)
+            # ggml's AVX-512 BF16 product is ahead of ours from 128 rows: bf16 stays with it unless asked
+            assert rule("bf16", bf16, asked) == (not bf16 or asked)
+    with pytest.raises(ValueError, match="f16 or bf16"):
+        rule("q4_0", False, False)
+
+
+@pytest.mark.parametrize("storage", ["f16", "bf16"])
+def test_this_process_follows_the_rule_and_save_writes_the_rows_back(storage, rng, tmp_path):
+    n, k = 50, 64
+    raw = rng.integers(0x3000, 0x3C00, (n, k), dtype=np.uint16)  # finite values of either type, below 1
+    e = dg.Engine(dg.Engine.CPU)
+    x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    cp = p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)})
+    on = cp.cache_info().panel_bytes > 0
+    if dg._backend.kernel_isa() != "generic" and os.environ.get("DYNGRAPH_F32_PANELS") is None:
+        # (where f32 weights go in panels by default: our kernels have AVX2)
+        assert on == dg._backend.half_panels_rule(storage, dg._backend.ggml_avx512_bf16(), False)
+    path = tmp_path / "half.dg"
+    cp.save(path)
+    a = rng.standard_normal((6, k)).astype(np.float32)
+    (want,) = cp(a)
+    loaded = dg.load(path, e)
+    assert np.array_equal(loaded(a)[0], want)  # the file holds the elements, laid out again as before
+    if storage == "f16":
+        deq = raw.view(np.float16).astype(np.float64)
+    else:
+        deq = (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    ref = a.astype(np.float64) @ deq.T
+    # in panels: f32 products of the exact values; else ggml's, the activations rounded to the weights' type
+    assert np.abs(want - ref).max() / np.abs(ref).max() < (1e-5 if on else 1e-2)
