@@ -192,8 +192,8 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
                                kernels::quant_panels_wanted();
             // f32, f16 and bf16 (a GGUF F16 or BF16 file's, weight_type="f16") weights that only products read
             const ggml_type type = ggml_type_of(t.storage, t.dtype);
-            const bool floats = (t.storage == Storage::Default && t.dtype == DType::F32) ||
-                                ((type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) && kernels::half_panels_take(type));
+            const bool floats = (t.storage == Storage::Default && t.dtype == DType::F32) || type == GGML_TYPE_F16 ||
+                                type == GGML_TYPE_BF16;
             panels[i] = quant || (weights[i] && floats && kernels::f32_panels_wanted());
         }
     if (repack && repack_buffer_type()) {
@@ -398,7 +398,9 @@ void ResidentTensors::pack_weights(ggml_tensor* g, const TensorDef& t, const Hos
         staged.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + want);
         src = staged.data();
     }
-    if (g->type == GGML_TYPE_F16 || g->type == GGML_TYPE_BF16)
+    if (g->type == GGML_TYPE_BF16 && kernels::bf16_pair_panels(K))
+        kernels::pack_bf16_pair_panels(N, K, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(g->data));
+    else if (g->type == GGML_TYPE_F16 || g->type == GGML_TYPE_BF16)
         kernels::pack_half_panels(N, K, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(g->data));
     else if (quant)
         kernels::pack_quant_panels(g->type, N, K / ggml_blck_size(g->type), static_cast<const uint8_t*>(src),
@@ -466,7 +468,9 @@ std::vector<uint8_t> ResidentTensors::export_data(int32_t index) const {
     auto packed = packed_source_.find(index);
     if (packed != packed_source_.end()) return {packed->second.ptr, packed->second.ptr + packed->second.size};
     std::vector<uint8_t> out(host_nbytes(index));
-    if (kernels::in_panels(g) && (g->type == GGML_TYPE_F16 || g->type == GGML_TYPE_BF16)) {  // back to [N, K] rows of them
+    if (kernels::in_panels(g) && g->type == GGML_TYPE_BF16 && kernels::bf16_pair_panels(g->ne[0])) {  // (pairs of k)
+        kernels::unpack_bf16_pair_panels(g->ne[1], g->ne[0], static_cast<const uint16_t*>(g->data), reinterpret_cast<uint16_t*>(out.data()));
+    } else if (kernels::in_panels(g) && (g->type == GGML_TYPE_F16 || g->type == GGML_TYPE_BF16)) {  // back to [N, K] rows of them
         kernels::unpack_half_panels(g->ne[1], g->ne[0], static_cast<const uint16_t*>(g->data), reinterpret_cast<uint16_t*>(out.data()));
     } else if (kernels::in_panels(g) && g->type != GGML_TYPE_F32) {  // back to rows of blocks (the storage's bytes)
         kernels::unpack_quant_panels(g->type, g->ne[1], g->ne[0] / ggml_blck_size(g->type),

@@ -18,7 +18,7 @@ QUERIES = {
     "ggml_can_repeat", "ggml_get_type_traits", "ggml_fp32_to_fp16", "ggml_fp32_to_bf16", "ggml_fp16_to_fp32",
     "ggml_bf16_to_fp32", "ggml_type_name", "ggml_is_quantized", "ggml_element_size", "ggml_nrows",
     "ggml_fp32_to_fp16_row", "ggml_fp32_to_bf16_row", "ggml_fp16_to_fp32_row", "ggml_bf16_to_fp32_row",
-    "ggml_cpu_has_llamafile", "ggml_cpu_has_avx2", "ggml_cpu_has_avx512", "ggml_cpu_has_avx512_bf16",
+    "ggml_cpu_has_llamafile", "ggml_cpu_has_avx2", "ggml_cpu_has_avx512",
 }
 # our own helpers named ggml_* (dtype.h, lowering.h)
 OURS = {"ggml_type_of", "ggml_dim"}

@@ -167,16 +167,6 @@ bool f32_panels_wanted() {
     return wanted;
 }
 
-bool half_panels_rule(ggml_type type, bool ggml_avx512_bf16, bool asked) {
-    return type == GGML_TYPE_F16 || (type == GGML_TYPE_BF16 && (!ggml_avx512_bf16 || asked));
-}
-
-bool half_panels_take(ggml_type type) {
-    static const bool bf16 = ggml_cpu_has_avx512_bf16() != 0;
-    const char* v = std::getenv("DYNGRAPH_F32_PANELS");
-    return half_panels_rule(type, bf16, v && std::strcmp(v, "1") == 0);
-}
-
 bool quant_panels_wanted() {
     static const bool wanted = [] {
         const char* v = std::getenv("DYNGRAPH_QUANT_PANELS");

@@ -5,8 +5,9 @@
 // (measured with tests/benchmarks/cpp/matmul_bench.cpp):
 // - f32 in panels (the constant weights of a compiled partition, where
 //   f32_panels_wanted(): f32_panels.h): f32_gemm_panels at every row count;
-//   f16, and bf16 without ggml's AVX-512 BF16 product, the same
-//   (half_panels_take: half_gemm_panels).
+//   f16 and bf16 constants the same (half_gemm_panels: ggml's product, with
+//   llamafile's sgemm, took 1.2-2.3x our time from 8 rows, f16, and 1.25-3x,
+//   bf16 with AVX-512 BF16 on both sides; 0.92-1.6x at 1 row).
 //   The f32 lines below are for weights kept as [N, K] rows (a weight other
 //   ops read too, products of two activations, DYNGRAPH_F32_PANELS=0).
 // - f32: 1 row f32_matvec.h (a dot product per weight row, the rows in order:
@@ -82,12 +83,6 @@ constexpr int64_t kActivationFuseMaxValues = int64_t(1) << 21;
 // portable product over panels is not measured against OpenBLAS), or as
 // DYNGRAPH_F32_PANELS=1 / 0 says (read once; the tests run both forms).
 bool f32_panels_wanted();
-// Which f16 / bf16 weights go in panels too where f32_panels_wanted() (half_gemm_panels: converted to
-// f32 as loaded): f16 always (ggml's product with llamafile's sgemm: 2.2x our time at 8 rows, 1.3-1.5x
-// at 32, 1.2-1.4x at 128, level at 1); bf16 where ggml has no AVX-512 BF16 product (with it, vdpbf16ps
-// takes 0.67-0.85x our time at 128 rows) or DYNGRAPH_F32_PANELS=1 asks for panels.
-bool half_panels_take(ggml_type type);
-bool half_panels_rule(ggml_type type, bool ggml_avx512_bf16, bool asked);
 
 // The same for q8_0, q4_0 and q4_1 weights (quant_panels.h): where kernel_isa()
 // has AVX2 (its product over panels is AVX2's or AVX-512 VNNI's) and this

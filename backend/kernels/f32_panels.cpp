@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ggml.h"
 #include "isa.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DG_F32_PANELS_X86 1
 #endif
@@ -38,7 +40,43 @@ void unpack(int64_t N, int64_t K, const Wt* P, Wt* W) {
     }
 }
 
+// bf16 pairs (bf16_pair_panels): panel element 2 (t w + j) + e = W[j, 2 t + e]
+template <bool ToPanels>
+void move_pairs(int64_t N, int64_t K, uint16_t* W, uint16_t* P) {
+    for (int64_t p0 = 0; p0 < N; p0 += kPanelWidth) {
+        const int64_t width = std::min(kPanelWidth, N - p0);
+        uint16_t* panel = P + p0 * K;
+        for (int64_t j = 0; j < width; ++j)
+            for (int64_t k = 0; k < K; ++k) {
+                uint16_t& at = panel[2 * ((k / 2) * width + j) + k % 2];
+                uint16_t& w = W[(p0 + j) * K + k];
+                if (ToPanels) at = w;
+                else w = at;
+            }
+    }
+}
+
 }  // namespace
+
+bool bf16_pair_panels(int64_t K) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    static const bool has = [] {  // AVX512_BF16: CPUID leaf 7, sub-leaf 1, EAX bit 5 (the OS keeps the
+        unsigned a = 0, b = 0, c = 0, d = 0;  // AVX-512 state where kernel_isa() is AVX-512)
+        return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5) & 1;
+    }();
+    return K % 2 == 0 && has && kernel_isa() >= Isa::avx512;
+#else
+    (void)K;
+    return false;
+#endif
+}
+
+void pack_bf16_pair_panels(int64_t N, int64_t K, const uint16_t* W, uint16_t* P) {
+    move_pairs<true>(N, K, const_cast<uint16_t*>(W), P);  // (W only read)
+}
+void unpack_bf16_pair_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W) {
+    move_pairs<false>(N, K, W, const_cast<uint16_t*>(P));  // (P only read)
+}
 
 void pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* P) { pack(N, K, W, ldw, P); }
 void unpack_panels(int64_t N, int64_t K, const float* P, float* W) { unpack(N, K, P, W); }
@@ -90,35 +128,13 @@ inline void vstoreu(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline Mask mask_of(int n) { return Mask((1u << n) - 1); }
 inline V vload_mask(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
 inline void vstore_mask(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
-namespace f32 {
-using Wt = float;
-inline V vloadw(const float* p) { return vloadu(p); }
-inline V vloadw_mask(const float* p, Mask m) { return vload_mask(p, m); }
-#include "f32_panels_impl.inc"
-}  // namespace f32
-namespace f16 {
-using Wt = uint16_t;
-inline V vloadw(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-inline V vloadw_mask(const uint16_t* p, Mask m) {  // (the first popcount(m) lanes; the last panel's, not past it)
-    uint16_t h[kLanes] = {};
-    std::memcpy(h, p, sizeof(uint16_t) * size_t(__builtin_popcount(unsigned(m))));
-    return vloadw(h);
-}
-#include "f32_panels_impl.inc"
-}  // namespace f16
-namespace bf16 {
-using Wt = ggml_bf16_t;
-inline V vloadw(const ggml_bf16_t* p) {  // (a bf16 is the top half of its f32)
+inline V vload_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline V vload_bf16(const ggml_bf16_t* p) {  // (a bf16 is the top half of its f32)
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-inline V vloadw_mask(const ggml_bf16_t* p, Mask m) {
-    ggml_bf16_t h[kLanes] = {};
-    std::memcpy(h, p, sizeof(ggml_bf16_t) * size_t(__builtin_popcount(unsigned(m))));
-    return vloadw(h);
-}
-#include "f32_panels_impl.inc"
-}  // namespace bf16
+inline int lanes_in(Mask m) { return __builtin_popcount(unsigned(m)); }
+#include "f32_panels_types.inc"
 }  // namespace avx512
 #pragma GCC pop_options
 
@@ -139,36 +155,42 @@ inline void vstoreu(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline Mask mask_of(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 inline V vload_mask(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
 inline void vstore_mask(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
-namespace f32 {
-using Wt = float;
-inline V vloadw(const float* p) { return vloadu(p); }
-inline V vloadw_mask(const float* p, Mask m) { return vload_mask(p, m); }
-#include "f32_panels_impl.inc"
-}  // namespace f32
-namespace f16 {
-using Wt = uint16_t;
-inline V vloadw(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline V vloadw_mask(const uint16_t* p, Mask m) {  // (the lanes m has, the first ones; not past the last panel)
-    uint16_t h[kLanes] = {};
-    std::memcpy(h, p, sizeof(uint16_t) * size_t(__builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m))))));
-    return vloadw(h);
-}
-#include "f32_panels_impl.inc"
-}  // namespace f16
-namespace bf16 {
-using Wt = ggml_bf16_t;
-inline V vloadw(const ggml_bf16_t* p) {
+inline V vload_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline V vload_bf16(const ggml_bf16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
-inline V vloadw_mask(const ggml_bf16_t* p, Mask m) {
-    ggml_bf16_t h[kLanes] = {};
-    std::memcpy(h, p, sizeof(ggml_bf16_t) * size_t(__builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m))))));
-    return vloadw(h);
-}
-#include "f32_panels_impl.inc"
-}  // namespace bf16
+inline int lanes_in(Mask m) { return __builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m)))); }
+#include "f32_panels_types.inc"
 }  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bf16,avx2,fma,f16c")
+// bf16 weights in pairs of k (bf16_pair_panels) by vdpbf16ps: the tiles of the f32 panels with a pair of
+// k as their k, the activations' pairs (rounded to bf16) broadcast as one 32-bit lane, and two products
+// a lane summed into each f32 accumulator
+namespace avx512bf16 {
+// (AVX-512's tile shape, stores and broadcast: a pair's 32 bits, moved as a float's)
+using avx512::kLanes, avx512::kTileRows, avx512::kTileVecs, avx512::kWideRows, avx512::Mask, avx512::V;
+using avx512::mask_of, avx512::vbroadcast, avx512::vstore_mask, avx512::vstoreu, avx512::vzero;
+inline V vfma(V a, V b, V c) { return _mm512_dpbf16_ps(c, (__m512bh)a, (__m512bh)b); }
+using Wt = uint32_t;  // (a pair of bf16)
+inline V vloadw(const uint32_t* p) { return _mm512_castsi512_ps(_mm512_loadu_si512(p)); }
+inline V vloadw_mask(const uint32_t* p, Mask m) { return _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, p)); }
+#include "f32_panels_impl.inc"
+
+// A's M rows (K even) rounded to bf16 (nearest, ties to even), row after row
+void round_rows(int64_t M, int64_t K, const float* A, int64_t lda, uint16_t* out) {
+    for (int64_t m = 0; m < M; ++m, out += K) {
+        const float* a = A + m * lda;
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(a + k)));
+        for (; k < K; ++k) out[k] = ggml_fp32_to_bf16(a[k]).bits;
+    }
+}
+}  // namespace avx512bf16
 #pragma GCC pop_options
 
 #endif
@@ -188,6 +210,13 @@ void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n
                       int64_t lda, const uint16_t* P, float* C, int64_t ldc) {
     const auto* B = reinterpret_cast<const ggml_bf16_t*>(P);  // (bf16: ggml's struct of its 16 bits)
 #ifdef DG_F32_PANELS_X86
+    if (type == GGML_TYPE_BF16 && bf16_pair_panels(K)) {
+        thread_local std::vector<uint16_t> rows;  // A rounded to bf16: the pairs the tiles broadcast
+        if (rows.size() < size_t(M * K)) rows.resize(size_t(M * K));
+        avx512bf16::round_rows(M, K, A, lda, rows.data());
+        return avx512bf16::gemm_panels(M, N, K / 2, n0, n1, reinterpret_cast<const float*>(rows.data()), K / 2,
+                                       reinterpret_cast<const uint32_t*>(P), C, ldc);
+    }
     if (kernel_isa() >= Isa::avx512)
         return type == GGML_TYPE_F16 ? avx512::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc)
                                      : avx512::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, C, ldc);

@@ -43,6 +43,13 @@ void f32_gemm_panels(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, co
 // stay f32 (ggml's product with llamafile's sgemm rounds them to the weights' type). type: F16 or BF16.
 void pack_half_panels(int64_t N, int64_t K, const uint16_t* W, uint16_t* P);
 void unpack_half_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W);
+// Where the CPU has AVX-512 BF16 (and kernel_isa() AVX-512) bf16 weights of an even K lie in pairs of k
+// instead (element 2 (t w + j) + e of a panel w wide is W[j, 2 t + e]), and half_gemm_panels multiplies
+// them with vdpbf16ps by the activations rounded to bf16 (nearest, ties to even), as ggml's bf16
+// product does: two products a lane summed in f32.
+bool bf16_pair_panels(int64_t K);
+void pack_bf16_pair_panels(int64_t N, int64_t K, const uint16_t* W, uint16_t* P);
+void unpack_bf16_pair_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W);
 void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A,
                       int64_t lda, const uint16_t* P, float* C, int64_t ldc);
 

@@ -20,6 +20,7 @@
 #include "kernels/amx.h"
 #include "kernels/amx_emulated.h"
 #include "kernels/f32_matmul.h"
+#include "kernels/f32_panels.h"
 #include "kernels/isa.h"
 #include "kernels/quant_amx.h"
 #include "kernels/vector_clones.h"
@@ -199,16 +200,9 @@ void bind_amx(py::module_& m) {
         py::arg("env") = py::none(), "The AMX int8 rule (kernels/amx.h) on the inputs given.");
     m.def("quant_panels_rule", [](const std::string& isa, bool amx) { return kernels::quant_panels_rule(isa_named(isa), amx); },
           py::arg("isa"), py::arg("amx"), "Whether quantized weights go in panels by default (kernels/f32_matmul.h).");
-    m.def("half_panels_rule",
-          [](const std::string& type, bool bf16, bool asked) {
-              if (type != "f16" && type != "bf16") throw py::value_error("half_panels_rule: f16 or bf16, not " + type);
-              return kernels::half_panels_rule(type == "f16" ? GGML_TYPE_F16 : GGML_TYPE_BF16, bf16, asked);
-          },
-          py::arg("type"), py::arg("ggml_avx512_bf16"), py::arg("asked"),
-          "Whether f16 / bf16 weights go in panels (kernels/f32_matmul.h), given whether ggml has an AVX-512 BF16 "
-          "product and whether DYNGRAPH_F32_PANELS=1 asks for panels.");
-    m.def("ggml_avx512_bf16", [] { return ggml_cpu_has_avx512_bf16() != 0; },
-          "Whether this ggml build multiplies bf16 with AVX-512 BF16.");
+    m.def("bf16_pair_panels", &kernels::bf16_pair_panels, py::arg("k"),
+          "Whether bf16 weights of rows of k values lie in pairs of k in their panels, for vdpbf16ps "
+          "(kernels/f32_panels.h: the CPU has AVX-512 BF16, the kernel ISA AVX-512, k is even).");
     m.def(
         "dequant_min_rows",
         [](const std::string& type) {

@@ -1,14 +1,16 @@
 """f16 and bf16 MatMul weights in panels (backend/kernels/f32_panels.h,
 half_gemm_panels): a GGUF F16 or BF16 file's weights (dg.StoredWeight) that
-only MatMuls read are laid out as the f32 panels are, 2 bytes an element, and
-converted to f32 as they are loaded; the product then takes the f32 panels'
-very steps, so its bits are those of the same weights given in f32. Checked
-at every kernel variant (each in a fresh process with DYNGRAPH_F32_PANELS=1,
-so the portable variant and bf16 on a CPU whose ggml has AVX-512 BF16 run
-too), at row counts on both sides of the tiles' sizes, weight counts that
-leave every kind of last panel, several threads; against numpy in float64;
-the rule of which half weights go in panels; and that save() writes the rows
-back."""
+only MatMuls read are laid out as the f32 panels are, 2 bytes an element,
+and converted to f32 as they are loaded; the product then takes the f32
+panels' very steps, so its bits are those of the same weights given in f32.
+Where the CPU has AVX-512 BF16 (and the kernels run at AVX-512) bf16 weights
+of an even row length lie in pairs of k instead and vdpbf16ps multiplies them
+by the activations rounded to bf16 (as ggml's bf16 product does): checked
+against numpy on the rounded activations. At every kernel variant (each in a
+fresh process with DYNGRAPH_F32_PANELS=1, so the portable variant runs too),
+at row counts on both sides of the tiles' sizes, weight counts that leave
+every kind of last panel, odd and even row lengths, several threads; the
+rule of the pairs; and that save() writes the rows back."""
 
 import os
 import textwrap
@@ -42,23 +44,30 @@ CHECK = textwrap.dedent("""
         (p,) = g.get_partitions()
         return p.compile([x, w], [y], e, constants={1: constant})
 
+    def bf16_rounded(a):  # nearest, ties to even (what vcvtneps2bf16 does to normal values)
+        u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
     rng = np.random.default_rng(0)
     for storage in ("f16", "bf16"):
         for threads in (1, 3):
             e = dg.Engine(dg.Engine.CPU, num_threads=threads)
-            for k, n in ((1, 5), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030)):
+            for k, n in ((1, 5), (2, 3), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030), (34, 50)):
                 raw, w32 = bits(rng.standard_normal((n, k)), storage)
                 half = compiled(n, k, e, dg.StoredWeight((n, k), storage, raw))
                 f32 = compiled(n, k, e, w32)
                 assert half.cache_info().panel_bytes == 2 * n * k, (storage, k, n, half.cache_info())
                 assert f32.cache_info().panel_bytes == 4 * n * k
+                pairs = storage == "bf16" and dg._backend.bf16_pair_panels(k)
                 for m in (1, 2, 3, 4, 5, 7, 8, 9, 17, 64, 130, 1, 3):
                     a = rng.standard_normal((m, k)).astype(np.float32)
                     (out,) = half(a)
-                    assert np.array_equal(out, f32(a)[0]), (storage, threads, k, n, m)
-                    ref = a.astype(np.float64) @ w32.astype(np.float64).T
-                    err = np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)
-                    assert err < 1e-5, (storage, threads, k, n, m, err)
+                    if not pairs:  # the f32 product of the converted weights
+                        assert np.array_equal(out, f32(a)[0]), (storage, threads, k, n, m)
+                    ar = (bf16_rounded(a) if pairs else a).astype(np.float64)
+                    ref = ar @ w32.astype(np.float64).T
+                    err = (np.abs(out - ref) / (np.abs(ar) @ np.abs(w32.astype(np.float64)).T)).max()
+                    assert err < 1e-6, (storage, threads, k, n, m, err)
     print(dg._backend.kernel_isa())
 """)
 
@@ -72,15 +81,19 @@ def test_products_over_half_panels_are_the_f32_products_at_every_variant(isa):
     assert r.stdout.split()[-1] == isa
 
 
-def test_which_half_weights_go_in_panels():
-    rule = dg._backend.half_panels_rule
-    for bf16 in (False, True):
-        for asked in (False, True):
-            assert rule("f16", bf16, asked)  # (ggml's f16 product: 1.2-2.2x our time from 8 rows)
-            # ggml's AVX-512 BF16 product is ahead of ours from 128 rows: bf16 stays with it unless asked
-            assert rule("bf16", bf16, asked) == (not bf16 or asked)
-    with pytest.raises(ValueError, match="f16 or bf16"):
-        rule("q4_0", False, False)
+def cpu_has_avx512_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512_bf16" in f.read()
+    except OSError:
+        return False
+
+
+def test_bf16_weights_lie_in_pairs_where_the_cpu_multiplies_pairs():
+    pairs = dg._backend.bf16_pair_panels
+    want = cpu_has_avx512_bf16() and dg._backend.kernel_isa() in ("avx512", "avx512vnni")
+    assert [pairs(k) for k in (2, 64, 576)] == [want] * 3
+    assert not pairs(1) and not pairs(33)  # (an odd row: the converting kernel)
 
 
 @pytest.mark.parametrize("storage", ["f16", "bf16"])
@@ -98,8 +111,7 @@ def test_this_process_follows_the_rule_and_save_writes_the_rows_back(storage, rn
     cp = p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)})
     on = cp.cache_info().panel_bytes > 0
     if dg._backend.kernel_isa() != "generic" and os.environ.get("DYNGRAPH_F32_PANELS") is None:
-        # (where f32 weights go in panels by default: our kernels have AVX2)
-        assert on == dg._backend.half_panels_rule(storage, dg._backend.ggml_avx512_bf16(), False)
+        assert on  # (where f32 weights go in panels by default, our kernels having AVX2, these do too)
     path = tmp_path / "half.dg"
     cp.save(path)
     a = rng.standard_normal((6, k)).astype(np.float32)
@@ -111,5 +123,7 @@ def test_this_process_follows_the_rule_and_save_writes_the_rows_back(storage, rn
     else:
         deq = (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     ref = a.astype(np.float64) @ deq.T
-    # in panels: f32 products of the exact values; else ggml's, the activations rounded to the weights' type
-    assert np.abs(want - ref).max() / np.abs(ref).max() < (1e-5 if on else 1e-2)
+    # in panels: f32 products of the exact values (bf16 in pairs: of the activations rounded to bf16);
+    # else ggml's, the activations rounded to the weights' type
+    exact = on and not (storage == "bf16" and dg._backend.bf16_pair_panels(k))
+    assert np.abs(want - ref).max() / np.abs(ref).max() < (1e-5 if exact else 1e-2)

@@ -138,7 +138,10 @@ bool make_case(const Bench& b, Path path, ggml_backend_buffer_type_t rbuft, Case
     const bool quant = k::quant_panels_take(b.type) && panels && k::kernel_isa() >= k::Isa::avx2;
     const bool half = b.type == GGML_TYPE_F16 || b.type == GGML_TYPE_BF16;
     if (panels && b.type != GGML_TYPE_F32 && !half && !quant) return false;
-    if (panels && half) {
+    if (panels && b.type == GGML_TYPE_BF16 && dg::kernels::bf16_pair_panels(b.K)) {
+        dg::kernels::pack_bf16_pair_panels(b.N, b.K, reinterpret_cast<const uint16_t*>(b.wdata.data()), static_cast<uint16_t*>(w->data));
+        dg::kernels::mark_panels(w);
+    } else if (panels && half) {
         dg::kernels::pack_half_panels(b.N, b.K, reinterpret_cast<const uint16_t*>(b.wdata.data()), static_cast<uint16_t*>(w->data));
         dg::kernels::mark_panels(w);
     } else if (quant) {
