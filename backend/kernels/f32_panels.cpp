@@ -171,9 +171,14 @@ inline int lanes_in(Mask m) { return __builtin_popcount(unsigned(_mm256_movemask
 // k as their k, the activations' pairs (rounded to bf16) broadcast as one 32-bit lane, and two products
 // a lane summed into each f32 accumulator
 namespace avx512bf16 {
-// (AVX-512's tile shape, stores and broadcast: a pair's 32 bits, moved as a float's)
+// (AVX-512's tile shape and stores)
 using avx512::kLanes, avx512::kTileRows, avx512::kTileVecs, avx512::kWideRows, avx512::Mask, avx512::V;
-using avx512::mask_of, avx512::vbroadcast, avx512::vstore_mask, avx512::vstoreu, avx512::vzero;
+using avx512::mask_of, avx512::vstore_mask, avx512::vstoreu, avx512::vzero;
+inline V vbroadcast(const float* p) {  // (a pair of bf16 where the tiles see a float: its bits, copied)
+    uint32_t pair;
+    std::memcpy(&pair, p, sizeof pair);
+    return _mm512_castsi512_ps(_mm512_set1_epi32(int32_t(pair)));
+}
 inline V vfma(V a, V b, V c) { return _mm512_dpbf16_ps(c, (__m512bh)a, (__m512bh)b); }
 using Wt = uint32_t;  // (a pair of bf16)
 inline V vloadw(const uint32_t* p) { return _mm512_castsi512_ps(_mm512_loadu_si512(p)); }
