@@ -20,11 +20,25 @@ import pytest
 
 import dyngraph as dg
 from ops.test_kernel_isa import ORDER, best_isa
-from subproc import run_python
+from subproc import IMPORT_TESTS, run_python
 
-CHECK = textwrap.dedent("""
+
+def compiled(n, k, e, constant):
+    """x @ w^T with w [n, k] the constant given (an array, or a dg.StoredWeight)."""
+    x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
+    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p.compile([x, w], [y], e, constants={1: constant})
+
+
+CHECK = IMPORT_TESTS + textwrap.dedent("""
     import numpy as np
     import dyngraph as dg
+    from ops.test_half_panels import compiled
 
     def bits(values, storage):  # the 2-byte elements of `storage` nearest the values, and their f32 values
         if storage == "f16":
@@ -33,16 +47,6 @@ CHECK = textwrap.dedent("""
         u = values.astype(np.float32).view(np.uint32)
         h = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # nearest, ties to even
         return h, (h.astype(np.uint32) << 16).view(np.float32)
-
-    def compiled(n, k, e, constant):
-        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-        w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-        g = dg.Graph(dg.Engine.CPU)
-        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-        g.finalize()
-        (p,) = g.get_partitions()
-        return p.compile([x, w], [y], e, constants={1: constant})
 
     def bf16_rounded(a):  # nearest, ties to even (what vcvtneps2bf16 does to normal values)
         u = a.astype(np.float32).view(np.uint32).astype(np.uint64)
@@ -101,14 +105,7 @@ def test_this_process_follows_the_rule_and_save_writes_the_rows_back(storage, rn
     n, k = 50, 64
     raw = rng.integers(0x3000, 0x3C00, (n, k), dtype=np.uint16)  # finite values of either type, below 1
     e = dg.Engine(dg.Engine.CPU)
-    x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-    g.finalize()
-    (p,) = g.get_partitions()
-    cp = p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)})
+    cp = compiled(n, k, e, dg.StoredWeight((n, k), storage, raw))
     on = cp.cache_info().panel_bytes > 0
     if dg._backend.kernel_isa() != "generic" and os.environ.get("DYNGRAPH_F32_PANELS") is None:
         assert on  # (where f32 weights go in panels by default, our kernels having AVX2, these do too)
