@@ -15,9 +15,10 @@ constexpr int kNumDTypes = 12;
 
 // Same codes as dyngraph.fb.StorageType.
 enum class Storage : uint8_t {
-    Default = 0, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS
+    Default = 0, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
+    IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0, MXFP4
 };
-constexpr int kNumStorage = 16;
+constexpr int kNumStorage = 26;
 
 inline size_t dtype_size(DType t) {
     switch (t) {
@@ -87,6 +88,16 @@ inline ggml_type ggml_type_of(Storage s, DType logical) {
         case Storage::Q6_K: return GGML_TYPE_Q6_K;
         case Storage::IQ4_NL: return GGML_TYPE_IQ4_NL;
         case Storage::IQ4_XS: return GGML_TYPE_IQ4_XS;
+        case Storage::IQ2_XXS: return GGML_TYPE_IQ2_XXS;
+        case Storage::IQ2_XS: return GGML_TYPE_IQ2_XS;
+        case Storage::IQ2_S: return GGML_TYPE_IQ2_S;
+        case Storage::IQ3_XXS: return GGML_TYPE_IQ3_XXS;
+        case Storage::IQ3_S: return GGML_TYPE_IQ3_S;
+        case Storage::IQ1_S: return GGML_TYPE_IQ1_S;
+        case Storage::IQ1_M: return GGML_TYPE_IQ1_M;
+        case Storage::TQ1_0: return GGML_TYPE_TQ1_0;
+        case Storage::TQ2_0: return GGML_TYPE_TQ2_0;
+        case Storage::MXFP4: return GGML_TYPE_MXFP4;
     }
     return GGML_TYPE_F32;
 }

@@ -146,6 +146,11 @@ void convert_to_ggml(DType from, const void* src, ggml_type to, void* dst, int64
         default:
             if (row <= 0 || n % row != 0 || row % ggml_blck_size(to) != 0)
                 fail<CompileError>(what, ": rows of ", row, " values cannot be stored as ", ggml_type_name(to));
+            // (ggml asserts, ending the process, where these come without an importance matrix: their
+            // blocks come from a quantizer that has one, a GGUF file's, as stored)
+            if (ggml_quantize_requires_imatrix(to))
+                fail<CompileError>(what, ": f32 values cannot be quantized to ", ggml_type_name(to),
+                                   " here (ggml needs an importance matrix for it); pass its blocks as stored");
             ggml_quantize_chunk(to, f, dst, 0, n / row, row, nullptr);
     }
 }

@@ -127,11 +127,21 @@ enum class StorageType : int8_t {
   Q6_K = 13,
   IQ4_NL = 14,
   IQ4_XS = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ2_S = 18,
+  IQ3_XXS = 19,
+  IQ3_S = 20,
+  IQ1_S = 21,
+  IQ1_M = 22,
+  TQ1_0 = 23,
+  TQ2_0 = 24,
+  MXFP4 = 25,
   MIN = DEFAULT,
-  MAX = IQ4_XS
+  MAX = MXFP4
 };
 
-inline const StorageType (&EnumValuesStorageType())[16] {
+inline const StorageType (&EnumValuesStorageType())[26] {
   static const StorageType values[] = {
     StorageType::DEFAULT,
     StorageType::F32,
@@ -148,13 +158,23 @@ inline const StorageType (&EnumValuesStorageType())[16] {
     StorageType::Q5_K,
     StorageType::Q6_K,
     StorageType::IQ4_NL,
-    StorageType::IQ4_XS
+    StorageType::IQ4_XS,
+    StorageType::IQ2_XXS,
+    StorageType::IQ2_XS,
+    StorageType::IQ2_S,
+    StorageType::IQ3_XXS,
+    StorageType::IQ3_S,
+    StorageType::IQ1_S,
+    StorageType::IQ1_M,
+    StorageType::TQ1_0,
+    StorageType::TQ2_0,
+    StorageType::MXFP4
   };
   return values;
 }
 
 inline const char * const *EnumNamesStorageType() {
-  static const char * const names[17] = {
+  static const char * const names[27] = {
     "DEFAULT",
     "F32",
     "F16",
@@ -171,13 +191,23 @@ inline const char * const *EnumNamesStorageType() {
     "Q6_K",
     "IQ4_NL",
     "IQ4_XS",
+    "IQ2_XXS",
+    "IQ2_XS",
+    "IQ2_S",
+    "IQ3_XXS",
+    "IQ3_S",
+    "IQ1_S",
+    "IQ1_M",
+    "TQ1_0",
+    "TQ2_0",
+    "MXFP4",
     nullptr
   };
   return names;
 }
 
 inline const char *EnumNameStorageType(StorageType e) {
-  if (::flatbuffers::IsOutRange(e, StorageType::DEFAULT, StorageType::IQ4_XS)) return "";
+  if (::flatbuffers::IsOutRange(e, StorageType::DEFAULT, StorageType::MXFP4)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesStorageType()[index];
 }

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "dequantize_iq.h"
 #include "isa.h"
 #include "quant_blocks.h"
 
@@ -134,6 +135,7 @@ RowFn fast_row(ggml_type type) {
         if (type == GGML_TYPE_Q5_0) return q5_avx2<false>;
         if (type == GGML_TYPE_Q5_1) return q5_avx2<true>;
         if (type == GGML_TYPE_Q6_K) return q6_k_avx2;
+        if (RowFn f = iq_dequant_row_avx2(type)) return f;
     }
 #endif
     return nullptr;
@@ -145,6 +147,8 @@ bool dequantizable(ggml_type type) {
     return type != GGML_TYPE_F32 && type < GGML_TYPE_COUNT && ggml_get_type_traits(type)->to_float != nullptr &&
            ggml_get_type_traits(type)->blck_size > 0;
 }
+
+bool dequantize_vectorized(ggml_type type) { return fast_row(type) != nullptr; }
 
 void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
     if (RowFn f = fast_row(type)) return f(src, dst, n);

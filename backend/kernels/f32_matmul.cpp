@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -118,7 +119,7 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
             half_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint16_t*>(W - n0 * x->nb[1]), C + n0, ldc);
         } else if (panels) {
             quant_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint8_t*>(W - n0 * x->nb[1]), C + n0, ldc);
-        } else if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax) {
+        } else if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax && quant_rows_supports(x->type)) {
             quant_rows_nt(x->type, int(M), n, K, A, lda, W, x->nb[1], C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && quant_gemm_supports(x->type)) {
             quant_gemm_nt(x->type, M, n, K, A, lda, W, x->nb[1], C + n0, ldc);
@@ -234,6 +235,13 @@ int64_t dequant_min_rows(ggml_type type) {
         case GGML_TYPE_Q6_K: return 12;
         case GGML_TYPE_Q3_K: return 64;
         case GGML_TYPE_Q2_K: return 128;
+        case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: return dequantize_vectorized(type) ? 4 : 80;
+        case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: return dequantize_vectorized(type) ? 4 : 40;
+        case GGML_TYPE_IQ1_S: return 12;
+        case GGML_TYPE_IQ1_M: return 20;
+        case GGML_TYPE_TQ1_0: return 16;
+        case GGML_TYPE_TQ2_0: return std::numeric_limits<int64_t>::max();  // (ggml's product ahead at 512 rows)
+        case GGML_TYPE_MXFP4: return 40;
         default: return kDequantMinRows;
     }
 }

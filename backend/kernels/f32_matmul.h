@@ -69,6 +69,18 @@ constexpr int64_t kDequantMinRows = 8;
 // 128 -> 64; q2_K 0.26 at 8, 0.63 at 32, 0.74-0.85 at 64, 0.89-1.07 at 128,
 // 1.02-1.13 at 256 -> 128). Where the CPU has AVX2, weights of these types
 // that only products read are in the quantized panels and never come here.
+// The types only ggml multiplies (1536x576, 2026-12-01, ggml's time / ours):
+// iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s (dequantize_iq.h: 15x faster than
+// ggml's conversion) 0.70-0.92 at 2 rows, 1.20-1.59 at 4, 1.76-2.48 at 8,
+// 2.7-4.2 at 32 -> 4 (with ggml's conversion, the generic ISA's, 0.84-0.93
+// at 64 rows, 1.11-1.22 at 96 -> 80 (iq2), 0.79-0.88 at 32, 1.08-1.22 at 48
+// -> 40 (iq3));
+// iq1_s 0.80 at 8,
+// 1.04 at 12 -> 12; iq1_m 0.88 at 16, 1.17 at 24 -> 20; tq1_0 0.95 at 12,
+// 1.06 at 16 -> 16; mxfp4 (where ggml does not repack it: 576 x 576 to
+// 1536 x 576) 0.93-0.98 at 32, 1.14-1.27 at 48 -> 40; tq2_0 0.82-0.85 at
+// 128-512: never. (ggml's to_float of the iq and tq types is scalar code.)
+
 int64_t dequant_min_rows(ggml_type type);
 
 // Products of more values than this (rows x columns, all batches) leave an activation that reads them

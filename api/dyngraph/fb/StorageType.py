@@ -19,3 +19,13 @@ class StorageType(object):
     Q6_K = 13
     IQ4_NL = 14
     IQ4_XS = 15
+    IQ2_XXS = 16
+    IQ2_XS = 17
+    IQ2_S = 18
+    IQ3_XXS = 19
+    IQ3_S = 20
+    IQ1_S = 21
+    IQ1_M = 22
+    TQ1_0 = 23
+    TQ2_0 = 24
+    MXFP4 = 25

@@ -24,7 +24,9 @@ from ..stored_weight import StoredWeight
 # GGUF tensor types dyngraph stores as they are (f32 weights gain nothing: the model's own values are used)
 STORAGE = {"F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": "q4_1", "Q5_0": "q5_0",
            "Q5_1": "q5_1", "Q2_K": "q2_K", "Q3_K": "q3_K", "Q4_K": "q4_K", "Q5_K": "q5_K", "Q6_K": "q6_K",
-           "IQ4_NL": "iq4_nl", "IQ4_XS": "iq4_xs"}
+           "IQ4_NL": "iq4_nl", "IQ4_XS": "iq4_xs", "IQ2_XXS": "iq2_xxs", "IQ2_XS": "iq2_xs", "IQ2_S": "iq2_s",
+           "IQ3_XXS": "iq3_xxs", "IQ3_S": "iq3_s", "IQ1_S": "iq1_s", "IQ1_M": "iq1_m", "TQ1_0": "tq1_0",
+           "TQ2_0": "tq2_0", "MXFP4": "mxfp4"}
 # architectures whose converter interleaves the query / key rows of each head
 ROPE_INTERLEAVED = {"llama"}
 
@@ -50,9 +52,9 @@ def gguf_weights(path: str, module: torch.nn.Module) -> Dict[str, StoredWeight]:
     """``module``'s parameters (by their names in ``module``, e.g. the wrapper
     you export) that the GGUF file at ``path`` stores in f16, bf16, q8_0, q4_0,
     q4_1, q5_0, q5_1, a k-quant (q2_K to q6_K: llama.cpp's Q*_K_S/M files),
-    iq4_nl or iq4_xs, as StoredWeights; a tied parameter under each of its
-    names. A file tensor whose shape differs from its parameter's is a
-    CompileError naming both."""
+    an i-quant (iq1_s to iq4_xs: its IQ* files), tq1_0, tq2_0 or mxfp4, as
+    StoredWeights; a tied parameter under each of its names. A file tensor
+    whose shape differs from its parameter's is a CompileError naming both."""
     import gguf
 
     reader = gguf.GGUFReader(path)

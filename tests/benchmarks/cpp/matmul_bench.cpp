@@ -91,7 +91,12 @@ void make_data(Bench& b, std::mt19937& rng) {
     for (auto& v : b.act) v = nd(rng);
     b.wdata.resize(ggml_row_size(b.type, b.K) * size_t(b.N));
     if (b.type == GGML_TYPE_F32) std::memcpy(b.wdata.data(), w.data(), w.size() * 4);
-    else ggml_quantize_chunk(b.type, w.data(), b.wdata.data(), 0, b.N, b.K, nullptr);
+    else {
+        // (iq2_xxs, iq2_xs and iq1_s quantize only with an importance matrix: equal weights here)
+        const std::vector<float> imatrix(size_t(b.K), 1.0f);
+        ggml_quantize_chunk(b.type, w.data(), b.wdata.data(), 0, b.N, b.K,
+                            ggml_quantize_requires_imatrix(b.type) ? imatrix.data() : nullptr);
+    }
     std::vector<float> deq(size_t(b.K));
     b.ref.assign(size_t(b.M * b.N), 0.0f);
     for (int64_t n = 0; n < b.N; ++n) {
@@ -188,7 +193,9 @@ int dg_bench::matmul_main(int argc, char** argv) {
     const int64_t shapes[][2] = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}};
     const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_BF16, GGML_TYPE_F16,  GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                               GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
+                               GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
+                               GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ3_S,
+                               GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4};
     std::mt19937 rng(1);
     std::printf("rows %lld, 1 thread, median of %d calls, weights from %s; us (GFLOP/s) [max error / max |ref|]\n",
                 (long long)M, reps, std::getenv("DG_BENCH_WEIGHT_COPIES") ? "DG_BENCH_WEIGHT_COPIES copies" : "memory");
