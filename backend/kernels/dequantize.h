@@ -1,7 +1,7 @@
 // Weight rows in ggml's storage types back to f32, for products that
 // multiply many activation rows with a quantized weight (f32_matmul.h): a
 // block of weight rows is dequantized into cache, then sgemm runs on it.
-// q8_0, q4_0, q4_1, q5_0, q5_1, q6_K and the i-quants of 2 and 3 bits
+// q8_0, q4_0, q4_1, q5_0, q5_1, q6_K and the i-quants of 1 to 3 bits
 // (dequantize_iq.h) have AVX2 versions (chosen at run time, isa.h; the same
 // values as ggml's); every other type ggml can convert goes through ggml's
 // own row conversion.

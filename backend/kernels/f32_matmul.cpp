@@ -237,8 +237,8 @@ int64_t dequant_min_rows(ggml_type type) {
         case GGML_TYPE_Q2_K: return 128;
         case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ2_S: return dequantize_vectorized(type) ? 4 : 80;
         case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ3_S: return dequantize_vectorized(type) ? 4 : 40;
-        case GGML_TYPE_IQ1_S: return 12;
-        case GGML_TYPE_IQ1_M: return 20;
+        case GGML_TYPE_IQ1_S: return dequantize_vectorized(type) ? 4 : 12;
+        case GGML_TYPE_IQ1_M: return dequantize_vectorized(type) ? 4 : 20;
         case GGML_TYPE_TQ1_0: return 16;
         case GGML_TYPE_TQ2_0: return std::numeric_limits<int64_t>::max();  // (ggml's product ahead at 512 rows)
         case GGML_TYPE_MXFP4: return 40;

@@ -74,9 +74,9 @@ constexpr int64_t kDequantMinRows = 8;
 // ggml's conversion) 0.70-0.92 at 2 rows, 1.20-1.59 at 4, 1.76-2.48 at 8,
 // 2.7-4.2 at 32 -> 4 (with ggml's conversion, the generic ISA's, 0.84-0.93
 // at 64 rows, 1.11-1.22 at 96 -> 80 (iq2), 0.79-0.88 at 32, 1.08-1.22 at 48
-// -> 40 (iq3));
-// iq1_s 0.80 at 8,
-// 1.04 at 12 -> 12; iq1_m 0.88 at 16, 1.17 at 24 -> 20; tq1_0 0.95 at 12,
+// -> 40 (iq3)); iq1_s, iq1_m (dequantize_iq.h too) 0.67-0.99 at 2 rows,
+// 1.11-1.54 at 4, 1.64-2.08 at 8 -> 4 (ggml's conversion: iq1_s 0.80 at 8,
+// 1.04 at 12 -> 12; iq1_m 0.88 at 16, 1.17 at 24 -> 20); tq1_0 0.95 at 12,
 // 1.06 at 16 -> 16; mxfp4 (where ggml does not repack it: 576 x 576 to
 // 1536 x 576) 0.93-0.98 at 32, 1.14-1.27 at 48 -> 40; tq2_0 0.82-0.85 at
 // 128-512: never. (ggml's to_float of the iq and tq types is scalar code.)

@@ -403,10 +403,10 @@ def llama_cpp_rows(sm, rounds: int, threads: int = 1) -> List[Row]:
 
 
 def stored_mixes(directory: str) -> dict:
-    """The k-quant and i-quant mixes and the F16 / BF16 files in `directory` (NAME.Q4_K_M.gguf,
-    NAME.Q5_K_M.gguf, NAME.Q6_K.gguf, NAME.IQ4_XS.gguf, NAME.F16.gguf...): type -> path."""
+    """The k-quant, i-quant and tq mixes and the F16 / BF16 files in `directory` (NAME.Q4_K_M.gguf,
+    NAME.Q5_K_M.gguf, NAME.Q6_K.gguf, NAME.IQ4_XS.gguf, NAME.TQ2_0.gguf, NAME.F16.gguf...): type -> path."""
     found = {}
-    for pattern in ("*.Q[0-9]_K*.gguf", "*.IQ[0-9]_*.gguf", "*.F16.gguf", "*.BF16.gguf"):
+    for pattern in ("*.Q[0-9]_K*.gguf", "*.IQ[0-9]_*.gguf", "*.TQ[0-9]_*.gguf", "*.F16.gguf", "*.BF16.gguf"):
         for path in sorted(glob.glob(os.path.join(directory, pattern))):
             found[os.path.basename(path)[: -len(".gguf")].rsplit(".", 1)[-1]] = path
     return found

@@ -4,6 +4,7 @@
 //   dg_bench rebuild STACK.dgir [ITERATIONS]      build_graph against a graph built by hand
 //   dg_bench matmul [ROWS] [REPS]                 which matrix product per weight type and shape
 //   dg_bench capi MODEL.dg [ROUNDS] [BATCH...]    the C API's cost per execute against the C++ call
+//   dg_bench dequant [REPS] [TYPES]               weight rows to f32: ggml's conversion against ours
 #pragma once
 
 #include <algorithm>
@@ -21,5 +22,6 @@ inline double median(std::vector<double> v) {
 int rebuild_main(int argc, char** argv);
 int matmul_main(int argc, char** argv);
 int capi_main(int argc, char** argv);
+int dequant_main(int argc, char** argv);
 
 }  // namespace dg_bench

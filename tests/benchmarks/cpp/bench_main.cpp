@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
         int (*run)(int, char**);
     };
     static const Entry entries[] = {
-        {"rebuild", dg_bench::rebuild_main}, {"matmul", dg_bench::matmul_main}, {"capi", dg_bench::capi_main}};
+        {"rebuild", dg_bench::rebuild_main}, {"matmul", dg_bench::matmul_main}, {"capi", dg_bench::capi_main},
+        {"dequant", dg_bench::dequant_main}};
     if (argc >= 2) {
         for (const Entry& e : entries) {
             if (std::strcmp(argv[1], e.name) == 0) {
@@ -21,6 +22,6 @@ int main(int argc, char** argv) {
             }
         }
     }
-    std::fprintf(stderr, "usage: dg_bench rebuild|matmul|capi ARGS... (tests/benchmarks/cpp/bench.h)\n");
+    std::fprintf(stderr, "usage: dg_bench rebuild|matmul|capi|dequant ARGS... (tests/benchmarks/cpp/bench.h)\n");
     return 2;
 }

@@ -92,10 +92,11 @@ void make_data(Bench& b, std::mt19937& rng) {
     b.wdata.resize(ggml_row_size(b.type, b.K) * size_t(b.N));
     if (b.type == GGML_TYPE_F32) std::memcpy(b.wdata.data(), w.data(), w.size() * 4);
     else {
-        // (iq2_xxs, iq2_xs and iq1_s quantize only with an importance matrix: equal weights here)
+        // (iq2_xxs, iq2_xs and iq1_s quantize only with an importance matrix, and iq1_m without one makes
+        // subnormal values: equal weights for the i-quants of 1-3 bits, as llama-quantize's files have one)
         const std::vector<float> imatrix(size_t(b.K), 1.0f);
-        ggml_quantize_chunk(b.type, w.data(), b.wdata.data(), 0, b.N, b.K,
-                            ggml_quantize_requires_imatrix(b.type) ? imatrix.data() : nullptr);
+        const bool iq = std::strncmp(ggml_type_name(b.type), "iq", 2) == 0;
+        ggml_quantize_chunk(b.type, w.data(), b.wdata.data(), 0, b.N, b.K, iq ? imatrix.data() : nullptr);
     }
     std::vector<float> deq(size_t(b.K));
     b.ref.assign(size_t(b.M * b.N), 0.0f);
