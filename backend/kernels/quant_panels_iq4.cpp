@@ -76,7 +76,6 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
-typedef int32_t v16si __attribute__((vector_size(64)));
 
 // C[MR rows, w] = one iq4_nl or iq4_xs panel (T) times MR activation rows (act, corr: rows nb blocks apart).
 // Full: w = 32. With one row the low and high nibbles' sums go to two registers (vpdpbusd's latency).
@@ -93,7 +92,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     alignas(16) uint8_t table[16];
     for (int i = 0; i < 16; ++i) table[i] = uint8_t(kIq4Values[i] + 128);
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
+    const __m512i lut = _mm512_maskz_broadcast_i32x4(__mmask16(0xFFFF), _mm_load_si128(reinterpret_cast<const __m128i*>(table)));
     __m512 f[MR][2];
     for (int m = 0; m < MR; ++m) f[m][0] = f[m][1] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nb / G; ++sb) {
@@ -109,8 +108,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8
 #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) {
                 const uint8_t* p = blk + c0 + size_t(4 * g + q) * cs;
-                const __m512i w0 = Full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(lo, p);
-                const __m512i w1 = Full ? _mm512_loadu_si512(p + 64) : _mm512_maskz_loadu_epi32(hi, p + 64);
+                const __m512i w0 = chunk64<Full>(p, lo), w1 = chunk64<Full>(p + 64, hi);
                 const __m512i l0 = _mm512_shuffle_epi8(lut, _mm512_and_si512(w0, nibble));
                 const __m512i l1 = _mm512_shuffle_epi8(lut, _mm512_and_si512(w1, nibble));
                 const __m512i h0 = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(w0, 4), nibble));
@@ -125,15 +123,9 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8
             }
             for (int h = 0; h < 2; ++h) {  // the group's dl for the 16 rows of half h
                 const __mmask16 k = h ? hi : lo;
-                const uint8_t* dp = blk + 32 * size_t(h);
-                __m512 dl = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp))
-                                                                          : _mm256_maskz_loadu_epi16(k, dp));
+                __m512 dl = half16<Full>(blk + 32 * size_t(h), k);
                 if constexpr (fm.byte_fields != 0) {
-                    auto bytes = [&](int t) {
-                        const uint8_t* bp = blk + sf + size_t(t) * size_t(width) + 16 * size_t(h);
-                        const __m128i v = Full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp)) : _mm_maskz_loadu_epi8(k, bp);
-                        return v16si(_mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), v));
-                    };
+                    auto bytes = [&](int t) { return bytes16<Full>(blk + sf + size_t(t) * size_t(width) + 16 * size_t(h), k); };
                     v16si ls;
                     iq4_xs_scale(g, bytes, ls);
                     dl = _mm512_mul_ps(dl, _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), __m512i(ls - 32)));
@@ -165,7 +157,6 @@ struct RowsVnni {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-typedef int32_t v8si __attribute__((vector_size(32)));
 
 // C[MR rows, w] = one iq4_nl or iq4_xs panel (T) times MR activation rows. Full: w = 32; else the lanes
 // past w are neither read nor written (the panel's d and scale bytes copied, padded, a block at a time).

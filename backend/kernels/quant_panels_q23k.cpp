@@ -140,7 +140,6 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
-typedef int32_t v16si __attribute__((vector_size(64)));
 
 // C[MR rows, w] = one q2_K or q3_K panel (T) times MR activation rows (rows nb blocks apart). Full: w = 32.
 template <ggml_type T, int MR, bool Full>
@@ -159,13 +158,8 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* sum, const int32_
         const uint8_t* blk = panel + size_t(sb) * bs;
         __m512 d[2], dmin[2];
         for (int x = 0; x < 2; ++x) {
-            auto field = [&](int i) {
-                const uint8_t* p = blk + field_offset(width, i) + 32 * x;
-                return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
-                                                                     : _mm256_maskz_loadu_epi16(mask[x], p));
-            };
-            d[x] = field(0);
-            dmin[x] = q3 ? d[x] : field(1);
+            d[x] = half16<Full>(blk + field_offset(width, 0) + 32 * x, mask[x]);
+            dmin[x] = q3 ? d[x] : half16<Full>(blk + field_offset(width, 1) + 32 * x, mask[x]);
         }
         for (int b = 0; b < 8; ++b) {
             const int64_t at = 8 * sb + b;  // row m's block: at + m * nb
@@ -183,15 +177,14 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* sum, const int32_
             __m512i third[2];  // q3_K: the block's third bits, 16 rows a half
             if constexpr (q3)
                 for (int x = 0; x < 2; ++x) {
-                    const uint8_t* p = blk + c0 + size_t(third_chunk(b)) * cs + 64 * x;
-                    third[x] = Full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(mask[x], p);
+                    third[x] = chunk64<Full>(blk + c0 + size_t(third_chunk(b)) * cs + 64 * x, mask[x]);
                 }
 #pragma GCC unroll 4
             for (int q = 0; q < 4; ++q) {
                 const uint8_t* p = blk + c0 + size_t(crumb_chunk<q3>(b, q)) * cs;
                 __m512i u[2][2];  // [half of the panel][group]
                 for (int x = 0; x < 2; ++x) {
-                    const __m512i c = Full ? _mm512_loadu_si512(p + 64 * x) : _mm512_maskz_loadu_epi32(mask[x], p + 64 * x);
+                    const __m512i c = chunk64<Full>(p + 64 * x, mask[x]);
                     for (int h = 0; h < 2; ++h) {
                         const int shift = crumb_shift(q, h);
                         u[x][h] = _mm512_and_si512(shift ? _mm512_srli_epi16(c, unsigned(shift)) : c, three);
@@ -201,20 +194,10 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* sum, const int32_
                         }
                     }
                 }
-                for (int m = 0; m < MR; ++m) {
-                    const __m512i a0 = bcast4_512(act[at + m * nb].qs + 4 * q), a1 = bcast4_512(act[at + m * nb].qs + 16 + 4 * q);
-                    for (int x = 0; x < 2; ++x) {
-                        s[m][x][0] = _mm512_dpbusd_epi32(s[m][x][0], u[x][0], a0);
-                        s[m][x][1] = _mm512_dpbusd_epi32(s[m][x][1], u[x][1], a1);
-                    }
-                }
+                dot_two_groups<MR>(s, u, act, at, nb, q);
             }
             for (int x = 0; x < 2; ++x) {
-                auto bytes = [&](int t) {
-                    const uint8_t* p = blk + sf + size_t(t) * size_t(width) + 16 * size_t(x);
-                    const __m128i v = Full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_maskz_loadu_epi8(mask[x], p);
-                    return v16si(_mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), v));
-                };
+                auto bytes = [&](int t) { return bytes16<Full>(blk + sf + size_t(t) * size_t(width) + 16 * size_t(x), mask[x]); };
                 v16si sc[2], mn[2];
                 for (int g = 0; g < 2; ++g) {
                     if constexpr (q3) {
@@ -259,7 +242,6 @@ struct RowsVnni {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-typedef int32_t v8si __attribute__((vector_size(32)));
 
 // x (int32 lanes, |x| < 2^15) in both 16-bit halves of each lane: what vpmaddwd multiplies a pair by
 inline __m256i pair16(__m256i x) { return _mm256_mullo_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_set1_epi32(0x10001)); }

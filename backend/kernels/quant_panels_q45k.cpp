@@ -83,7 +83,6 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
-typedef int32_t v16si __attribute__((vector_size(64)));
 
 // C[MR rows, w] = one q4_K or q5_K panel (T) times MR activation rows (rows nb blocks apart). Full: w = 32.
 // With one row a group's sums alternate between two registers (vpdpbusd's latency).
@@ -120,8 +119,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
 #pragma GCC unroll 8
             for (int q = 0; q < 8; ++q) {
                 const uint8_t* p = blk + c0 + size_t(8 * (g / 2) + q) * cs;
-                __m512i w0 = Full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(lo, p);
-                __m512i w1 = Full ? _mm512_loadu_si512(p + 64) : _mm512_maskz_loadu_epi32(hi, p + 64);
+                __m512i w0 = chunk64<Full>(p, lo), w1 = chunk64<Full>(p + 64, hi);
                 if (g % 2) {
                     w0 = _mm512_srli_epi16(w0, 4);
                     w1 = _mm512_srli_epi16(w1, 4);
@@ -140,16 +138,8 @@ void tile_vnni(int64_t nb, const ActBlock* act, const uint8_t* panel, int64_t w,
             }
             for (int h = 0; h < 2; ++h) {  // group g's d * sc and dmin * m for the 16 rows of half h
                 const __mmask16 k = h ? hi : lo;
-                auto bytes = [&](int t) {
-                    const uint8_t* p = blk + sf + size_t(t) * size_t(width) + 16 * size_t(h);
-                    const __m128i b = Full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_maskz_loadu_epi8(k, p);
-                    return v16si(_mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), b));
-                };
-                auto field = [&](size_t at) {
-                    const uint8_t* p = blk + at + 32 * size_t(h);
-                    return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
-                                                                         : _mm256_maskz_loadu_epi16(k, p));
-                };
+                auto bytes = [&](int t) { return bytes16<Full>(blk + sf + size_t(t) * size_t(width) + 16 * size_t(h), k); };
+                auto field = [&](size_t at) { return half16<Full>(blk + at + 32 * size_t(h), k); };
                 v16si sc, mn;
                 q4_k_scale_min(g, bytes, sc, mn);
                 const __m512 dsc = _mm512_mul_ps(field(0), _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), __m512i(sc)));
@@ -182,7 +172,6 @@ struct RowsVnni {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-typedef int32_t v8si __attribute__((vector_size(32)));
 
 // C[MR rows, w] = one q4_K or q5_K panel (T) times MR activation rows. Full: w = 32; else the lanes past w
 // are neither read nor written (the panel's fields and scale bytes copied, padded, a super-block at a time).

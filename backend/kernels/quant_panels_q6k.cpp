@@ -136,10 +136,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const int32
     for (int m = 0; m < MR; ++m) f[m][0] = f[m][1] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nb / 8; ++sb) {
         const uint8_t* blk = panel + size_t(sb) * bs;
-        __m512 d[2];
-        for (int x = 0; x < 2; ++x)
-            d[x] = _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * x))
-                                                                 : _mm256_maskz_loadu_epi16(mask[x], blk + 32 * x));
+        const __m512 d[2] = {half16<Full>(blk, mask[0]), half16<Full>(blk + 32, mask[1])};
         for (int b = 0; b < 8; ++b) {
             const int64_t at = 8 * sb + b;  // row m's block: at + m * nb
             for (int l = 0; l < 12; ++l)
@@ -158,8 +155,7 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const int32
                 const uint8_t* pt = blk + c0 + size_t(top_chunk(b, q)) * cs;
                 __m512i u[2][2];  // [half of the panel][group: low, high nibbles]
                 for (int x = 0; x < 2; ++x) {
-                    const __m512i top = Full ? _mm512_loadu_si512(pt + 64 * x) : _mm512_maskz_loadu_epi32(mask[x], pt + 64 * x);
-                    const __m512i low = Full ? _mm512_loadu_si512(pl + 64 * x) : _mm512_maskz_loadu_epi32(mask[x], pl + 64 * x);
+                    const __m512i top = chunk64<Full>(pt + 64 * x, mask[x]), low = chunk64<Full>(pl + 64 * x, mask[x]);
                     // top bits 4 (q % 2) and 4 (q % 2) + 2 moved to bits 4, 5 (16-bit shifts: the bits that
                     // cross into the next byte are masked off)
                     const __m512i t0 = q % 2 ? top : _mm512_slli_epi16(top, 4);
@@ -167,19 +163,11 @@ void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* corr, const int32
                     u[x][0] = _mm512_or_si512(_mm512_and_si512(low, low4), _mm512_and_si512(t0, top2));
                     u[x][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), low4), _mm512_and_si512(t1, top2));
                 }
-                for (int m = 0; m < MR; ++m) {
-                    const __m512i a0 = bcast4_512(act[at + m * nb].qs + 4 * q), a1 = bcast4_512(act[at + m * nb].qs + 16 + 4 * q);
-                    for (int x = 0; x < 2; ++x) {
-                        s[m][x][0] = _mm512_dpbusd_epi32(s[m][x][0], u[x][0], a0);
-                        s[m][x][1] = _mm512_dpbusd_epi32(s[m][x][1], u[x][1], a1);
-                    }
-                }
+                dot_two_groups<MR>(s, u, act, at, nb, q);
             }
             for (int x = 0; x < 2; ++x) {
                 auto scale = [&](int g) {
-                    const uint8_t* p = blk + sf + size_t(g) * size_t(width) + 16 * size_t(x);
-                    const __m128i v = Full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_maskz_loadu_epi8(mask[x], p);
-                    return _mm512_maskz_cvtepi8_epi32(__mmask16(0xFFFF), v);
+                    return __m512i(bytes16<Full, true>(blk + sf + size_t(g) * size_t(width) + 16 * size_t(x), mask[x]));
                 };
                 const __m512i sc0 = scale(2 * b), sc1 = scale(2 * b + 1);
                 for (int m = 0; m < MR; ++m) {

@@ -12,6 +12,10 @@
 
 namespace dg::kernels::panels {
 
+// (vectors as GCC's: arithmetic, shifts and masks by operators)
+typedef int32_t v16si __attribute__((vector_size(64)));
+typedef int32_t v8si __attribute__((vector_size(32)));
+
 // the first n of 16 lanes
 __attribute__((target("avx512f"))) inline __mmask16 lanes16(int64_t n) {
     return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
@@ -33,6 +37,40 @@ __attribute__((target("avx2"))) inline __m256i bcast4_256(const int8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
+}
+
+// The VNNI tiles' loads from a panel of 32 rows, in halves of 16 rows: Full (w = 32), or only the rows of
+// mask k (a narrow panel's, lanes16). A chunk's 64 bytes (4 a row); 16 f16 of a field as f32; 16 bytes of
+// a byte field as int32, unsigned or Signed. (The maskz conversions: the plain ones' undefined first
+// operand draws -Wmaybe-uninitialized from GCC 12.)
+template <bool Full>
+__attribute__((target("avx512f"))) inline __m512i chunk64(const uint8_t* p, __mmask16 k) {
+    return Full ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(k, p);
+}
+template <bool Full>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 half16(const uint8_t* p, __mmask16 k) {
+    const __m256i h = Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(k, p);
+    return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h);
+}
+template <bool Full, bool Signed = false>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline v16si bytes16(const uint8_t* p, __mmask16 k) {
+    const __m128i v = Full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_maskz_loadu_epi8(k, p);
+    return v16si(Signed ? _mm512_maskz_cvtepi8_epi32(__mmask16(0xFFFF), v) : _mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), v));
+}
+
+// s[m][x][0] += u[x][0] . act[at + m nb]'s 4 values at 4q, s[m][x][1] += u[x][1] . its 4 at 16 + 4q
+// (vpdpbusd), for MR rows m (nb blocks apart) and both halves x of a panel: a step of the tiles whose
+// block of 32 values is two groups of 16 (q6_K, q2_K, q3_K)
+template <int MR>
+__attribute__((target("avx512f,avx512vnni"))) inline void dot_two_groups(__m512i (&s)[MR][2][2], const __m512i (&u)[2][2],
+                                                                       const ActBlock* act, int64_t at, int64_t nb, int q) {
+    for (int m = 0; m < MR; ++m) {
+        const __m512i a0 = bcast4_512(act[at + m * nb].qs + 4 * q), a1 = bcast4_512(act[at + m * nb].qs + 16 + 4 * q);
+        for (int x = 0; x < 2; ++x) {
+            s[m][x][0] = _mm512_dpbusd_epi32(s[m][x][0], u[x][0], a0);
+            s[m][x][1] = _mm512_dpbusd_epi32(s[m][x][1], u[x][1], a1);
+        }
+    }
 }
 
 // the panels' tiles prefetch their weights this far ahead into L2 (q4_K, q5_K, q6_K: gemm-choices.md)

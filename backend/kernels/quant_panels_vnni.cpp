@@ -20,7 +20,6 @@ namespace {
 constexpr int kTileRows = 6;  // 12 sums and 12 accumulators of 32 registers
 
 // (the maskz forms: the plain ones' undefined first operand draws -Wmaybe-uninitialized from GCC 12)
-inline __m512 cvtph(__m256i h) { return _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), h); }
 inline __m512 cvtepi32(__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); }
 
 // C[MR rows, w] = one panel of type T times MR activation rows (act, corr: rows nb apart). Full: w = 32.
@@ -58,8 +57,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
 #pragma GCC unroll 8
         for (int q = 0; q < fm.chunks; ++q) {
             const uint8_t* g = blk + c0 + q * cs;
-            const __m512i w0 = Full ? _mm512_loadu_si512(g) : _mm512_maskz_loadu_epi32(lo, g);
-            const __m512i w1 = Full ? _mm512_loadu_si512(g + 64) : _mm512_maskz_loadu_epi32(hi, g + 64);
+            const __m512i w0 = chunk64<Full>(g, lo), w1 = chunk64<Full>(g + 64, hi);
             if constexpr (T == GGML_TYPE_Q8_0) {
                 for (int m = 0; m < MR; ++m) {
                     const __m512i a = bcast4_512(act[m * nb + b].qs + 4 * q);
@@ -85,11 +83,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
                 }
             }
         }
-        auto field = [&](size_t at, __mmask16 k) {
-            return cvtph(Full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + at))
-                              : _mm256_maskz_loadu_epi16(k, blk + at));
-        };
-        const __m512 d0 = field(0, lo), d1 = field(32, hi);
+        const __m512 d0 = half16<Full>(blk, lo), d1 = half16<Full>(blk + 32, hi);
         for (int m = 0; m < MR; ++m) {
             const ActBlock& a = act[m * nb + b];
             const __m512 da = _mm512_set1_ps(a.d);
@@ -102,7 +96,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
             f[m][1] = _mm512_fmadd_ps(cvtepi32(s1), _mm512_mul_ps(d1, da), f[m][1]);
         }
         if constexpr (fm.fields == 2) {  // q4_1, q5_1: the minimum times the block's sum
-            const __m512 mn0 = field(m0, lo), mn1 = field(m0 + 32, hi);
+            const __m512 mn0 = half16<Full>(blk + m0, lo), mn1 = half16<Full>(blk + m0 + 32, hi);
             for (int m = 0; m < MR; ++m) {
                 const __m512 sa = _mm512_set1_ps(act[m * nb + b].s);
                 f[m][0] = _mm512_fmadd_ps(mn0, sa, f[m][0]);
