@@ -32,7 +32,9 @@ void q8_0_avx2(const void* src, float* dst, int64_t n) {
     }
 }
 
-// the 16 bytes of nibbles as 32 values 0..15, in value order, to f32 (times d, plus m)
+// the 16 bytes of nibbles as 32 values 0..15, in value order, to f32: (v + off) * d (q4_0: off -8, ggml's
+// (v - 8) * d, zeros' signs too), or v * d + m (q4_1)
+template <bool Offset>
 inline void nibbles_avx2(const uint8_t* qs, __m256 d, __m256 m, float* dst) {
     __m128i q;
     std::memcpy(&q, qs, 16);
@@ -41,25 +43,25 @@ inline void nibbles_avx2(const uint8_t* qs, __m256 d, __m256 m, float* dst) {
     const __m128i halves[2] = {low, high};
     for (int h = 0; h < 2; ++h) {
         const __m128i v = halves[h];
-        const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-        const __m256 b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-        _mm256_storeu_ps(dst + 16 * h, _mm256_fmadd_ps(a, d, m));
-        _mm256_storeu_ps(dst + 16 * h + 8, _mm256_fmadd_ps(b, d, m));
+        const __m256i off = _mm256_set1_epi32(Offset ? -8 : 0);
+        const __m256 a = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvtepu8_epi32(v), off));
+        const __m256 b = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), off));
+        _mm256_storeu_ps(dst + 16 * h, Offset ? _mm256_mul_ps(a, d) : _mm256_fmadd_ps(a, d, m));
+        _mm256_storeu_ps(dst + 16 * h + 8, Offset ? _mm256_mul_ps(b, d) : _mm256_fmadd_ps(b, d, m));
     }
 }
 
 void q4_0_avx2(const void* src, float* dst, int64_t n) {
     const auto* b = static_cast<const BlockQ4_0*>(src);
     for (int64_t i = 0; i < n / kQuantBlock; ++i, ++b, dst += kQuantBlock) {
-        const float d = _cvtsh_ss(b->d);
-        nibbles_avx2(b->qs, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * d), dst);
+        nibbles_avx2<true>(b->qs, _mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_setzero_ps(), dst);
     }
 }
 
 void q4_1_avx2(const void* src, float* dst, int64_t n) {
     const auto* b = static_cast<const BlockQ4_1*>(src);
     for (int64_t i = 0; i < n / kQuantBlock; ++i, ++b, dst += kQuantBlock)
-        nibbles_avx2(b->qs, _mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_set1_ps(_cvtsh_ss(b->m)), dst);
+        nibbles_avx2<false>(b->qs, _mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_set1_ps(_cvtsh_ss(b->m)), dst);
 }
 
 // 8 of a q5 block's values (0..31, in int32 lanes) from 8 bytes of nibbles (the low or the high
