@@ -76,7 +76,6 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
-
 // C[MR rows, w] = one iq4_nl or iq4_xs panel (T) times MR activation rows (act, corr: rows nb blocks apart).
 // Full: w = 32. With one row the low and high nibbles' sums go to two registers (vpdpbusd's latency).
 template <ggml_type T, int MR, bool Full>
@@ -156,7 +155,6 @@ struct RowsVnni {
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-
 
 // C[MR rows, w] = one iq4_nl or iq4_xs panel (T) times MR activation rows. Full: w = 32; else the lanes
 // past w are neither read nor written (the panel's d and scale bytes copied, padded, a block at a time).

@@ -140,7 +140,6 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
-
 // C[MR rows, w] = one q2_K or q3_K panel (T) times MR activation rows (rows nb blocks apart). Full: w = 32.
 template <ggml_type T, int MR, bool Full>
 void tile_vnni(int64_t nb, const ActBlock* act, const int32_t* sum, const int32_t* half, const uint8_t* panel,
@@ -241,7 +240,6 @@ struct RowsVnni {
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-
 
 // x (int32 lanes, |x| < 2^15) in both 16-bit halves of each lane: what vpmaddwd multiplies a pair by
 inline __m256i pair16(__m256i x) { return _mm256_mullo_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_set1_epi32(0x10001)); }

@@ -83,7 +83,6 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 
-
 // C[MR rows, w] = one q4_K or q5_K panel (T) times MR activation rows (rows nb blocks apart). Full: w = 32.
 // With one row a group's sums alternate between two registers (vpdpbusd's latency).
 template <ggml_type T, int MR, bool Full>
@@ -171,7 +170,6 @@ struct RowsVnni {
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-
 
 // C[MR rows, w] = one q4_K or q5_K panel (T) times MR activation rows. Full: w = 32; else the lanes past w
 // are neither read nor written (the panel's fields and scale bytes copied, padded, a super-block at a time).
