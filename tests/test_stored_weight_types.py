@@ -142,9 +142,10 @@ def test_k_quant_rows_must_split_into_blocks_of_256(storage, rng):
 # (tq2_0: ggml's product at every row count, its activations rounded: the first test checks it)
 @pytest.mark.parametrize("storage", SMALL + KQUANTS + IQ4 + [t for t in LOWBIT if t != "tq2_0"])
 def test_products_from_8_rows_read_the_values_ggml_reads(storage, rng):
-    """One-hot activation rows pick the weights' values out exactly; from 8-20 rows our kernels
-    dequantize the blocks of weights kept as rows themselves (AVX2 for q5_0, q5_1, q6_K), and must get the very values of
-    ggml's conversion, which a Gather of the same blocks returns."""
+    """One-hot activation rows pick the weights' values out exactly; from dequant_min_rows (4-40 rows by
+    type) our kernels dequantize the blocks of weights kept as rows themselves (AVX2 for q5_0, q5_1, q6_K
+    and the i-quants of 1-3 bits), and must get the very values of ggml's conversion, which a Gather of
+    the same blocks returns."""
     n_out, k = 70, 256  # (not a multiple of 8 rows: ggml repacks none of them for its own product)
     raw = blocks(rng, storage, n_out, k)
     sw = dg.StoredWeight((n_out, k), storage, raw)
