@@ -121,7 +121,8 @@ case "$mode" in
       # UBSan's reports reach run.log, and a worker a sanitizer halts fails its test)
       "$py" -m pytest -n auto -q -p no:cacheprovider --capture=sys \
         "$root/tests/test_execution.py" "$root/tests/test_save_load.py" "$root/tests/test_state.py" \
-        "$root/tests/test_stored_weight.py" "$root/tests/test_weight_types.py" "$root/tests/test_llama_decoder.py" \
+        "$root/tests/test_stored_weight.py" "$root/tests/test_stored_weight_types.py" "$root/tests/test_weight_types.py" \
+        "$root/tests/test_llama_decoder.py" \
         "$root/tests/test_hostile_files.py" "$root/tests/test_ir_validation.py" "$root/tests/test_hostile_dtypes.py" \
         "$root/tests/test_kernel_fault.py" "$root/tests/test_c_api.py" "$root/tests/test_shared_engine.py" \
         "$root/tests/ops" "$root/tests/fuzz" "$@" 2>&1 | tee "$out/run.log" || status=$?
