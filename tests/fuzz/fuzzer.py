@@ -65,7 +65,8 @@ def build_kind() -> str:
 
 
 def generate_seeds(out_dir: str, python: str, kinds: Optional[List[str]] = None) -> None:
-    cmd = [python, "-m", "tests.fuzz.seeds", out_dir] + list(kinds or [])
+    # (the workers learn the library's file header from mlp.dg: it is made whatever kinds are fuzzed)
+    cmd = [python, "-m", "tests.fuzz.seeds", out_dir] + (sorted(set(kinds) | {"mlp"}) if kinds else [])
     env = child_env()
     if "asan" in env.get("LD_PRELOAD", ""):
         # seeds come from the release build (the installed package, or api/ with DYNGRAPH_DEV=1): making them

@@ -9,7 +9,9 @@ registry: the mutator's dictionary of names, kinds and ranges).
 Kinds: an MLP with a dynamic batch (LayerNorm, MatMul, GELU, SoftMax), a
 Llama-style KV-cache decoder (dyngraph.models.llama, STATE tensors), shape
 tensors (DynamicReshape + DynamicTranspose), quantized weights (q8_0 by
-``weight_type``, q4_1 as a StoredWeight, q4_0 by ``weight_type``), a saved
+``weight_type``, q4_1 as a StoredWeight, q4_0 by ``weight_type``), every
+other GGUF storage type as a StoredWeight (q5, the k-quants, iq4, the
+i-quants of 1-3 bits, tq, mxfp4: their products and gathers), a saved
 ``dyngraph.torch`` program, an "ops" graph of many op kinds (Gather,
 Concat, Slice, reductions, comparisons, Select, Arange, ScatterRows), and
 "lowbit", the s4 / u4 / f8 types through the quantization ops and TypeCast,
@@ -129,6 +131,55 @@ def quant_stored(rng):
     g, ins, outs, consts = _quant_graph(rng, w)
     cp = _compile(g, ins, outs, consts)
     return cp, [[rng.standard_normal((3, 64)).astype(np.float32)], [rng.standard_normal((1, 64)).astype(np.float32)]]
+
+
+# the GGUF storage types beyond q4_1, each as a 32 x 256 StoredWeight of random blocks: q5 (blocks of 32),
+# the k-quants and iq4 (laid out in quantized panels where the CPU takes them), the i-quants of 1-3 bits,
+# tq and mxfp4 (ggml's products, our conversion from dequant_min_rows)
+GGUF_TYPES = ["q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs", "iq2_xxs", "iq2_xs",
+              "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0", "mxfp4"]
+# byte offsets of a block's f16 scales (ggml's layouts), set to finite values so the seed computes numbers
+_F16_AT = {"q5_0": (0,), "q5_1": (0, 2), "q2_K": (80, 82), "q3_K": (108,), "q4_K": (0, 2), "q5_K": (0, 2),
+           "q6_K": (208,), "iq4_nl": (0,), "iq4_xs": (0,), "iq2_xxs": (0,), "iq2_xs": (0,), "iq2_s": (0,),
+           "iq3_xxs": (0,), "iq3_s": (0,), "iq1_s": (0,), "tq1_0": (52,), "tq2_0": (64,)}
+
+
+def _stored(rng, storage: str, rows: int, k: int):
+    import dyngraph as dg
+    from dyngraph.stored_weight import BLOCKS
+
+    size, per = BLOCKS[storage]
+    raw = rng.integers(0, 256, (rows, k // per, size), dtype=np.uint8)
+    for at in _F16_AT.get(storage, ()):
+        raw[:, :, at:at + 2] = np.full((rows, k // per), 0.01, np.float16).view(np.uint8).reshape(rows, k // per, 2)
+    if storage == "mxfp4":  # the e8m0 scale byte: 2^-6
+        raw[:, :, 0] = 121
+    return dg.StoredWeight([rows, k], storage, raw.tobytes())
+
+
+def gguf_types(rng):
+    """A product with a weight of each GGUF storage type (GGUF_TYPES), summed, at 2, 8 and 48 rows (ggml's
+    products, the panels and the dequantized products): the rows are the input's and those two Gathers
+    read, of the q4_K table (its rows out of the panels) and of the iq3_s one (ggml's get_rows)."""
+    import dyngraph as dg
+
+    K = dg.OpKind
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [dg.Dim("batch", min=1, max=64), 256])
+    ids = b.input("ids", dg.i64, [dg.Dim("n", min=1, max=8)])
+    tables = {t: b.constant(t, _stored(rng, t, 32, 256)) for t in GGUF_TYPES}
+    gathered = b.op(K.Add, [b.op(K.Gather, [tables["q4_K"], ids], {"axis": 0}),
+                            b.op(K.Gather, [tables["iq3_s"], ids], {"axis": 0})])
+    rows = b.op(K.Concat, [x, gathered], {"axis": 0})  # batch + n rows through every product
+    acc = None
+    for t in GGUF_TYPES:
+        y = b.op(K.MatMul, [rows, tables[t]], {"transpose_b": True})
+        acc = y if acc is None else b.op(K.Add, [acc, y])
+    b.output(acc)
+    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1))
+    steps = [[rng.standard_normal((m, 256)).astype(np.float32), rng.integers(0, 32, n).astype(np.int64)]
+             for m, n in ((1, 1), (5, 3), (40, 8))]
+    return cp, steps
 
 
 def ops(rng):
@@ -272,6 +323,7 @@ KINDS = {
     "quant_q8": quant_q8,
     "quant_q4": quant_q4,
     "quant_stored": quant_stored,
+    "gguf_types": gguf_types,
     "ops": ops,
     "lowbit": lowbit,
     "spatial": spatial,
