@@ -71,3 +71,24 @@ def ggml_repacks_q4_0() -> bool:
     """Whether q4_0 weights go to ggml's repacked layout (its faster kernels): where it has one, unless
     our kernels compute them (with AVX2 and up), faster still (kernels/f32_matmul.h)."""
     return ggml_has_q4_0_layout() and dg._backend.kernel_isa() == "generic"
+
+
+def weight_product(n: int, k: int, rows=dg.DYNAMIC_DIM, transpose_b: bool = True):
+    """The one-MatMul partition y = x @ w^T: x [rows, k] the input (tensor 0), w [n, k] a CONSTANT (tensor 1;
+    [k, n] and y = x @ w without ``transpose_b``), y (tensor 2). Returns (partition, [x, w], [y]), to compile
+    with ``constants={1: weight}``."""
+    x = dg.LogicalTensor(0, dg.f32, [rows, k])
+    w = dg.LogicalTensor(1, dg.f32, [n, k] if transpose_b else [k, n], property=dg.CONSTANT, name="w")
+    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": transpose_b}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p, [x, w], [y]
+
+
+def compile_weight_product(n: int, k: int, weight, engine: Optional[dg.Engine] = None, transpose_b: bool = True,
+                           **options) -> dg.CompiledPartition:
+    """weight_product(n, k) compiled with its weight (an array or a dg.StoredWeight) for any number of rows."""
+    p, ins, outs = weight_product(n, k, transpose_b=transpose_b)
+    return p.compile(ins, outs, engine or dg.Engine(dg.Engine.CPU, num_threads=1), constants={1: weight}, **options)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+from oputil import weight_product
 
 quants = pytest.importorskip("gguf.quants")
 Q = pytest.importorskip("gguf").GGMLQuantizationType
@@ -23,22 +24,12 @@ def stored(w: np.ndarray, storage: str):
     return dg.StoredWeight(w.shape, storage, raw), deq
 
 
-def matmul_partition(n_out=96, k=64, transpose_b=True):
-    n = dg.Dim("n")
-    x = dg.LogicalTensor(0, dg.f32, [n, k])
-    w = dg.LogicalTensor(1, dg.f32, [n_out, k] if transpose_b else [k, n_out], property=dg.CONSTANT, name="w")
-    y = dg.LogicalTensor(2, dg.f32, [n, n_out])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": transpose_b}))
-    g.finalize()
-    return g.get_partitions()[0], [x, w], [y]
-
 
 @pytest.mark.parametrize("storage", ["q4_1", "q8_0", "q4_0", "f16"])
 def test_stored_matmul_weight_is_used_as_is(storage, rng, tmp_path):
     w = rng.standard_normal((96, 64), dtype=np.float32)
     sw, deq = stored(w, storage)
-    part, ins, outs = matmul_partition()
+    part, ins, outs = weight_product(96, 64)
     eng = dg.Engine(dg.Engine.CPU, num_threads=1)
     cp = part.compile(ins, outs, eng, constants={1: sw}, weight_type="q4_0")  # a stored weight keeps its type
     assert cp.program.tensors[1].storage == storage
@@ -78,11 +69,11 @@ def test_bad_stored_weights_are_compile_errors(rng):
         dg.StoredWeight((96, 64), "q3_k", sw.data)
     with pytest.raises(dg.CompileError, match="rows of 60 values do not split into q8_0 blocks"):
         dg.StoredWeight((96, 60), "q8_0", sw.data)
-    part, ins, outs = matmul_partition(transpose_b=False)  # [K, N]: a quantized weight cannot be transposed
+    part, ins, outs = weight_product(96, 64, transpose_b=False)  # [K, N]: a quantized weight cannot be transposed
     with pytest.raises(dg.CompileError, match="read untransposed"):
         part.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((64, 96), "q8_0",
                                                                                          quants.quantize(w.T.copy(), Q.Q8_0))})
-    part, ins, outs = matmul_partition()
+    part, ins, outs = weight_product(96, 64)
     with pytest.raises(dg.ShapeError, match="data has shape"):
         part.compile(ins, outs, dg.Engine(dg.Engine.CPU), constants={1: stored(w[:64], "q8_0")[0]})
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+from oputil import weight_product
 
 gguf = pytest.importorskip("gguf")
 quants = gguf.quants
@@ -67,16 +68,6 @@ def dequantized(raw: np.ndarray, storage: str, shape) -> np.ndarray:
     return quants.dequantize(raw, qtype(storage)).reshape(shape).astype(np.float64)
 
 
-def matmul_partition(n_out: int, k: int):
-    n = dg.Dim("n")
-    x = dg.LogicalTensor(0, dg.f32, [n, k])
-    w = dg.LogicalTensor(1, dg.f32, [n_out, k], property=dg.CONSTANT, name="w")
-    y = dg.LogicalTensor(2, dg.f32, [n, n_out])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-    g.finalize()
-    return g.get_partitions()[0], [x, w], [y]
-
 
 def gather_rows(sw: dg.StoredWeight):
     """A compiled Gather of a stored table's rows (ggml's get_rows: its conversion of the blocks)."""
@@ -99,7 +90,7 @@ def test_products_with_the_stored_blocks_match_their_values(storage, n_out, thre
     raw = blocks(rng, storage, n_out, k)
     deq = dequantized(raw, storage, (n_out, k))
     sw = dg.StoredWeight((n_out, k), storage, raw)
-    part, ins, outs = matmul_partition(n_out, k)
+    part, ins, outs = weight_product(n_out, k)
     eng = dg.Engine(dg.Engine.CPU, num_threads=threads)
     cp = part.compile(ins, outs, eng, constants={1: sw}, weight_type="q4_0")  # a stored weight keeps its type
     assert cp.program.tensors[1].storage == storage
@@ -149,7 +140,7 @@ def test_products_from_8_rows_read_the_values_ggml_reads(storage, rng):
     n_out, k = 70, 256  # (not a multiple of 8 rows: ggml repacks none of them for its own product)
     raw = blocks(rng, storage, n_out, k)
     sw = dg.StoredWeight((n_out, k), storage, raw)
-    part, ins, outs = matmul_partition(n_out, k)
+    part, ins, outs = weight_product(n_out, k)
     cp = part.compile(ins, outs, dg.Engine(dg.Engine.CPU, num_threads=1), constants={1: sw}, repack_weights=False)
     assert cp.cache_info().repacked_bytes == 0 and cp.cache_info().panel_bytes == 0
     (picked,) = cp(np.eye(k, dtype=np.float32))  # [k, n_out]: the weights, transposed
@@ -164,7 +155,7 @@ def test_f32_values_are_not_quantized_to_a_type_that_needs_an_importance_matrix(
     from dyngraph.compiled_partition import CompiledPartition
     from dyngraph.compiler import build_program, finish_program, run_passes
 
-    part, ins, outs = matmul_partition(8, 256)
+    part, ins, outs = weight_product(8, 256)
     prog, data, sources = build_program(part, ins, outs, {1: rng.standard_normal((8, 256), dtype=np.float32)})
     run_passes(prog, data)
     finish_program(prog, sources, ())

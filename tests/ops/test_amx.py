@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+from oputil import compile_weight_product
 from quant_rounding import rounded_rows
 from subproc import run_python
 
@@ -147,15 +148,8 @@ def emulated(storage, a, raw, n, pad=3):
 
 
 def compiled(k, n, storage, raw):
-    x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-    g.finalize()
-    (p,) = g.get_partitions()
-    e = dg.Engine(dg.Engine.CPU, num_threads=2)
-    return p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)}, repack_weights=False)
+    return compile_weight_product(n, k, dg.StoredWeight((n, k), storage, raw), dg.Engine(dg.Engine.CPU, num_threads=2),
+                                  repack_weights=False)
 
 
 def test_the_emulated_dot_product_is_the_documented_one():

@@ -20,25 +20,14 @@ import pytest
 
 import dyngraph as dg
 from ops.test_kernel_isa import ORDER, best_isa
+from oputil import compile_weight_product
 from subproc import IMPORT_TESTS, run_python
-
-
-def compiled(n, k, e, constant):
-    """x @ w^T with w [n, k] the constant given (an array, or a dg.StoredWeight)."""
-    x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-    g.finalize()
-    (p,) = g.get_partitions()
-    return p.compile([x, w], [y], e, constants={1: constant})
 
 
 CHECK = IMPORT_TESTS + textwrap.dedent("""
     import numpy as np
     import dyngraph as dg
-    from ops.test_half_panels import compiled
+    from oputil import compile_weight_product
 
     def bits(values, storage):  # the 2-byte elements of `storage` nearest the values, and their f32 values
         if storage == "f16":
@@ -58,8 +47,8 @@ CHECK = IMPORT_TESTS + textwrap.dedent("""
             e = dg.Engine(dg.Engine.CPU, num_threads=threads)
             for k, n in ((1, 5), (2, 3), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030), (34, 50)):
                 raw, w32 = bits(rng.standard_normal((n, k)), storage)
-                half = compiled(n, k, e, dg.StoredWeight((n, k), storage, raw))
-                f32 = compiled(n, k, e, w32)
+                half = compile_weight_product(n, k, dg.StoredWeight((n, k), storage, raw), e)
+                f32 = compile_weight_product(n, k, w32, e)
                 assert half.cache_info().panel_bytes == 2 * n * k, (storage, k, n, half.cache_info())
                 assert f32.cache_info().panel_bytes == 4 * n * k
                 pairs = storage == "bf16" and dg._backend.bf16_pair_panels(k)
@@ -105,7 +94,7 @@ def test_this_process_follows_the_rule_and_save_writes_the_rows_back(storage, rn
     n, k = 50, 64
     raw = rng.integers(0x3000, 0x3C00, (n, k), dtype=np.uint16)  # finite values of either type, below 1
     e = dg.Engine(dg.Engine.CPU)
-    cp = compiled(n, k, e, dg.StoredWeight((n, k), storage, raw))
+    cp = compile_weight_product(n, k, dg.StoredWeight((n, k), storage, raw), e)
     on = cp.cache_info().panel_bytes > 0
     if dg._backend.kernel_isa() != "generic" and os.environ.get("DYNGRAPH_F32_PANELS") is None:
         assert on  # (where f32 weights go in panels by default, our kernels having AVX2, these do too)

@@ -20,19 +20,13 @@ from subproc import IMPORT_TESTS, run_python
 CHECK = textwrap.dedent("""
     import numpy as np
     import dyngraph as dg
+    from oputil import compile_weight_product
 
     rng = np.random.default_rng(0)
     e = dg.Engine(dg.Engine.CPU, num_threads=2)
     for k, n in ((64, 40), (37, 19), (256, 1030)):
-        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-        w = dg.LogicalTensor(1, dg.f32, [k, n], property=dg.CONSTANT)
-        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-        g = dg.Graph(dg.Engine.CPU)
-        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y]))
-        g.finalize()
-        (p,) = g.get_partitions()
         W = rng.standard_normal((k, n)).astype(np.float32)
-        cp = p.compile([x, w], [y], e, constants={1: W})
+        cp = compile_weight_product(n, k, W, e, transpose_b=False)
         for m in range(1, 14):  # 12 and 13: past the blocks of 4 (AVX2), to sgemm
             a = rng.standard_normal((m, k)).astype(np.float32)
             (out,) = cp(a)
@@ -48,14 +42,7 @@ CHECK = textwrap.dedent("""
         W = rng.standard_normal((n, k)).astype(np.float32)
         raw = quantize(W, getattr(Q, storage.upper()))
         deq = dequantize(raw, getattr(Q, storage.upper())).reshape(n, k).astype(np.float64)
-        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-        w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-        g = dg.Graph(dg.Engine.CPU)
-        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-        g.finalize()
-        (p,) = g.get_partitions()
-        cp = p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)}, repack_weights=False)
+        cp = compile_weight_product(n, k, dg.StoredWeight((n, k), storage, raw), e, repack_weights=False)
         for m in (3, 8, 13):
             a = rng.standard_normal((m, k)).astype(np.float32)
             (out,) = cp(a)
@@ -89,7 +76,7 @@ def best_isa() -> str:
 # are not laid out in panels run; the panels' product: test_f32_panels.py, and F32_CHECK below)
 @pytest.mark.parametrize("isa", ORDER)
 def test_small_row_kernel_variant_matches_numpy(isa):
-    r = run_python(CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "0"})
+    r = run_python(IMPORT_TESTS + CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "0"})
     assert r.returncode == 0, r.stderr
     expected = min(isa, best_isa(), key=ORDER.index)
     assert r.stdout.strip() == expected
@@ -110,6 +97,7 @@ QUANT_CHECK = textwrap.dedent("""
     import dyngraph as dg
     from gguf import GGMLQuantizationType as Q
     from gguf.quants import dequantize, quantize
+    from oputil import compile_weight_product
     from quant_rounding import rounded_rows
 
     isa = dg._backend.kernel_isa()
@@ -122,15 +110,7 @@ QUANT_CHECK = textwrap.dedent("""
                 W = rng.standard_normal((n, k)).astype(np.float32)
                 raw = quantize(W, getattr(Q, storage.upper()))
                 deq = dequantize(raw, getattr(Q, storage.upper())).reshape(n, k).astype(np.float64)
-                x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-                w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-                y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-                g = dg.Graph(dg.Engine.CPU)
-                g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-                g.finalize()
-                (p,) = g.get_partitions()
-                cp = p.compile([x, w], [y], e, constants={1: dg.StoredWeight((n, k), storage, raw)},
-                               repack_weights=False)
+                cp = compile_weight_product(n, k, dg.StoredWeight((n, k), storage, raw), e, repack_weights=False)
                 for m in rows:
                     a = rng.standard_normal((m, k)).astype(np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
                     a[m // 2, :32] = 0  # an all-zero block
@@ -166,21 +146,15 @@ F32_CHECK = textwrap.dedent("""
     import os
     import numpy as np
     import dyngraph as dg
+    from oputil import compile_weight_product
 
     rng = np.random.default_rng(3)
     for threads in (1, 2):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
         # (n: every remainder of the 3- and 6-weight tiles, at one thread and in the two threads' shares)
         for k, n in ((37, 19), (37, 20), (64, 21), (512, 100), (600, 701), (1100, 65), (2100, 40)):
-            x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-            w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-            y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-            g = dg.Graph(dg.Engine.CPU)
-            g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-            g.finalize()
-            (p,) = g.get_partitions()
             W = rng.standard_normal((n, k)).astype(np.float32)
-            cp = p.compile([x, w], [y], e, constants={1: W})
+            cp = compile_weight_product(n, k, W, e)
             assert cp.cache_info().panel_bytes == (4 * n * k if os.environ["DYNGRAPH_F32_PANELS"] == "1" else 0)
             for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 23, 31, 32, 33, 40, 63, 64, 70, 8, 1, 7, 130, 255, 256):
                 a = rng.standard_normal((m, k)).astype(np.float32)
@@ -209,7 +183,7 @@ F32_CHECK = textwrap.dedent("""
 @pytest.mark.parametrize("isa,units,panels", [(i, "512", p) for i in ORDER for p in "01"] +
                          [("avx512", "256", "0"), ("avx512vnni", "256", "0")])
 def test_f32_product_variant_of_many_rows_matches_numpy(isa, units, panels):
-    r = run_python(F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units,
+    r = run_python(IMPORT_TESTS + F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units,
                                         "DYNGRAPH_F32_PANELS": panels}, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)

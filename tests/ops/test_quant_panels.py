@@ -34,6 +34,7 @@ CHECK = textwrap.dedent("""
     import hashlib, sys
     import numpy as np
     import dyngraph as dg
+    from oputil import compile_weight_product
     from quant_rounding import rounded_rows
     from gguf import quants, GGMLQuantizationType as Q
 
@@ -66,14 +67,7 @@ CHECK = textwrap.dedent("""
                 fields = 2 if Q.STORAGE_UPPER == Q.Q5_0 else 4
                 raw.reshape(n, k // 32, -1)[: (n + 1) // 2, :, fields:] = 0xFF
             deq = quants.dequantize(raw, Q.STORAGE_UPPER).reshape(n, k).astype(np.float64)
-            x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
-            wt = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-            y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-            g = dg.Graph(dg.Engine.CPU)
-            g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, wt], [y], {"transpose_b": True}))
-            g.finalize()
-            (p,) = g.get_partitions()
-            cp = p.compile([x, wt], [y], e, constants={1: dg.StoredWeight((n, k), "STORAGE", raw)})
+            cp = compile_weight_product(n, k, dg.StoredWeight((n, k), "STORAGE", raw), e)
             assert cp.cache_info().panel_bytes == raw.nbytes, (k, n, cp.cache_info())
             for m in (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 64, 1):
                 a = rng.standard_normal((m, k), dtype=np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
@@ -125,16 +119,10 @@ def test_q6_k_and_iq4_nl_panels_need_vnni(storage):
     f32; iq4_nl: ggml's repacked product where ggml repacks it)."""
     code = IMPORT_TESTS + textwrap.dedent(f"""
         import numpy as np, dyngraph as dg
+        from oputil import compile_weight_product
         from test_stored_weight_types import blocks
         raw = blocks(np.random.default_rng(0), "{storage}", 40, 256)
-        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 256])
-        w = dg.LogicalTensor(1, dg.f32, [40, 256], property=dg.CONSTANT)
-        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-        g = dg.Graph(dg.Engine.CPU)
-        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {{"transpose_b": True}}))
-        g.finalize()
-        (p,) = g.get_partitions()
-        cp = p.compile([x, w], [y], dg.Engine(dg.Engine.CPU), constants={{1: dg.StoredWeight((40, 256), "{storage}", raw)}})
+        cp = compile_weight_product(40, 256, dg.StoredWeight((40, 256), "{storage}", raw), dg.Engine(dg.Engine.CPU))
         cp(np.ones((3, 256), np.float32))
         print(cp.cache_info().panel_bytes)
     """)
@@ -261,19 +249,13 @@ def test_the_default_rule():
 
 
 def test_the_switch_turns_panels_off_and_on():
-    code = textwrap.dedent("""
+    code = IMPORT_TESTS + textwrap.dedent("""
         import numpy as np, dyngraph as dg
         from gguf import quants, GGMLQuantizationType as Q
+        from oputil import compile_weight_product
         raw = quants.quantize(np.arange(64 * 3, dtype=np.float32).reshape(3, 64) / 50 - 1, Q.Q8_0)
         deq = quants.dequantize(raw, Q.Q8_0).reshape(3, 64)
-        x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, 64])
-        w = dg.LogicalTensor(1, dg.f32, [3, 64], property=dg.CONSTANT)
-        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-        g = dg.Graph(dg.Engine.CPU)
-        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-        g.finalize()
-        (p,) = g.get_partitions()
-        cp = p.compile([x, w], [y], dg.Engine(dg.Engine.CPU), constants={1: dg.StoredWeight((3, 64), "q8_0", raw)})
+        cp = compile_weight_product(3, 64, dg.StoredWeight((3, 64), "q8_0", raw), dg.Engine(dg.Engine.CPU))
         a = np.full((2, 64), 127.0, np.float32)  # 8 bits with scale 1, exact in f16 too (ggml's product off x86)
         np.testing.assert_allclose(cp(a)[0], a @ deq.T, rtol=1e-6)
         print(cp.cache_info().panel_bytes)
