@@ -76,8 +76,8 @@ std::vector<char> matmul_only_weights(const Program& prog) {
 }
 
 // 2-D constants read as the weight of MatMul (transpose_b) and as the table of Gather along its rows,
-// both: a tied embedding and its output layer. Quantized ones go into panels too, their Gathers reading
-// rows back out of them (kernels/quant_panel_rows.h).
+// both: a tied embedding and its output layer. They go into panels too, their Gathers reading rows back
+// out of them (kernels/panel_rows.h).
 std::vector<char> matmul_and_gathered_weights(const Program& prog) {
     std::vector<char> ok(prog.tensors.size(), 1), matmul(prog.tensors.size(), 0), gather(prog.tensors.size(), 0);
     for (const OpDef& op : prog.ops)
@@ -188,18 +188,18 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     const std::vector<char> weights = repack ? matmul_only_weights(prog) : std::vector<char>();
     const std::vector<char> tied = repack ? matmul_and_gathered_weights(prog) : std::vector<char>();
     // f32 and quantized weights in panels for our product (kernels/f32_panels.h, quant_panels.h), in place of their [N, K]
-    // rows; quantized ones also where Gathers read their rows
+    // rows, also where Gathers read their rows (tied)
     if (repack)
         for (size_t i = 0; i < prog.tensors.size(); ++i) {
             const TensorDef& t = prog.tensors[i];
             if (!(weights[i] || tied[i]) || t.shape.size() != 2) continue;
             const bool quant = t.storage != Storage::Default && kernels::quant_panels_take(ggml_type_of(t.storage, t.dtype)) &&
                                kernels::quant_panels_wanted();
-            // f32, f16 and bf16 (a GGUF F16 or BF16 file's, weight_type="f16") weights that only products read
+            // f32, f16 and bf16 (a GGUF F16 or BF16 file's, weight_type="f16") weights
             const ggml_type type = ggml_type_of(t.storage, t.dtype);
             const bool floats = (t.storage == Storage::Default && t.dtype == DType::F32) || type == GGML_TYPE_F16 ||
                                 type == GGML_TYPE_BF16;
-            panels[i] = quant || (weights[i] && floats && kernels::f32_panels_wanted());
+            panels[i] = quant || (floats && kernels::f32_panels_wanted());
         }
     if (repack && repack_buffer_type()) {
         for (size_t i = 0; i < prog.tensors.size(); ++i) {

@@ -8,8 +8,9 @@
 //   f16 and bf16 constants the same (half_gemm_panels: ggml's product, with
 //   llamafile's sgemm, took 1.2-2.3x our time from 8 rows, f16, and 1.25-3x,
 //   bf16 with AVX-512 BF16 on both sides; 0.92-1.6x at 1 row).
-//   The f32 lines below are for weights kept as [N, K] rows (a weight other
-//   ops read too, products of two activations, DYNGRAPH_F32_PANELS=0).
+//   The f32 lines below are for weights kept as [N, K] rows (a weight ops
+//   other than products and Gathers read too, products of two activations,
+//   DYNGRAPH_F32_PANELS=0).
 // - f32: 1 row f32_matvec.h (a dot product per weight row, the rows in order:
 //   one stream from memory) where the CPU has AVX2, ggml's product without
 //   (a Zen 5, AVX-512: 0.79-0.99x ggml's time; a Zen 1, AVX2: 0.85-0.93x,

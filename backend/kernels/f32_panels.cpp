@@ -83,6 +83,21 @@ void unpack_panels(int64_t N, int64_t K, const float* P, float* W) { unpack(N, K
 void pack_half_panels(int64_t N, int64_t K, const uint16_t* W, uint16_t* P) { pack(N, K, W, K, P); }
 void unpack_half_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W) { unpack(N, K, P, W); }
 
+void panel_row_to_f32(ggml_type type, int64_t N, int64_t K, const void* P, int64_t n, float* row) {
+    const int64_t p0 = n / kPanelWidth * kPanelWidth, width = std::min(kPanelWidth, N - p0), j = n - p0;
+    if (type == GGML_TYPE_F32) {
+        const float* panel = static_cast<const float*>(P) + p0 * K;
+        for (int64_t k = 0; k < K; ++k) row[k] = panel[k * width + j];
+        return;
+    }
+    const uint16_t* panel = static_cast<const uint16_t*>(P) + p0 * K;
+    const bool pairs = type == GGML_TYPE_BF16 && bf16_pair_panels(K);
+    for (int64_t k = 0; k < K; ++k) {
+        const uint16_t h = pairs ? panel[2 * ((k / 2) * width + j) + k % 2] : panel[k * width + j];
+        row[k] = type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(h) : ggml_bf16_to_fp32(ggml_bf16_t{h});
+    }
+}
+
 namespace {
 
 inline float to_f32(float x) { return x; }

@@ -50,6 +50,10 @@ void unpack_half_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W);
 bool bf16_pair_panels(int64_t K);
 void pack_bf16_pair_panels(int64_t N, int64_t K, const uint16_t* W, uint16_t* P);
 void unpack_bf16_pair_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W);
+// Row n < N of weights in panels as K floats (F32: pack_panels's; F16, BF16: pack_half_panels's, or
+// pack_bf16_pair_panels's where bf16_pair_panels(K)), converted exactly: what a Gather of a tied
+// table reads (panel_rows.h).
+void panel_row_to_f32(ggml_type type, int64_t N, int64_t K, const void* P, int64_t n, float* row);
 void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A,
                       int64_t lda, const uint16_t* P, float* C, int64_t ldc);
 

@@ -6,7 +6,7 @@
 #include "../errors.h"
 #include "../gg.h"
 #include "../kernels/f32_matmul.h"
-#include "../kernels/quant_panel_rows.h"
+#include "../kernels/panel_rows.h"
 #include "families.h"
 
 namespace dg {
@@ -29,12 +29,12 @@ void lower_gather(LowerCtx& c) {
     Dims moved;
     moved.rank = ts.rank;
     for (int i = 0; i < ts.rank; ++i) moved.d[i] = ts.d[perm[i]];
-    // a quantized table a MatMul reads too, laid out in panels (resident.cpp: only where it is a 2-D
-    // table gathered along its rows): its rows put back together (kernels/quant_panel_rows.h)
+    // a table a MatMul reads too, laid out in panels (resident.cpp: only where it is a 2-D table gathered
+    // along its rows): its rows put back together (kernels/panel_rows.h)
     const bool panels = kernels::in_panels(c.in[0]);
-    if (panels && (ts.rank != 2 || axis != 0 || c.in[0]->type == GGML_TYPE_F32))
+    if (panels && (ts.rank != 2 || axis != 0))
         fail<CompileError>("internal error: op '", c.op.name, "': a table in panels is gathered only along the rows of a 2-D "
-                           "quantized table");
+                           "table");
     ggml_tensor* table = panels ? c.in[0] : c.flatten_tail(c.cont(c.permute(c.in[0], ts.rank, perm)), moved, 1);
     if (ts.rank == 1) table = gg::reshape_2d(c.ctx, table, 1, ts.d[0]);
     ggml_tensor* idx = c.in[1];

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-from subproc import run_python
+from subproc import IMPORT_TESTS, run_python
 from ops.test_kernel_isa import ORDER, best_isa
 
 CHECK = textwrap.dedent("""
@@ -79,6 +79,80 @@ def mlp_graph(n_dim, k=24, n=50, tied=False):
     g.finalize()
     (p,) = g.get_partitions()
     return p, ins, outs
+
+
+# A tied table (a Gather reads its rows, a MatMul multiplies by it transposed: a tied embedding and its
+# output layer) of f32, f16 or bf16 values in panels (kernels/panel_rows.h): the Gather gives the very
+# values ggml's get_rows gives on the rows (a Gather-only partition keeps them), exact; the product is the
+# untied one's over the same panels, bit for bit; save() writes the rows back. Last panels of 22 and 1 rows,
+# odd and even K (bf16 in pairs of k where the CPU has AVX-512 BF16 and K is even), 1 and 2 threads.
+TIED_CHECK = textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+    from oputil import compile_weight_product
+
+    def tied(n, k, e, constant):
+        w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+        i = dg.LogicalTensor(0, dg.i64, [dg.DYNAMIC_DIM])
+        x = dg.LogicalTensor(3, dg.f32, [dg.UNKNOWN_DIM, k])
+        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+        g = dg.Graph(dg.Engine.CPU)
+        g.add_op(dg.Op(1, dg.OpKind.Gather, [w, i], [x], {"axis": 0}))
+        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+        g.finalize()
+        (p,) = g.get_partitions()
+        return p.compile([i, w], [x, y], e, constants={1: constant})
+
+    def gather_only(n, k, e, constant):
+        t = dg.LogicalTensor(0, dg.f32, [n, k], property=dg.CONSTANT)
+        i = dg.LogicalTensor(1, dg.i64, [dg.DYNAMIC_DIM])
+        r = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, k])
+        g = dg.Graph(dg.Engine.CPU)
+        g.add_op(dg.Op(0, dg.OpKind.Gather, [t, i], [r], {"axis": 0}))
+        g.finalize()
+        (p,) = g.get_partitions()
+        return p.compile([t, i], [r], e, constants={0: constant})
+
+    rng = np.random.default_rng(4)
+    for storage, size in (("f32", 4), ("f16", 2), ("bf16", 2)):
+        for k, n in ((96, 70), (33, 49), (64, 48)):
+            values = rng.standard_normal((n, k)).astype(np.float32)
+            if storage == "f32":
+                constant, exact = values, values
+            elif storage == "f16":
+                h = values.astype(np.float16)
+                constant, exact = dg.StoredWeight((n, k), "f16", h.view(np.uint16)), h.astype(np.float32)
+            else:
+                h = (values.view(np.uint32) >> 16).astype(np.uint16)  # (truncated: any bf16 values do)
+                constant, exact = dg.StoredWeight((n, k), "bf16", h), (h.astype(np.uint32) << 16).view(np.float32)
+            for threads in (1, 2):
+                e = dg.Engine(dg.Engine.CPU, num_threads=threads)
+                cp, untied, rows = tied(n, k, e, constant), compile_weight_product(n, k, constant, e), gather_only(n, k, e, constant)
+                assert cp.cache_info().panel_bytes == size * n * k, (storage, k, n, cp.cache_info())
+                assert rows.cache_info().panel_bytes == 0
+                cp.save("tied.dg")
+                loaded = dg.load("tied.dg", e)
+                for pick in (np.array([0, n - 1, 47, min(48, n - 1), 5, 5]), np.array([n - 1]), np.arange(n)[::-1].copy()):
+                    got, prod = cp(pick)
+                    assert np.array_equal(got, rows(pick)[0]), (storage, k, n, threads)
+                    assert np.array_equal(got, exact[pick]), (storage, k, n, threads)
+                    assert np.array_equal(prod, untied(got)[0]), (storage, k, n, threads)
+                    ref = got.astype(np.float64) @ exact.T.astype(np.float64)
+                    assert np.abs(prod - ref).max() / np.abs(ref).max() < 1e-2, (storage, k, n, threads)
+                    for a, b in zip(loaded(pick), (got, prod)):
+                        assert np.array_equal(a, b), (storage, k, n, threads)
+    print(dg._backend.kernel_isa())
+""")
+
+
+@pytest.mark.parametrize("isa", ORDER)
+def test_a_tied_table_in_panels_gathers_its_very_rows_at_every_variant(isa, tmp_path):
+    if ORDER.index(isa) > ORDER.index(best_isa()):
+        pytest.skip(f"this CPU has no {isa}")
+    r = run_python(IMPORT_TESTS + f"import os\nos.chdir({str(tmp_path)!r})\n" + TIED_CHECK, timeout=300,
+                   env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[-1] == isa
 
 
 @functools.cache
