@@ -69,7 +69,7 @@ constexpr int64_t kDequantMinRows = 8;
 // to_float): q3_K 0.27 at 8 rows, 0.75 at 32, 0.96-1.09 at 64, 1.21-1.33 at
 // 128 -> 64; q2_K 0.26 at 8, 0.63 at 32, 0.74-0.85 at 64, 0.89-1.07 at 128,
 // 1.02-1.13 at 256 -> 128). Where the CPU has AVX2, weights of these types
-// that only products read are in the quantized panels and never come here.
+// that products (and Gathers) read are in the quantized panels and never come here.
 // The types only ggml multiplies (1536x576, 2026-12-01, ggml's time / ours):
 // iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s (dequantize_iq.h: 15x faster than
 // ggml's conversion) 0.70-0.92 at 2 rows, 1.20-1.59 at 4, 1.76-2.48 at 8,
