@@ -294,7 +294,9 @@ def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights, storage):
         assert np.abs(y - ref).max() / np.abs(ref).max() < (1e-5 if ours else 2e-2)
         print(cp.cache_info().panel_bytes)
     """)
-    for value, want in (("0", 0), ("1", raw.nbytes)):
+    # (the child runs at this process's kernel level: q6_K and iq4_nl keep their rows without VNNI)
+    taken = storage not in VNNI_ONLY or dg._backend.kernel_isa() in ("generic", "avx512vnni")
+    for value, want in (("0", 0), ("1", raw.nbytes if taken else 0)):
         r = run_python(code, env_vars={"DYNGRAPH_QUANT_PANELS": value})
         assert r.returncode == 0, r.stderr[-2000:]
         assert int(r.stdout.split()[-1]) == want
