@@ -92,3 +92,31 @@ def compile_weight_product(n: int, k: int, weight, engine: Optional[dg.Engine] =
     """weight_product(n, k) compiled with its weight (an array or a dg.StoredWeight) for any number of rows."""
     p, ins, outs = weight_product(n, k, transpose_b=transpose_b)
     return p.compile(ins, outs, engine or dg.Engine(dg.Engine.CPU, num_threads=1), constants={1: weight}, **options)
+
+
+def compile_tied(n: int, k: int, table, engine: Optional[dg.Engine] = None) -> dg.CompiledPartition:
+    """A tied table [n, k] (an array or a dg.StoredWeight): ids [DYNAMIC_DIM] -> (its rows gathered, those
+    rows @ table^T), an embedding and its output layer in one partition."""
+    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
+    i = dg.LogicalTensor(0, dg.i64, [dg.DYNAMIC_DIM])
+    x = dg.LogicalTensor(3, dg.f32, [dg.UNKNOWN_DIM, k])
+    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(1, dg.OpKind.Gather, [w, i], [x], {"axis": 0}))
+    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p.compile([i, w], [x, y], engine or dg.Engine(dg.Engine.CPU, num_threads=1), constants={1: table})
+
+
+def compile_gather(n: int, k: int, table, engine: Optional[dg.Engine] = None) -> dg.CompiledPartition:
+    """ids [DYNAMIC_DIM] -> the rows of the table [n, k] (an array or a dg.StoredWeight): a Gather alone,
+    which keeps the table's rows (ggml's get_rows)."""
+    t = dg.LogicalTensor(0, dg.f32, [n, k], property=dg.CONSTANT)
+    i = dg.LogicalTensor(1, dg.i64, [dg.DYNAMIC_DIM])
+    r = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, k])
+    g = dg.Graph(dg.Engine.CPU)
+    g.add_op(dg.Op(0, dg.OpKind.Gather, [t, i], [r], {"axis": 0}))
+    g.finalize()
+    (p,) = g.get_partitions()
+    return p.compile([t, i], [r], engine or dg.Engine(dg.Engine.CPU, num_threads=1), constants={0: table})

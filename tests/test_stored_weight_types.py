@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-from oputil import weight_product
+from oputil import compile_gather, weight_product
 
 gguf = pytest.importorskip("gguf")
 quants = gguf.quants
@@ -68,20 +68,6 @@ def dequantized(raw: np.ndarray, storage: str, shape) -> np.ndarray:
     return quants.dequantize(raw, qtype(storage)).reshape(shape).astype(np.float64)
 
 
-
-def gather_rows(sw: dg.StoredWeight):
-    """A compiled Gather of a stored table's rows (ggml's get_rows: its conversion of the blocks)."""
-    rows, k = sw.shape
-    t = dg.LogicalTensor(0, dg.f32, [rows, k], property=dg.CONSTANT)
-    idx = dg.LogicalTensor(1, dg.i64, [dg.Dim("n")])
-    out = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, k])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.Gather, [t, idx], [out], {"axis": 0}))
-    g.finalize()
-    (p,) = g.get_partitions()
-    return p.compile([t, idx], [p.get_output_ports()[0]], dg.Engine(dg.Engine.CPU, num_threads=1), constants={0: sw})
-
-
 @pytest.mark.parametrize("n_out,threads", [(70, 1), (70, 2), (64, 2)])
 @pytest.mark.parametrize("storage", SMALL + KQUANTS + IQ4 + LOWBIT)
 def test_products_with_the_stored_blocks_match_their_values(storage, n_out, threads, rng, tmp_path):
@@ -116,7 +102,7 @@ def test_a_stored_table_gathers_its_rows(storage, rng):
     rows, k = 20, 256
     raw = blocks(rng, storage, rows, k)
     deq = dequantized(raw, storage, (rows, k))
-    cp = gather_rows(dg.StoredWeight((rows, k), storage, raw))
+    cp = compile_gather(rows, k, dg.StoredWeight((rows, k), storage, raw))
     pick = np.array([3, 0, 19, 3])
     np.testing.assert_allclose(cp(pick)[0], deq[pick], rtol=1e-6, atol=1e-7)
 
@@ -144,7 +130,7 @@ def test_products_from_8_rows_read_the_values_ggml_reads(storage, rng):
     cp = part.compile(ins, outs, dg.Engine(dg.Engine.CPU, num_threads=1), constants={1: sw}, repack_weights=False)
     assert cp.cache_info().repacked_bytes == 0 and cp.cache_info().panel_bytes == 0
     (picked,) = cp(np.eye(k, dtype=np.float32))  # [k, n_out]: the weights, transposed
-    np.testing.assert_array_equal(picked.T, gather_rows(sw)(np.arange(n_out))[0])
+    np.testing.assert_array_equal(picked.T, compile_gather(n_out, k, sw)(np.arange(n_out))[0])
 
 
 @pytest.mark.parametrize("storage", ["iq2_xxs", "iq2_xs", "iq1_s"])

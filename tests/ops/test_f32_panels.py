@@ -89,29 +89,7 @@ def mlp_graph(n_dim, k=24, n=50, tied=False):
 TIED_CHECK = textwrap.dedent("""
     import numpy as np
     import dyngraph as dg
-    from oputil import compile_weight_product
-
-    def tied(n, k, e, constant):
-        w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-        i = dg.LogicalTensor(0, dg.i64, [dg.DYNAMIC_DIM])
-        x = dg.LogicalTensor(3, dg.f32, [dg.UNKNOWN_DIM, k])
-        y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-        g = dg.Graph(dg.Engine.CPU)
-        g.add_op(dg.Op(1, dg.OpKind.Gather, [w, i], [x], {"axis": 0}))
-        g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-        g.finalize()
-        (p,) = g.get_partitions()
-        return p.compile([i, w], [x, y], e, constants={1: constant})
-
-    def gather_only(n, k, e, constant):
-        t = dg.LogicalTensor(0, dg.f32, [n, k], property=dg.CONSTANT)
-        i = dg.LogicalTensor(1, dg.i64, [dg.DYNAMIC_DIM])
-        r = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, k])
-        g = dg.Graph(dg.Engine.CPU)
-        g.add_op(dg.Op(0, dg.OpKind.Gather, [t, i], [r], {"axis": 0}))
-        g.finalize()
-        (p,) = g.get_partitions()
-        return p.compile([t, i], [r], e, constants={0: constant})
+    from oputil import compile_gather, compile_tied, compile_weight_product
 
     rng = np.random.default_rng(4)
     for storage, size in (("f32", 4), ("f16", 2), ("bf16", 2)):
@@ -127,7 +105,8 @@ TIED_CHECK = textwrap.dedent("""
                 constant, exact = dg.StoredWeight((n, k), "bf16", h), (h.astype(np.uint32) << 16).view(np.float32)
             for threads in (1, 2):
                 e = dg.Engine(dg.Engine.CPU, num_threads=threads)
-                cp, untied, rows = tied(n, k, e, constant), compile_weight_product(n, k, constant, e), gather_only(n, k, e, constant)
+                cp, untied = compile_tied(n, k, constant, e), compile_weight_product(n, k, constant, e)
+                rows = compile_gather(n, k, constant, e)
                 assert cp.cache_info().panel_bytes == size * n * k, (storage, k, n, cp.cache_info())
                 assert rows.cache_info().panel_bytes == 0
                 cp.save("tied.dg")

@@ -25,6 +25,7 @@ import pytest
 
 import dyngraph as dg
 from ops.test_kernel_isa import ORDER, best_isa
+from oputil import compile_gather, compile_tied
 from quant_rounding import rounded_rows
 from subproc import IMPORT_TESTS, run_python
 
@@ -207,26 +208,10 @@ def test_a_tied_table_in_panels_gathers_ggmls_very_rows(storage, rng):
     e = dg.Engine(dg.Engine.CPU, num_threads=2)
     sw = dg.StoredWeight((n, k), storage, raw)
     # the tied partition, with the gathered rows as an output beside the product
-    w = dg.LogicalTensor(1, dg.f32, [n, k], property=dg.CONSTANT)
-    i = dg.LogicalTensor(0, dg.i64, [dg.DYNAMIC_DIM])
-    x = dg.LogicalTensor(3, dg.f32, [dg.UNKNOWN_DIM, k])
-    y = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, dg.UNKNOWN_DIM])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(1, dg.OpKind.Gather, [w, i], [x], {"axis": 0}))
-    g.add_op(dg.Op(0, dg.OpKind.MatMul, [x, w], [y], {"transpose_b": True}))
-    g.finalize()
-    (p,) = g.get_partitions()
-    cp = p.compile([i, w], [x, y], e, constants={1: sw})
+    cp = compile_tied(n, k, sw, e)
     assert cp.cache_info().panel_bytes == raw.nbytes
     # ggml's get_rows on the rows: a Gather-only partition keeps them
-    t = dg.LogicalTensor(0, dg.f32, [n, k], property=dg.CONSTANT)
-    idx = dg.LogicalTensor(1, dg.i64, [dg.DYNAMIC_DIM])
-    rows = dg.LogicalTensor(2, dg.f32, [dg.UNKNOWN_DIM, k])
-    g = dg.Graph(dg.Engine.CPU)
-    g.add_op(dg.Op(0, dg.OpKind.Gather, [t, idx], [rows], {"axis": 0}))
-    g.finalize()
-    (gp,) = g.get_partitions()
-    gather = gp.compile([t, idx], [rows], e, constants={0: sw})
+    gather = compile_gather(n, k, sw, e)
     assert gather.cache_info().panel_bytes == 0
     for pick in (np.array([0, 69, 7, 33, 64, 31, 32]), np.array([5]), np.arange(n)[::-1].copy()):
         got, prod = cp(pick)
