@@ -280,4 +280,5 @@ def test_a_large_tied_table_loaded_from_a_file_is_never_in_memory_twice(rng, tmp
     assert r.returncode == 0, r.stderr[-2000:]
     panel_bytes, peak_kib = map(int, r.stdout.split()[-2:])
     assert panel_bytes == 4 * n * k
-    assert peak_kib * 1024 < 1.3 * panel_bytes, peak_kib / 1024  # (both at once: 2x)
+    # (here 1.18x: the panels, a slice of 8 MiB, the partition's own; both at once: 2x)
+    assert peak_kib * 1024 < 1.5 * panel_bytes, peak_kib / 1024
