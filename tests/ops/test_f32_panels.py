@@ -117,7 +117,9 @@ TIED_CHECK = textwrap.dedent("""
                     assert np.array_equal(got, exact[pick]), (storage, k, n, threads)
                     assert np.array_equal(prod, untied(got)[0]), (storage, k, n, threads)
                     ref = got.astype(np.float64) @ exact.T.astype(np.float64)
-                    assert np.abs(prod - ref).max() / np.abs(ref).max() < 1e-2, (storage, k, n, threads)
+                    # (bf16 in pairs: the activations rounded to bf16, as ggml's bf16 product rounds them)
+                    tol = 1e-2 if storage == "bf16" and dg._backend.bf16_pair_panels(k) else 1e-5
+                    assert np.abs(prod - ref).max() / np.abs(ref).max() < tol, (storage, k, n, threads)
                     for a, b in zip(loaded(pick), (got, prod)):
                         assert np.array_equal(a, b), (storage, k, n, threads)
     print(dg._backend.kernel_isa())
