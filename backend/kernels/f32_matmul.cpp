@@ -88,7 +88,9 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const int64_t K = x->ne[0], N = x->ne[1], M = y->ne[1];
     const int64_t batches = dst->ne[2] * dst->ne[3];
     const int64_t r2 = y->ne[2] / x->ne[2], r3 = y->ne[3] / x->ne[3];
-    const int lda = int(y->nb[1] / sizeof(float)), ldb = int(x->nb[1] / sizeof(float));
+    // (a matrix of one row: its stride is never stepped, and a dense view may hold any value there,
+    // which sgemm would refuse as a leading dimension below K)
+    const int lda = int(M == 1 ? K : y->nb[1] / sizeof(float)), ldb = int(N == 1 ? K : x->nb[1] / sizeof(float));
     const int ldc = int(dst->nb[1] / sizeof(float));
 
     // weights in panels (f32_panels.h, quant_panels.h): a thread's columns are whole panels
@@ -151,9 +153,12 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     }
 }
 
+// Elements contiguous in each row, rows apart by at least a row (one row: any stride, as a dense
+// tensor of one row leaves it; the kernel does not read it then).
 bool rows_contiguous(const ggml_tensor* t) {
-    return t->nb[0] == ggml_type_size(t->type) && (t->type != GGML_TYPE_F32 || t->nb[1] % sizeof(float) == 0) &&
-           t->nb[1] >= ggml_row_size(t->type, t->ne[0]);
+    return t->nb[0] == ggml_type_size(t->type) &&
+           (t->ne[1] == 1 || ((t->type != GGML_TYPE_F32 || t->nb[1] % sizeof(float) == 0) &&
+                              t->nb[1] >= ggml_row_size(t->type, t->ne[0])));
 }
 
 }  // namespace

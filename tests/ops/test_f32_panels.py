@@ -193,6 +193,38 @@ def test_the_switch_turns_panels_off_and_on():
         assert int(r.stdout.split()[-1]) == want
 
 
+ONE_ROW_VIEW = textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+
+    # y = t^T @ w with t [k, rows]: at one row, t^T is a dense view of one row whose row stride is
+    # the element's (4 bytes), as a dense tensor of one row may have it (LFM's short convolutions)
+    rng = np.random.default_rng(0)
+    for k, n, half in ((64, 64, False), (40, 1, False), (96, 50, True)):
+        b = dg.GraphBuilder()
+        t = b.input("t", dg.f32, [k, dg.DYNAMIC_DIM])
+        W = rng.standard_normal((n, k)).astype(np.float16 if half else np.float32)
+        w = b.constant("w", dg.StoredWeight((n, k), "f16", W.tobytes()) if half else W)
+        x = b.op(dg.OpKind.StaticTranspose, [t], {"order": [1, 0]})
+        b.output(b.op(dg.OpKind.MatMul, [x, w], {"transpose_b": True}))
+        cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=2))
+        for m in (1, 3, 1, 2):
+            a = rng.standard_normal((k, m)).astype(np.float32)
+            (out,) = cp(a)
+            ref = a.T.astype(np.float64) @ W.astype(np.float64).T
+            # (f16 weights out of panels: ggml's product, which rounds the activations to f16)
+            tol = 4e-3 if half and not cp.cache_info().panel_bytes else 1e-5
+            assert np.abs(out - ref).max() <= tol * max(np.abs(ref).max(), 1), (k, n, half, m)
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("panels", ["0", "1"])
+def test_a_one_row_view_with_any_row_stride_multiplies_weights_in_or_out_of_panels(panels):
+    r = run_python(ONE_ROW_VIEW, env_vars={"DYNGRAPH_F32_PANELS": panels})
+    assert r.returncode == 0 and r.stdout.split()[-1] == "ok", r.stderr[-2000:]
+
+
 @pytest.mark.parametrize("mmap_weights", [True, False])
 def test_save_writes_the_rows_back(rng, tmp_path, mmap_weights):
     """A partition saved with its weights in panels loads where panels are off (another CPU) and
