@@ -160,12 +160,29 @@ CASES = {
     "half_precision": (
         mk(lambda x: (x.half() * 2 + 1).softmax(-1)),
         lambda n: [randn(n, 8)], [{0: 0}]),
+    "scatter": (  # DeepSeek-V3's group mask, src (larger than index), the reductions, a bool mask, dim 0
+        mk(lambda x, i: (torch.zeros_like(x).scatter(1, i, 1.0), x.scatter(1, i, x[:, 1:] * 2),
+                         x.scatter_add(1, i, x[:, :3]), x.scatter_reduce(1, i, -x[:, :3], "amax", include_self=False),
+                         x.scatter_reduce(1, i, x[:, :3], "prod"), x.scatter_reduce(1, i, x[:, 2:5], "sum", include_self=False),
+                         (x > 0).scatter(1, i, True), x.half().scatter(1, i, 7.0),
+                         x.scatter(0, x[:, :3].argsort(0), x * 2 + 9))),  # (a permutation per column)
+        lambda n: [randn(n, 8), torch.stack([torch.randperm(8)[:3] for _ in range(n)])], [{0: 0}, {0: 0}]),
+    "scatter_repeated_indices": (  # add, prod and amin sum up every update of a position
+        mk(lambda x, i: (x.scatter_add(1, i, x), x.scatter_reduce(1, i, x, "amin"), i.scatter_add(1, i, i * 3))),
+        lambda n: [randn(n, 6), torch.randint(0, 6, (n, 6))], [{0: 0}, {0: 0}]),
+    "integer_remainder": (
+        mk(lambda i, j: (i % 3, i.remainder(-4), torch.remainder(i, j), i % j.int(), -7 % j, i % i.shape[0])),
+        lambda n: [torch.randint(-50, 50, (n, 6)), torch.randint(1, 9, (n, 6)) * (torch.randint(0, 2, (n, 6)) * 2 - 1)],
+        [{0: 0}, {0: 0}]),
+    "expm1_log1p": (
+        mk(lambda x: (torch.expm1(x), torch.log1p(x.abs()), torch.log1p(x * 1e-3))),
+        lambda n: [randn(n, 8)], [{0: 0}]),
     "size_outputs": (
         mk(lambda x: (x * 2, x.shape[0] * 2 + 1, x.shape[0] // 2)),
         lambda n: [randn(n, 3)], [{0: 0}]),
 }
 
-TOLERANCE = {"half_precision": 2e-3, "attention": 2e-5, "grouped_query_attention": 2e-5}
+TOLERANCE = {"half_precision": 2e-3, "expm1_log1p": 1e-6, "attention": 2e-5, "grouped_query_attention": 2e-5}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -194,3 +211,46 @@ def test_linear_weight_is_read_untransposed():
     (op,) = [op for op in run.compiled_partitions[0].program.ops if op.kind.name == "MatMul"]
     assert op.attrs["transpose_b"] is True
     assert_matches_eager(run, module, [[randn(s, 8)] for s in SIZES])
+
+
+def test_expm1_and_log1p_keep_their_precision_near_zero():
+    """Composed of exp, tanh and log, they must not cancel near 0 (exp(x) - 1
+    loses every digit at 1e-8): within 8 f32 ulps of float64 at every scale,
+    torch's own values at the edges (-1, inf, NaN), half types rounded from f32."""
+    import numpy as np
+
+    module = mk(lambda x: (torch.expm1(x), torch.log1p(x), torch.expm1(x.half()), torch.log1p(x.bfloat16())))
+    run = compile_module(module, [randn(5)], ({0: torch.export.Dim("n", min=1, max=1 << 16)},))
+    assert run.fallbacks == [], run.report()
+    g = torch.Generator().manual_seed(0)
+    edges = torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 0.4999, 0.5, -0.5, -0.9999, -1.0, -2.0, 20.0, 88.0,
+                          89.0, -100.0, float("inf"), float("-inf"), float("nan")])
+    x = torch.cat([edges, torch.randn(4000, generator=g) * 3, torch.randn(4000, generator=g) * 1e-3,
+                   torch.randn(4000, generator=g) * 1e-6, -torch.rand(1000, generator=g)])
+    e, l, eh, lb = run(x)
+    for got, f in ((e, np.expm1), (l, np.log1p)):
+        with np.errstate(all="ignore"):
+            ref = torch.from_numpy(f(x.double().numpy()))
+        fin = torch.isfinite(ref.float())
+        ulps = (got.double() - ref).abs()[fin] / (ref.abs()[fin].clamp_min(1e-38) * 2.0 ** -24)
+        assert ulps.max() <= 8, (f.__name__, ulps.max())
+        torch.testing.assert_close(got[~fin], ref.float()[~fin], equal_nan=True)
+    # the half types: f32 rounded once (a tie within 8 f32 ulps may round either way: one half ulp)
+    torch.testing.assert_close(eh, torch.expm1(x.half()), atol=0, rtol=2.0 ** -10, equal_nan=True)
+    torch.testing.assert_close(lb, torch.log1p(x.bfloat16()), atol=0, rtol=2.0 ** -7, equal_nan=True)
+
+
+def test_a_scatter_index_out_of_range_is_an_error_not_a_write():
+    import dyngraph as dg
+
+    module = mk(lambda x, i: x.scatter(1, i, 1.0))
+    run = compile_module(module, [randn(4, 8), torch.zeros(4, 2, dtype=torch.long)], ({0: n_dim()}, {0: n_dim()}))
+    assert run.fallbacks == [], run.report()
+    x = randn(3, 8)
+    for bad in (8, -9, 1 << 40):
+        i = torch.zeros(3, 2, dtype=torch.long)
+        i[1, 1] = bad
+        with pytest.raises(dg.ExecutionError, match="outside|does not fit"):
+            run(x, i)
+    i = torch.tensor([[0, 7]] * 3)
+    torch.testing.assert_close(run(x, i), module(x, i))  # the engine is fine after the refusals

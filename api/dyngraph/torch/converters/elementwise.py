@@ -147,6 +147,19 @@ def floor_divide(cx, node, a):
     return _binary(cx, K.FloorDivide, a.self, a.other)
 
 
+@converter(aten.remainder.Scalar, aten.remainder.Tensor, aten.remainder.Scalar_Tensor)
+def remainder(cx, node, a):
+    """x % y with the sign of y, on integers: x - (x // y) * y, exact (the
+    floor division rounds toward -inf). Floats stay in PyTorch: x - floor(x / y)
+    * y rounds where torch's fmod-based remainder is exact."""
+    dt = cx.out_dtype()
+    if dt.is_float:
+        raise Unsupported(f"remainder of {dt}")
+    x, y = cx.operand(a.self, dt), cx.operand(a.other, dt)
+    q = cx.emit(K.FloorDivide, [x, y])
+    return cx.emit(K.Subtract, [x, cx.emit(K.Multiply, [q, y])])
+
+
 @converter(aten.maximum.default)
 def maximum(cx, node, a):
     return _binary(cx, K.Maximum, a.self, a.other)
@@ -327,6 +340,43 @@ def softplus(cx, node, a):
     bx = x if beta == 1 else cx.emit(K.Multiply, [x, cx.full(beta, x.dtype)])
     big = cx.emit(K.Greater, [bx, cx.full(float(threshold), x.dtype)])
     return cx.emit(K.Select, [big, x, sp])
+
+
+def _in_f32(cx, a):
+    """The input as f32 (half types are computed in f32 and rounded once, as torch does)."""
+    return cx.cast(_same(cx, a), DataType.f32)
+
+
+@converter(aten.expm1.default)
+def expm1(cx, node, a):
+    """e^x - 1 without the cancellation of exp(x) - 1 near 0: there (|x| <
+    0.5) 2t / (1 - t) with t = tanh(x / 2), a few ulps; elsewhere exp(x) - 1
+    loses at most a factor 2.6 of exp's error (e^x / |e^x - 1| there)."""
+    x = _in_f32(cx, a.self)
+    f = lambda v: cx.full(v, DataType.f32)  # noqa: E731
+    t = cx.emit(K.Tanh, [cx.emit(K.Multiply, [x, f(0.5)])])
+    near = cx.emit(K.Divide, [cx.emit(K.Add, [t, t]), cx.emit(K.Subtract, [f(1.0), t])])
+    far = cx.emit(K.Subtract, [cx.emit(K.Exp, [x]), f(1.0)])
+    small = cx.emit(K.Less, [cx.emit(K.Abs, [x]), f(0.5)])
+    return cx.cast(cx.emit(K.Select, [small, near, far]), cx.out_dtype())
+
+
+@converter(aten.log1p.default)
+def log1p(cx, node, a):
+    """log(1 + x) accurate near 0: with u = 1 + x rounded, log(u) * x / (u - 1)
+    (u - 1 is exact; x itself where u is 1), for |x| < 0.5; log(1 + x)
+    elsewhere (an error of a few ulps there, and log's own results at -1,
+    below it, at inf and NaN)."""
+    x = _in_f32(cx, a.self)
+    f = lambda v: cx.full(v, DataType.f32)  # noqa: E731
+    u = cx.emit(K.Add, [x, f(1.0)])
+    lu = cx.emit(K.Log, [u])
+    um1 = cx.emit(K.Subtract, [u, f(1.0)])
+    exact = cx.emit(K.Equal, [um1, f(0.0)])
+    safe = cx.emit(K.Select, [exact, f(1.0), um1])
+    near = cx.emit(K.Select, [exact, x, cx.emit(K.Multiply, [lu, cx.emit(K.Divide, [x, safe])])])
+    small = cx.emit(K.Less, [cx.emit(K.Abs, [x]), f(0.5)])
+    return cx.cast(cx.emit(K.Select, [small, near, lu]), cx.out_dtype())
 
 
 @converter(aten.sign.default)

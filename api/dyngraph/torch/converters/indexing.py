@@ -1,12 +1,13 @@
 """Reading and writing by index: embedding, index_select, advanced indexing
-(``x[i, j]``), gather, and the writes a KV cache makes (index_copy,
-index_put, slice_scatter, copy).
+(``x[i, j]``), gather, the writes a KV cache makes (index_copy, index_put,
+slice_scatter, copy) and scatter / scatter_add / scatter_reduce.
 
 Advanced indexing and gather become one Gather on the flattened table, at
 the flat index ``i * stride + j`` (negative indices wrap as in torch unless
 the index is known to be non-negative, e.g. an arange). The writes become
 ScatterRows (rows of the second-to-last axis) or CopyToSlice; on a buffer
-held as STATE they update it in place.
+held as STATE they update it in place. A scatter along a dimension is a
+ScatterND of one whole coordinate tuple per element of its index.
 """
 
 from __future__ import annotations
@@ -190,6 +191,81 @@ def _scatter_nd(cx, a, idx, pos, rank):
     x = cx.tensor(a.self)
     src = cx.cast(cx.tensor(a.values), x.dtype)
     return cx.emit(K.ScatterND, [x, tuples, src], {"reduction": "add" if a.accumulate else "none"})
+
+
+_SCATTER_DTYPES = (DataType.f32, DataType.i32, DataType.i64)
+# dtypes whose every value an f32 holds exactly: a scatter that only copies values runs on them in f32
+_EXACT_IN_F32 = (DataType.f16, DataType.bf16, DataType.boolean)
+_SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+_INCLUDE_SELF_IDENTITY = {"add": 0.0, "mul": 1.0}
+
+
+def _scatter(cx, a, updates, reduction="none", include_self=True):
+    """self.scatter(dim, index, src) and its reductions: out[i][index[i][j][k]][k]
+    = src[i][j][k] (for dim 1), one ScatterND update per element of index at
+    the tuple (i, index[i][j][k], k); ``updates`` is src, or a number. Where
+    indices repeat, "none" keeps the last in row-major order (torch leaves it
+    unspecified). An index outside [-size, size) is an error at execution
+    (ScatterND's check; torch also refuses the negative ones)."""
+    rank = cx.rank_of(a.self)
+    if rank == 0 or cx.rank_of(a.index) != rank:
+        raise Unsupported(f"scatter of a rank-{rank} tensor with a rank-{cx.rank_of(a.index)} index")
+    x = cx.tensor(a.self)
+    dt = x.dtype
+    if dt not in _SCATTER_DTYPES:
+        if reduction != "none" or dt not in _EXACT_IN_F32:
+            raise Unsupported(f"scatter ({reduction}) of {dt}")
+        y = _scatter_as(cx, cx.cast(x, DataType.f32), a, updates, DataType.f32, reduction, include_self)
+        return cx.cast(y, dt)
+    return _scatter_as(cx, x, a, updates, dt, reduction, include_self)
+
+
+def _scatter_as(cx, x, a, updates, dt, reduction, include_self):
+    rank = cx.rank_of(a.self)
+    d = norm_dim(a.dim, rank)
+    index = _index(cx, a.index)
+    ids = cx.shape_of(a.index)
+    comps = []
+    for k in range(rank):
+        c = cx.cast(index, I64) if k == d else cx.emit(K.GenIndex, [index], {"axis": k}, dtype=I64)
+        comps.append(cx.reshape(c, tuple(ids) + (1,)))
+    tuples = cx.emit(K.Concat, comps, {"axis": rank})
+    if isinstance(updates, (int, float)):
+        src = cx.full(float(updates), dt, ids)
+    else:
+        src = cx.cast(cx.tensor(updates), dt)
+        ss = cx.shape_of(updates)
+        cut = [k for k in range(rank) if as_expr(ss[k]) != as_expr(ids[k])]
+        if cut:  # src may be larger than index: its leading corner is read
+            src = cx.emit(K.Slice, [src], {"begin": [0] * len(cut), "end": [ids[k] for k in cut], "axes": cut})
+    if not include_self:  # the written positions start from the reduction's identity (or any src value)
+        first = _INCLUDE_SELF_IDENTITY.get(reduction)
+        first = src if first is None else cx.full(first, dt, ids)
+        x = cx.emit(K.ScatterND, [x, tuples, first], {"reduction": "none"})
+    return cx.emit(K.ScatterND, [x, tuples, src], {"reduction": reduction})
+
+
+@converter(aten.scatter.src, aten.scatter.value)
+def scatter(cx, node, a):
+    if node.target is aten.scatter.src:
+        return _scatter(cx, a, a.src)
+    v = number(a.value)
+    if v is None:
+        raise Unsupported(f"a scatter value {a.value!r}")
+    return _scatter(cx, a, v)
+
+
+@converter(aten.scatter_add.default)
+def scatter_add(cx, node, a):
+    return _scatter(cx, a, a.src, "add")
+
+
+@converter(aten.scatter_reduce.two)
+def scatter_reduce(cx, node, a):
+    r = _SCATTER_REDUCE.get(a.reduce)
+    if r is None:
+        raise Unsupported(f"reduce={a.reduce!r}")
+    return _scatter(cx, a, a.src, r, bool(a.include_self))
 
 
 def _copy_into(cx, x, src, starts):
