@@ -375,6 +375,24 @@ def test_slice_from_a_symbolic_negative_begin_counts_from_the_end():
         np.testing.assert_array_equal(y, x[:, -s:])
 
 
+def test_the_last_element_of_any_dimension_is_one_wide_and_broadcasts():
+    """x - x[:, -1:] on a dimension whose expression may be 0 for some values of its symbols
+    (seq // 4 at seq < 4; a chunked scan's padded length over its chunk count): a dimension is
+    at least 1, so the slice is one wide, not dim - max(dim - 1, 0), and it broadcasts."""
+    seq = dg.Dim("seq", max=64)
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [seq, seq // 4])
+    last = b.op(K.Slice, [x], {"begin": [-1], "end": [INT64_MAX], "axes": [1]})
+    b.output(last, b.op(K.Subtract, [x, last]))
+    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1))
+    assert out_shape(cp) == ["seq", "1"]
+    for n in (4, 9, 40):
+        a = arange((n, n // 4))
+        got_last, got_diff = cp(a)
+        np.testing.assert_array_equal(got_last, a[:, -1:])
+        np.testing.assert_array_equal(got_diff, a - a[:, -1:])
+
+
 def test_slice_with_a_symbolic_bound_of_either_sign_follows_numpy():
     """begin = seq - 4 is negative for seq < 4 (counts from the end) and not below."""
     seq = dg.Dim("seq", max=12)

@@ -110,6 +110,9 @@ def _clamp(v: Expr, dim: Expr) -> Expr:
         return dim
     lo, hi = v.bounds()
     if hi < 0:  # always negative (-3, -seq): from the end, so at most dim
+        # (a dimension is at least 1, whatever its expression's own bounds: x[..., -1:] is one element)
+        if lo > -(1 << 62) and max(dim.bounds()[0], 1) + lo >= 0:
+            return dim + v
         v = dim + v
         return v if v.bounds()[0] >= 0 else sym_max(v, 0)
     if lo < 0:  # either sign: v // (|v| + 1) is -1 when v < 0 and 0 when v >= 0
