@@ -457,12 +457,13 @@ def _apply(op: str, a: Expr, b: Expr) -> Expr:
         elif a == b:
             return Expr.const(1 if op == "floordiv" else 0)
         return Expr._atom(OpAtom(op, a, b))
-    # min / max
+    # min / max: decided where the symbols' ranges decide it (min(1, seq) is 1: seq >= 1)
     d = a - b
-    if d.is_const:
+    lo, hi = d.bounds()
+    if hi <= 0 or lo >= 0:
         if op == "min":
-            return a if d.value <= 0 else b
-        return a if d.value >= 0 else b
+            return a if hi <= 0 else b
+        return a if lo >= 0 else b
     x, y = sorted((a, b), key=lambda e: e._sort_key())
     return Expr._atom(OpAtom(op, x, y))
 

@@ -393,6 +393,23 @@ def test_the_last_element_of_any_dimension_is_one_wide_and_broadcasts():
         np.testing.assert_array_equal(got_diff, a - a[:, -1:])
 
 
+def test_a_window_of_the_last_seq_rows_of_a_one_row_bias_broadcasts():
+    """bias[-seq:, -seq:] on a [1, 16] bias (MPT's ALiBi): the rows are min(1, seq) = 1, which the
+    symbols' ranges decide (seq >= 1), so the window broadcasts over [seq, seq] scores."""
+    seq = dg.Dim("seq", max=16)
+    b = dg.GraphBuilder()
+    x = b.input("x", dg.f32, [seq, seq])
+    bias = b.input("bias", dg.f32, [1, 16])
+    window = b.op(K.Slice, [bias], {"begin": [-seq, -seq], "end": [INT64_MAX, INT64_MAX], "axes": [0, 1]})
+    b.output(b.op(K.Add, [x, window]))
+    cp = b.compile(dg.Engine(dg.Engine.CPU, num_threads=1))
+    assert out_shape(cp) == ["seq", "seq"]
+    w = arange((1, 16))
+    for n in (1, 5, 16):
+        a = arange((n, n))
+        np.testing.assert_array_equal(cp(a, w)[0], a + w[-n:, -n:])
+
+
 def test_slice_with_a_symbolic_bound_of_either_sign_follows_numpy():
     """begin = seq - 4 is negative for seq < 4 (counts from the end) and not below."""
     seq = dg.Dim("seq", max=12)
