@@ -174,6 +174,10 @@ CASES = {
         mk(lambda i, j: (i % 3, i.remainder(-4), torch.remainder(i, j), i % j.int(), -7 % j, i % i.shape[0])),
         lambda n: [torch.randint(-50, 50, (n, 6)), torch.randint(1, 9, (n, 6)) * (torch.randint(0, 2, (n, 6)) * 2 - 1)],
         [{0: 0}, {0: 0}]),
+    "eye": (  # torch's decomposition counts positions in uint8 below 256 (Qwen3-Next's chunked delta rule)
+        mk(lambda x: (x @ torch.eye(8) + 1, torch.eye(3, 8, dtype=torch.bool) & (x[:1] > 0),
+                      x[:, :1] * torch.eye(300, dtype=torch.int64)[:1, :8])),
+        lambda n: [randn(n, 8)], [{0: 0}]),
     "expm1_log1p": (
         mk(lambda x: (torch.expm1(x), torch.log1p(x.abs()), torch.log1p(x * 1e-3))),
         lambda n: [randn(n, 8)], [{0: 0}]),

@@ -24,12 +24,24 @@ except ImportError:  # (a torch before the setting: stack traces are always reco
     _fx_config = None
 
 
+def _eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.eye as i64 positions compared: torch's own form counts them in the
+    narrowest integer type (uint8 below 256), which dyngraph keeps for
+    quantized data only."""
+    m = n if m is None else m
+    same = torch.arange(n, device=device).unsqueeze(-1) == torch.arange(m, device=device)
+    return same.to(dtype or torch.get_default_dtype())
+
+
 def decomposition_table() -> dict:
     """Core ATen decompositions, except for the ops dyngraph converts whole
-    (those whose converter is registered with ``keep``)."""
+    (those whose converter is registered with ``keep``); ``eye`` our own way."""
     table = dict(core_aten_decompositions())
     for op in kept_whole():
         table.pop(op, None)
+    for op in (torch.ops.aten.eye.default, torch.ops.aten.eye.m):
+        if op in table:
+            table[op] = _eye
     return table
 
 
