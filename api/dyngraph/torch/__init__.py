@@ -268,7 +268,7 @@ def _n_positional(in_spec) -> int:
 
 def _collect_ids(t, out: set) -> None:
     if isinstance(t, Ref):
-        if t.kind == Ref.TENSOR:
+        if t.kind in (Ref.TENSOR, Ref.COMPLEX):
             out.add(t.value)
     elif isinstance(t, (list, tuple)):
         for x in t:

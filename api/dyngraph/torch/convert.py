@@ -40,6 +40,7 @@ from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, as_expr
 from .converters import Missing, Unsupported, bind, converter_of
+from .converters.registry import COMPLEX_CONVERTERS, Complex
 from .dtypes import dg_dtype, to_numpy
 from .symbols import SymbolTable
 
@@ -104,9 +105,12 @@ class WildcardInfo:
 
 
 class Ref:
-    """In a template of a node's arguments or outputs: a tensor (by id) or a size expression."""
+    """In a template of a node's arguments or outputs: a tensor (by id), a
+    complex tensor (the id of its float32 parts, see ``Complex``) or a size
+    expression."""
 
     TENSOR = "tensor"
+    COMPLEX = "complex"
     EXPR = "expr"
     __slots__ = ("kind", "value")
 
@@ -221,6 +225,16 @@ class Converter:
             why = self.torch_dtypes.get(v.id)
             raise Unsupported(f"input {arg} has no dyngraph form ({why}, shape {self.meta(arg).shape})")
         return v
+
+    def complex(self, arg) -> LogicalTensor:
+        """The float32 parts ([..., 2]) of a complex tensor argument."""
+        v = self.value(arg)
+        if not isinstance(v, Complex):
+            raise Unsupported(f"argument {arg} is not a complex tensor dyngraph holds")
+        return v.lt
+
+    def is_complex(self, arg) -> bool:
+        return isinstance(arg, fx.Node) and isinstance(self.values.get(arg), Complex)
 
     def is_tensor(self, arg) -> bool:
         return isinstance(arg, fx.Node) and isinstance(self.values.get(arg), LogicalTensor)
@@ -422,6 +436,17 @@ class Converter:
                 self.torch_constants[lt.id] = t
                 self.values[node] = lt
                 return
+            if t.dtype is torch.complex64:  # held as its float32 parts
+                parts = torch.view_as_real(t.resolve_conj()).contiguous()
+                lt = self._declare(parts, node.name, CONSTANT)
+                self.torch_constants[lt.id] = parts
+                self.param_names[lt.id] = spec.target
+                if lt.id not in self.opaque:
+                    self.data[lt.id] = to_numpy(parts)
+                    self.values[node] = Complex(lt)
+                else:
+                    self.values[node] = lt
+                return
             lt = self._declare(t, node.name, CONSTANT)
             self.torch_constants[lt.id] = t
             self.param_names[lt.id] = spec.target
@@ -458,13 +483,14 @@ class Converter:
         if node in self.forced:
             self._wildcard(node, self.forced[node])
             return
-        conv = converter_of(target)
+        complex_ = _reads_or_makes_complex(node)
+        conv = COMPLEX_CONVERTERS.get(target) if complex_ else converter_of(target)
         if conv is None:
-            self._wildcard(node, "no converter")
+            self._wildcard(node, "no converter of complex tensors" if complex_ else "no converter")
             return
         mark_ops = len(self.ops)
         try:
-            self._check_types(node)
+            self._check_types(node, complex_)
             value = conv(self, node, bind(node))
             self._check_value(node, value)
         except Unsupported as e:
@@ -485,13 +511,15 @@ class Converter:
         del self.ops[mark_ops:]
         self._full_cache = {k: v for k, v in self._full_cache.items() if k[3] is not self.node}
 
-    def _check_types(self, node: fx.Node) -> None:
+    def _check_types(self, node: fx.Node, complex_ok: bool = False) -> None:
         def check(v, what):
             if isinstance(v, torch.Tensor):
-                if dg_dtype(v.dtype) is None:
+                cplx = complex_ok and v.dtype is torch.complex64  # held as float32 parts: one more axis
+                if dg_dtype(v.dtype) is None and not cplx:
                     raise Unsupported(f"{what} has dtype {v.dtype}")
-                if v.dim() > MAX_RANK:
-                    raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most {MAX_RANK} dimensions)")
+                if v.dim() + cplx > MAX_RANK:
+                    raise Unsupported(f"{what} has rank {v.dim()} (dyngraph tensors have at most {MAX_RANK} dimensions"
+                                      f"{', a complex one ' + str(MAX_RANK - 1) if cplx else ''})")
                 if v.device.type != "cpu":
                     raise Unsupported(f"{what} is on {v.device}")
                 if any(isinstance(d, int) and d == 0 for d in v.shape):
@@ -512,6 +540,13 @@ class Converter:
     def _check_value(self, node: fx.Node, value) -> None:
         """A converter's result must be torch's value: same dtype, rank and static sizes."""
         fake = node.meta.get("val")
+        if isinstance(fake, torch.Tensor) and fake.dtype.is_complex:
+            if not isinstance(value, Complex):
+                raise Unsupported("the converter produced no complex value")
+            t = self.types.get(value.lt.id)
+            if t is None or t.dtype is not DataType.f32 or t.rank != fake.dim() + 1 or t.shape[-1] != as_expr(2):
+                raise Unsupported(f"converted to parts {t}, torch has {fake.dtype}{list(fake.shape)}")
+            return
         if isinstance(fake, torch.Tensor):
             if not isinstance(value, LogicalTensor):
                 raise Unsupported("the converter produced no tensor")
@@ -542,6 +577,8 @@ class Converter:
     def _value_template(self, v):
         if isinstance(v, LogicalTensor):
             return Ref(Ref.TENSOR, v.id)
+        if isinstance(v, Complex):
+            return Ref(Ref.COMPLEX, v.lt.id)
         if isinstance(v, Expr):
             return Ref(Ref.EXPR, v)
         if isinstance(v, (list, tuple)):
@@ -557,7 +594,7 @@ class Converter:
 
         def collect(t):
             if isinstance(t, Ref):
-                if t.kind == Ref.TENSOR:
+                if t.kind in (Ref.TENSOR, Ref.COMPLEX):
                     lt = self.tensors[t.value]
                     if lt not in inputs:
                         inputs.append(lt)
@@ -606,6 +643,10 @@ class Converter:
             val = self.values.get(v) if isinstance(v, fx.Node) else v
             if isinstance(val, Missing):
                 raise ForceFallback(val.node, "its output is a program output")
+            if isinstance(val, Complex):  # (the runner returns tensors of dyngraph's dtypes)
+                if v.op != "call_function":
+                    raise CompileError(f"output {v.name} is a complex input of the program")
+                raise ForceFallback(v, "its complex result is a program output")
             if spec.kind is OutputKind.USER_OUTPUT:
                 outputs.append(self._value_template(val))
                 if isinstance(val, LogicalTensor):
@@ -731,6 +772,22 @@ class RunnerBuffer(Exception):
         super().__init__(reason)
         self.name = name
         self.reason = reason
+
+
+def _reads_or_makes_complex(node: fx.Node) -> bool:
+    """Whether a node's result, or a tensor among its arguments, is complex."""
+    found = []
+
+    def look(v):
+        if isinstance(v, torch.Tensor) and v.dtype.is_complex:
+            found.append(v)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                look(x)
+
+    look(node.meta.get("val"))
+    fx.node.map_arg((node.args, node.kwargs), lambda a: look(a.meta.get("val")))
+    return bool(found)
 
 
 def _target_name(target) -> str:

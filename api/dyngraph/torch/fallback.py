@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import List
 
+import torch
+
 from .convert import Fallback, Ref, WildcardInfo
 
 
@@ -18,6 +20,8 @@ def resolve(t, env: dict, symenv):
     if isinstance(t, Ref):
         if t.kind == Ref.TENSOR:
             return env[t.value]
+        if t.kind == Ref.COMPLEX:  # float32 parts [..., 2]
+            return torch.view_as_complex(env[t.value].contiguous())
         return t.value.evaluate(symenv()) if not isinstance(t.value, int) else t.value
     if isinstance(t, (list, tuple)):
         return type(t)(resolve(x, env, symenv) for x in t)

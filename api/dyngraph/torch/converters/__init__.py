@@ -2,6 +2,7 @@
 :data:`CONVERTERS`."""
 
 from . import attention  # noqa: F401
+from . import complex  # noqa: F401
 from . import compare  # noqa: F401
 from . import elementwise  # noqa: F401
 from . import generate  # noqa: F401

@@ -160,13 +160,17 @@ def _is_whole(cx, start, end, step, dim_size) -> bool:
 
 @converter(aten.slice.Tensor, aten.slice_copy.Tensor)
 def slice_(cx, node, a):
-    rank = cx.rank_of(a.self)
-    d = norm_dim(a.dim, rank)
+    return slice_of(cx, a, cx.tensor(a.self))
+
+
+def slice_of(cx, a, x):
+    """``x`` sliced as ``aten.slice`` slices ``a.self`` (x may hold more
+    axes after torch's: a complex tensor's parts)."""
+    d = norm_dim(a.dim, cx.rank_of(a.self))
     start, end = _slice_bound(cx, a.start, 0), _slice_bound(cx, a.end, TO_END)
     step = cx.size(a.step)
     if not isinstance(step, int):
         raise Unsupported("a symbolic step")
-    x = cx.tensor(a.self)
     if _is_whole(cx, start, end, step, cx.shape_of(a.self)[d]):
         return x
     return cx.emit(K.Slice, [x], {"begin": [start], "end": [end], "axes": [d], "steps": [step]})
@@ -185,15 +189,18 @@ def narrow(cx, node, a):
 
 @converter(aten.select.int, aten.select_copy.int)
 def select(cx, node, a):
-    rank = cx.rank_of(a.self)
-    d = norm_dim(a.dim, rank)
+    return cx.reshape(selected(cx, a, cx.tensor(a.self)), cx.out_shape())
+
+
+def selected(cx, a, x):
+    """The slice of ``x`` at ``aten.select``'s index, its axis kept."""
+    d = norm_dim(a.dim, cx.rank_of(a.self))
     i = cx.size(a.index)
     if isinstance(i, int) and i < 0:
         size = cx.shape_of(a.self)[d]
         i = as_expr(size) + i
         i = i.value if i.is_const else i
-    y = cx.emit(K.Slice, [cx.tensor(a.self)], {"begin": [i], "end": [as_expr(i) + 1], "axes": [d]})
-    return cx.reshape(y, cx.out_shape())
+    return cx.emit(K.Slice, [x], {"begin": [i], "end": [as_expr(i) + 1], "axes": [d]})
 
 
 @converter(aten.cat.default, aten.concat.default)

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 from typing import Callable, Dict, FrozenSet, Set
 
 CONVERTERS: Dict[object, Callable] = {}
+# converters of nodes that read or produce complex tensors (see converters/complex.py)
+COMPLEX_CONVERTERS: Dict[object, Callable] = {}
 # targets the exporter keeps whole (not decomposed to core ATen), so that their converter sees them
 KEPT_WHOLE: Set[object] = set()
 
@@ -56,6 +58,21 @@ def converter(*targets, keep=False):
     return deco
 
 
+def complex_converter(*targets):
+    """Register the converter a node of one of ``targets`` gets when one of
+    its tensors (an argument or the result) is complex: its values are
+    :class:`Complex`, not logical tensors."""
+
+    def deco(fn):
+        for t in targets:
+            if t in COMPLEX_CONVERTERS:
+                raise RuntimeError(f"two complex converters for {t}")
+            COMPLEX_CONVERTERS[t] = fn
+        return fn
+
+    return deco
+
+
 def kept_whole() -> FrozenSet[object]:
     """The targets registered with ``keep``: not decomposed by the exporter."""
     return frozenset(KEPT_WHOLE)
@@ -68,6 +85,20 @@ class Missing:
     def __init__(self, node, index):
         self.node = node
         self.index = index
+
+
+class Complex:
+    """The value of a complex64 node: a float32 logical tensor of torch's
+    shape and one more axis of 2, the real and imaginary parts
+    (``torch.view_as_real``'s layout)."""
+
+    __slots__ = ("lt",)
+
+    def __init__(self, lt):
+        self.lt = lt
+
+    def __repr__(self) -> str:
+        return f"Complex({self.lt!r})"
 
 
 class Args(SimpleNamespace):
