@@ -135,6 +135,7 @@ constexpr int kLanes = 16;
 constexpr int kTileRows = 8;  // 24 accumulators and 3 panel vectors of 32 registers (the broadcast is an operand)
 constexpr int kTileVecs = 3;  // a panel's 48 floats
 constexpr int kWideRows = kTileRows;
+constexpr int64_t kDepthBlock = int64_t(1) << 40;  // (not measured cut: a tile over all of K)
 inline V vzero() { return _mm512_setzero_ps(); }
 inline V vloadu(const float* p) { return _mm512_loadu_ps(p); }
 inline V vbroadcast(const float* p) { return _mm512_set1_ps(*p); }
@@ -162,6 +163,7 @@ constexpr int kLanes = 8;
 constexpr int kTileRows = 4;  // 12 accumulators, 3 panel vectors, the broadcast: of 16 registers
 constexpr int kTileVecs = 3;  // half a panel (24 floats) per pass
 constexpr int kWideRows = 2;  // 12 accumulators over a whole panel: 1 to 3 rows read it once
+constexpr int64_t kDepthBlock = 512;  // (Zen 3: see docs/design/gemm-choices.md, "Large K")
 inline V vzero() { return _mm256_setzero_ps(); }
 inline V vloadu(const float* p) { return _mm256_loadu_ps(p); }
 inline V vbroadcast(const float* p) { return _mm256_broadcast_ss(p); }
@@ -187,8 +189,9 @@ inline int lanes_in(Mask m) { return __builtin_popcount(unsigned(_mm256_movemask
 // a lane summed into each f32 accumulator
 namespace avx512bf16 {
 // (AVX-512's tile shape and stores)
-using avx512::kLanes, avx512::kTileRows, avx512::kTileVecs, avx512::kWideRows, avx512::Mask, avx512::V;
-using avx512::mask_of, avx512::vstore_mask, avx512::vstoreu, avx512::vzero;
+using avx512::kLanes, avx512::kTileRows, avx512::kTileVecs, avx512::kWideRows, avx512::kDepthBlock, avx512::Mask,
+    avx512::V;
+using avx512::mask_of, avx512::vload_mask, avx512::vloadu, avx512::vstore_mask, avx512::vstoreu, avx512::vzero;
 inline V vbroadcast(const float* p) {  // (a pair of bf16 where the tiles see a float: its bits, copied)
     uint32_t pair;
     std::memcpy(&pair, p, sizeof pair);

@@ -5,7 +5,8 @@ numpy in float64 at every kernel variant (DYNGRAPH_KERNEL_ISA, each in a fresh
 process with DYNGRAPH_F32_PANELS=1, so the portable variant runs too), at row
 counts on both sides of each tile's size, weight counts that leave every kind
 of last panel (narrower than a tile's columns, than a vector, one column),
-several threads (a thread's columns are whole panels) and dynamic shapes; and
+several threads (a thread's columns are whole panels), depths cut into passes
+(a row's outputs the same bits alone as among others) and dynamic shapes; and
 the rule of which weights are laid out that way, and that save() writes the
 rows back."""
 
@@ -26,7 +27,7 @@ CHECK = textwrap.dedent("""
     rng = np.random.default_rng(0)
     for threads in (1, 3):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
-        for k, n in ((1, 5), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030)):
+        for k, n in ((1, 5), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030), (513, 50), (1100, 60)):
             x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
             w = dg.LogicalTensor(1, dg.f32, [k, n], property=dg.CONSTANT)
             b = dg.LogicalTensor(2, dg.f32, [n], property=dg.CONSTANT)
@@ -47,6 +48,9 @@ CHECK = textwrap.dedent("""
                 ref = np.maximum(a.astype(np.float64) @ W.astype(np.float64) + B, 0)
                 err = np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)
                 assert err < 1e-5, (threads, k, n, m, err)
+                # a row's sums do not depend on the rows beside it (tiles of other sizes, K cut in passes)
+                (alone,) = cp(a[-1:])
+                assert np.array_equal(alone[0], out[-1]), (threads, k, n, m)
     print(dg._backend.kernel_isa())
 """)
 
