@@ -136,3 +136,19 @@ def test_complex_ops_without_a_converter_run_in_pytorch_on_the_parts():
         assert got[1].dtype is torch.complex64
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
+def test_a_program_with_a_complex_table_saves_and_loads(tmp_path):
+    """The complex64 buffer is saved as its float32 parts; the loaded program
+    (numpy in, numpy out, no torch in its path) rotates as eager does."""
+    import dyngraph as dg
+
+    module = TableRotary()
+    run = compile_module(module, [torch.randn(1, 6, 3, 16)], ({1: n_dim()},))
+    assert run.fallbacks == [], run.report()
+    run.save(tmp_path / "rotary.dg")
+    cp = dg.load(tmp_path / "rotary.dg", engine=dg.Engine(num_threads=1))
+    for s in LENGTHS:
+        x = torch.randn(1, s, 3, 16)
+        (got,) = cp(x.numpy())
+        torch.testing.assert_close(torch.from_numpy(got), module(x), atol=1e-5, rtol=1e-5)

@@ -436,11 +436,10 @@ class Converter:
                 self.torch_constants[lt.id] = t
                 self.values[node] = lt
                 return
-            if t.dtype is torch.complex64:  # held as its float32 parts
-                parts = torch.view_as_real(t.resolve_conj()).contiguous()
+            if t.dtype is torch.complex64:  # held as its float32 parts, with no state-dict name (weights=
+                parts = torch.view_as_real(t.resolve_conj()).contiguous()  # and weight_type= name real ones)
                 lt = self._declare(parts, node.name, CONSTANT)
                 self.torch_constants[lt.id] = parts
-                self.param_names[lt.id] = spec.target
                 if lt.id not in self.opaque:
                     self.data[lt.id] = to_numpy(parts)
                     self.values[node] = Complex(lt)
