@@ -41,6 +41,11 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
             n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
             kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
             sliding_window=16, n_group=1, topk_group=1, tie_word_embeddings=False)
+# sizes of families whose configs name them otherwise (the generic names above do not reach them)
+FAMILY = dict(rotary_dim=8, n_inner=128,  # GPT-J, CodeGen
+              expand=2, num_heads=8, state_size=16, n_groups=1, chunk_size=8,  # Mamba2
+              d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+              encoder_ffn_dim=128, decoder_ffn_dim=128)  # BART-style decoders
 LENGTHS = (1, 7, 30)
 ATOL = 1e-4
 
@@ -54,7 +59,10 @@ def tiny_config(model_type: str, keys=tuple(TINY)):
     import transformers
 
     base = transformers.AutoConfig.for_model(model_type)
-    kwargs = {k: TINY[k] for k in keys if hasattr(base, k)}
+    aliases = getattr(base, "attribute_map", {}) or {}  # (GPT-J's n_embd for hidden_size: the config's own name)
+    kwargs = {aliases.get(k, k): TINY[k] for k in keys if hasattr(base, k)}
+    if keys == tuple(TINY):
+        kwargs.update({k: v for k, v in FAMILY.items() if k in vars(base) and k not in kwargs})
     if hasattr(base, "qk_rope_head_dim"):  # multi-head latent attention: head_dim is the rotary part's,
         kwargs.pop("head_dim", None)  # and as many kv heads as query heads
         kwargs["num_key_value_heads"] = kwargs.get("num_attention_heads", 4)

@@ -644,7 +644,7 @@ class Converter:
                 raise ForceFallback(val.node, "its output is a program output")
             if isinstance(val, Complex):  # (the runner returns tensors of dyngraph's dtypes)
                 if v.op != "call_function":
-                    raise CompileError(f"output {v.name} is a complex input of the program")
+                    raise CompileError(f"output {v.name} returns a complex64 constant as it is; not supported")
                 raise ForceFallback(v, "its complex result is a program output")
             if spec.kind is OutputKind.USER_OUTPUT:
                 outputs.append(self._value_template(val))
