@@ -103,7 +103,8 @@ ARITHMETIC = {
     "products": mk(lambda x, y: torch.view_as_real(_z(x) * _z(y) * y[:, :1] * 2.5 - _z(y) + _z(x) * 1.0)),
     "sums": mk(lambda x, y: torch.view_as_real((_z(x) + _z(y)[:1]) - 3 + y[:, :4] - (-_z(x)))),
     "parts": mk(lambda x, y: (torch.complex(x, y).abs(), torch.real(_z(x) * _z(y)), torch.imag(_z(x).conj() * _z(y)),
-                              torch.view_as_real(torch.polar(y.abs(), x)))),
+                              torch.view_as_real(torch.polar(y.abs(), x)),
+                              torch.view_as_real(torch.polar(torch.ones_like(y), x[:1])))),  # ones broadcasting
     "views": mk(lambda x, y: torch.view_as_real(torch.cat([_z(x).t()[1:], _z(y).t().contiguous()[:3]], 0)
                                                 .select(0, -1).unsqueeze(0).expand(3, -1).permute(1, 0))),
 }

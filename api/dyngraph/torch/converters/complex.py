@@ -40,8 +40,7 @@ def _split(cx, z):
 
 def _join(cx, re, im):
     """Parts [..., 1] (broadcast to one shape) as one [..., 2]."""
-    ta, tb = cx.type(re).shape, cx.type(im).shape
-    if len(ta) != len(tb) or any(as_expr(a) != as_expr(b) for a, b in zip(ta, tb)):
+    if not _same_shape(cx.type(re).shape, cx.type(im).shape):
         want = tuple(cx.out_shape()) + (1,)
         re = cx.emit(K.Expand, [re], {"shape": list(want)})
         im = cx.emit(K.Expand, [im], {"shape": list(want)})
@@ -78,10 +77,14 @@ def polar(cx, node, a):
     shape = tuple(cx.shape_of(a.angle)) + (1,)
     re = cx.reshape(cx.emit(K.Cos, [angle]), shape)
     im = cx.reshape(cx.emit(K.Sin, [angle]), shape)
-    if not _is_ones(cx, a.abs):
+    if not (_is_ones(cx, a.abs) and _same_shape(cx.shape_of(a.abs), cx.shape_of(a.angle))):
         r = cx.reshape(cx.cast(cx.tensor(a.abs), F32), tuple(cx.shape_of(a.abs)) + (1,))
         re, im = cx.emit(K.Multiply, [re, r]), cx.emit(K.Multiply, [im, r])
     return _join(cx, re, im)
+
+
+def _same_shape(a, b) -> bool:
+    return len(a) == len(b) and all(as_expr(x) == as_expr(y) for x, y in zip(a, b))
 
 
 def _is_ones(cx, arg) -> bool:
@@ -110,6 +113,7 @@ def imag(cx, node, a):
 
 @complex_converter(aten.abs.default)
 def abs_(cx, node, a):
+    """sqrt(re^2 + im^2) (torch's hypot does not overflow where re^2 does: |z| above about 1.8e19)."""
     z = cx.complex(a.self)
     sq = cx.emit(K.Multiply, [z, z])
     re, im = _split(cx, sq)
@@ -139,8 +143,7 @@ def mul(cx, node, a):
 def _broadcast(cx, y):
     """``y`` at the result's shape (a real operand may have broadcast the parts)."""
     want = tuple(cx.out_shape()) + (2,)
-    have = cx.type(y).shape
-    if len(have) == len(want) and all(as_expr(h) == as_expr(w) for h, w in zip(have, want)):
+    if _same_shape(cx.type(y).shape, want):
         return y
     return cx.emit(K.Expand, [y], {"shape": list(want)})
 
