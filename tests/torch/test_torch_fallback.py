@@ -63,6 +63,22 @@ def test_a_fallback_gets_sizes_known_only_through_derived_input_dimensions(monke
     assert_matches_eager(run, module, [[torch.randn(2 * k, 3)] for k in (2, 4, 9)])
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_converter_giving_a_wrong_dynamic_size_is_not_trusted(monkeypatch, axis):
+    # a broken converter of cat that keeps only its first input: along the dynamic axis the
+    # size is n where torch has 2 * n (static sizes agree, so only the dynamic size tells)
+    from dyngraph.torch.converters.registry import CONVERTERS
+
+    monkeypatch.setitem(CONVERTERS, torch.ops.aten.cat.default, lambda cx, node, a: cx.tensor(a.tensors[0]))
+    module = mk(lambda x: torch.cat([x, x + 1], dim=axis).exp())
+    shape, dims = ([5, 3], ({0: n_dim()},)) if axis == 0 else ([3, 5], ({1: n_dim()},))
+    run = compile_module(module, [torch.randn(*shape)], dims)
+    assert [f.target for f in run.fallbacks] == ["aten.cat.default"], run.report()
+    assert "a size differs at" in run.fallbacks[0].reason
+    sized = (lambda n: (n, 3)) if axis == 0 else (lambda n: (3, n))
+    assert_matches_eager(run, module, [[torch.randn(*sized(n))] for n in SIZES])
+
+
 def test_rank_five_intermediates_convert_and_rank_seven_ones_run_in_torch():
     module = mk(lambda x: x.reshape(x.shape[0], 1, 2, 1, 4).sum(1).reshape(x.shape[0], 8).exp())
     run = compile_module(module, [torch.randn(5, 8)], ({0: n_dim()},))

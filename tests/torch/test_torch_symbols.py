@@ -14,7 +14,7 @@ from torch.utils._sympy.value_ranges import ValueRanges  # noqa: E402
 
 from dyngraph.symbolic import INT64_MAX, Expr  # noqa: E402
 from dyngraph.torch.converters import Unsupported  # noqa: E402
-from dyngraph.torch.symbols import SymbolTable  # noqa: E402
+from dyngraph.torch.symbols import SymbolTable, differ_at  # noqa: E402
 from torchutil import assert_matches_eager, compile_module, mk  # noqa: E402
 
 s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
@@ -22,6 +22,22 @@ s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
 
 def table():
     return SymbolTable({s0: ValueRanges(0, 100), s1: ValueRanges(2, int_oo)}, {s0: "seq"})
+
+
+def test_sizes_in_different_forms_agree_and_different_sizes_are_told_apart():
+    t = table()
+    seq, other = t.dim(s0), t.dim(s1)
+    assert differ_at((2 * seq) // 2, seq) is None  # one size in two forms
+    assert differ_at((seq + other) - other, seq) is None
+    assert differ_at(seq * 4 // 4 + 0 * other, seq) is None
+    assert differ_at(seq + 1, seq) is not None
+    at = differ_at(seq * other, seq * 2)  # equal where other == 2 only (its least value)
+    assert at is not None and at[other.sym] != 2
+    at = differ_at(seq // 2 * 2, seq)  # equal at even sizes only
+    assert at is not None and at[seq.sym] % 2 == 1
+    at = differ_at(Expr.const(7) + 0 * seq, seq)  # a constant against a size that is 7 at one point
+    assert at is not None and at[seq.sym] != 7
+    assert differ_at(Expr.const(3), Expr.const(3)) is None and differ_at(Expr.const(3), Expr.const(4)) == {}
 
 
 def test_symbols_become_dims_with_the_export_range_from_one():

@@ -42,7 +42,7 @@ from ..symbolic import Expr, as_expr
 from .converters import Missing, Unsupported, bind, converter_of
 from .converters.registry import COMPLEX_CONVERTERS, Complex
 from .dtypes import dg_dtype, to_numpy
-from .symbols import SymbolTable
+from .symbols import SymbolTable, differ_at
 
 # static fills up to this many elements are constants rather than Full ops
 SMALL_CONSTANT = 4096
@@ -537,7 +537,7 @@ class Converter:
             check(val, "the result")
 
     def _check_value(self, node: fx.Node, value) -> None:
-        """A converter's result must be torch's value: same dtype, rank and static sizes."""
+        """A converter's result must be torch's value: same dtype, rank and sizes."""
         fake = node.meta.get("val")
         if isinstance(fake, torch.Tensor) and fake.dtype.is_complex:
             if not isinstance(value, Complex):
@@ -545,6 +545,8 @@ class Converter:
             t = self.types.get(value.lt.id)
             if t is None or t.dtype is not DataType.f32 or t.rank != fake.dim() + 1 or t.shape[-1] != as_expr(2):
                 raise Unsupported(f"converted to parts {t}, torch has {fake.dtype}{list(fake.shape)}")
+            for e, s in zip(t.shape, fake.shape):
+                self._check_size(e, s, t, fake)
             return
         if isinstance(fake, torch.Tensor):
             if not isinstance(value, LogicalTensor):
@@ -554,9 +556,24 @@ class Converter:
             if t is None or t.dtype is not want or t.rank != fake.dim():
                 got = "unknown" if t is None else f"{t.dtype}{list(t.shape)}"
                 raise Unsupported(f"converted to {got}, torch has {fake.dtype}{list(fake.shape)}")
-            for d, (e, s) in enumerate(zip(t.shape, fake.shape)):
-                if isinstance(s, int) and e.is_const and e.value != s:
-                    raise Unsupported(f"converted to shape {list(t.shape)}, torch has {list(fake.shape)}")
+            for e, s in zip(t.shape, fake.shape):
+                self._check_size(e, s, t, fake)
+
+    def _check_size(self, e: Expr, s, t, fake) -> None:
+        """One of a converted tensor's sizes against torch's: static or dynamic, they must agree."""
+        if isinstance(s, int):
+            if e.is_const and e.value != s:
+                raise Unsupported(f"converted to shape {list(t.shape)}, torch has {list(fake.shape)}")
+            return  # (a converter's expression that torch knows to be this constant: not decided here)
+        try:
+            want = self.sym.expr(s)
+        except Unsupported:
+            return
+        at = differ_at(e, want)
+        if at is not None:
+            where = ", ".join(f"{k.name}={v}" for k, v in at.items())
+            raise Unsupported(f"converted to shape {list(t.shape)}, torch has {list(fake.shape)} "
+                              f"(a size differs at {where})")
 
     def _template(self, a):
         """How to find an argument's value when the node runs in PyTorch."""
