@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch", minversion="2.5")
 F = torch.nn.functional
 
 import dyngraph as dg  # noqa: E402
+import dyngraph.torch  # noqa: E402
 from torchutil import assert_matches_eager, compile_module, mk  # noqa: E402
 
 SIZES = (1, 6, 23)
@@ -77,6 +78,64 @@ def test_a_converter_giving_a_wrong_dynamic_size_is_not_trusted(monkeypatch, axi
     assert "a size differs at" in run.fallbacks[0].reason
     sized = (lambda n: (n, 3)) if axis == 0 else (lambda n: (3, n))
     assert_matches_eager(run, module, [[torch.randn(*sized(n))] for n in SIZES])
+
+
+class OneChunk(torch.nn.Module):
+    """A chunked scan's sizes: padded to 8, in chunks of 8. torch.export (Dim.AUTO) keeps the
+    program to one chunk by a guard on the padded length, not by the length's range, and writes
+    the result's length as n where the converters compute min(n, 8 // chunks)."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        y = F.pad(x, (0, 0, 0, (8 - n % 8) % 8))
+        chunks = y.shape[0] // 8
+        y = y.reshape(chunks, 8, x.shape[1]).sum(0)
+        return y[: y.shape[0] // chunks][:n] * 2
+
+
+def test_sizes_are_compared_with_torchs_where_the_exports_guards_hold(monkeypatch):
+    module = OneChunk()
+    ep = torch.export.export(module, (torch.randn(5, 3),), dynamic_shapes=({0: torch.export.Dim.AUTO},), strict=False)
+    run = dg.torch.compile(ep)
+    assert run.fallbacks == [], run.report()  # equal sizes at every length the guards allow (up to 8)
+    assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in (2, 5, 8)])
+    # without the guards (a torch whose shape environment is not found) lengths past one chunk are probed
+    monkeypatch.setattr(dg.torch.size_probes, "_shape_env", lambda ep: None)
+    run = dg.torch.compile(ep)
+    assert [f.target for f in run.fallbacks] == ["aten.slice.Tensor"], run.report()
+    assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in (2, 5, 8)])
+
+
+class BranchOnChunks(torch.nn.Module):
+    """Padded to 8 rows, a branch on the number of chunks: exported at 5 rows, the program is the
+    one-chunk branch, whose reshapes torch wrote with static sizes."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        y = F.pad(x, (0, 0, 0, (8 - n % 8) % 8))
+        if y.shape[0] // 8 == 1:
+            return y.reshape(8 * x.shape[1]).reshape(2, 4, x.shape[1]).sum(0) * 2
+        return y.reshape(-1, 8, x.shape[1]).sum(0)
+
+
+@pytest.mark.parametrize("module", [BranchOnChunks(), OneChunk()], ids=["branch", "one-chunk"])
+def test_sizes_outside_the_exports_guards_are_refused_as_ep_module_refuses_them(module):
+    ep = torch.export.export(module, (torch.randn(5, 3),), dynamic_shapes=({0: torch.export.Dim.AUTO},), strict=False)
+    run = dg.torch.compile(ep)
+    assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in (2, 5, 8)])
+    for n in (9, 30, 9):  # (the second 9: refused again, not remembered as checked)
+        with pytest.raises(dg.ShapeError, match=rf"x.dim0 = {n}\) fail a condition torch.export traced"):
+            run(torch.randn(n, 3))
+        with pytest.raises(Exception, match="Guard failed"):  # (torch's own program, for comparison)
+            ep.module()(torch.randn(n, 3))
+    assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in (7, 3)])  # and sizes inside them still run
+
+
+def test_a_program_exported_with_named_dims_has_no_guards_to_check_and_keeps_the_fast_path():
+    module = mk(lambda x: torch.tanh(F.pad(x, (0, 0, 0, x.shape[0] % 3))) * 2)
+    run = compile_module(module, [torch.randn(5, 3)], ({0: n_dim()},))
+    assert run._guards == [] and run._fast is not None
+    assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in SIZES])
 
 
 def test_rank_five_intermediates_convert_and_rank_seven_ones_run_in_torch():

@@ -14,7 +14,8 @@ from torch.utils._sympy.value_ranges import ValueRanges  # noqa: E402
 
 from dyngraph.symbolic import INT64_MAX, Expr  # noqa: E402
 from dyngraph.torch.converters import Unsupported  # noqa: E402
-from dyngraph.torch.symbols import SymbolTable, differ_at  # noqa: E402
+from dyngraph.torch.size_probes import differ_at  # noqa: E402
+from dyngraph.torch.symbols import SymbolTable  # noqa: E402
 from torchutil import assert_matches_eager, compile_module, mk  # noqa: E402
 
 s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)

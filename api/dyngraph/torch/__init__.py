@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from torch.utils import _pytree as pytree
 
 from ..engine import Engine
-from ..errors import CompileError, ExecutionError
+from ..errors import CompileError, ExecutionError, ShapeError
 from ..passes import WEIGHT_TYPES
 from ..stored_weight import StoredWeight
 from .dtypes import from_numpy, to_numpy
@@ -46,6 +46,7 @@ from .functional import functional_program
 from .convert import Fallback, ForceFallback, Converted, Converter, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
 from .saving import NotSavableError, savable_partition
+from .size_probes import program_guards
 from .symbols import SymbolTable
 
 MAX_ATTEMPTS = 32
@@ -81,6 +82,11 @@ class CompiledProgram:
         for tid in needed:
             if tid in converted.torch_constants and tid not in converted.buffers:
                 self._constants[tid] = converted.torch_constants[tid]
+        # the export's conditions on sizes the ranges do not imply, over sizes the inputs give (checked
+        # at each call of new sizes; none in a program exported with named Dims: torch keeps those as ranges)
+        sourced = {src[0] for src in self._sym_sources}
+        self._guards = [g for g in program_guards(ep, converted.symbols) if g.symbols() <= sourced and not g.implied()]
+        self._guards_passed: set = set()
         self._fast = self._fast_plan()
 
     # ------------------------------------------------------------------ calling
@@ -125,11 +131,14 @@ class CompiledProgram:
         from_np = torch.from_numpy
         unflatten = _unflattener(self._out_spec)
         n, simple, flatten, consts, check = self._n_args, self._simple, self._flatten, self._consts, self._check_constants
+        guarded, check_guards = bool(self._guards), self._check_guards
 
         def call(args, kwargs):
             flat = args if simple and not kwargs and len(args) == n else flatten(args, kwargs)
             if consts:
                 check(flat)
+            if guarded:
+                check_guards(flat)
             res = run([to_numpy(flat[k]) for k in in_pos], np_dtypes)
             if plain:
                 return unflatten([from_np(res[j]) for j in outs])
@@ -141,6 +150,27 @@ class CompiledProgram:
         if self._fast is not None:
             return self._fast(args, kwargs)
         return self._call_general(self._flatten(args, kwargs))
+
+    def _check_guards(self, flat) -> None:
+        """The conditions on sizes torch.export traced the program under, beyond the symbols'
+        ranges (a chunked scan exported as one chunk, a branch taken on a size): sizes that fail
+        one are refused, as ep.module() refuses them, rather than computed on the traced branch."""
+        try:
+            env = symbol_env(self._sym_sources, flat)
+        except (AttributeError, TypeError, IndexError):  # not tensors: the run says which input is wrong
+            return
+        key = tuple(env.values())
+        if key in self._guards_passed:
+            return
+        failed = [g for g in self._guards if not g.holds(env)]
+        if failed:
+            sizes = ", ".join(f"{s.name} = {v}" for s, v in sorted(env.items(), key=lambda kv: kv[0].name))
+            raise ShapeError(f"these sizes ({sizes}) fail a condition torch.export traced the program under: "
+                             f"{min(failed, key=lambda g: len(str(g)))}; torch's ep.module() refuses them too. "
+                             f"Export it with an example of these sizes, or with a Dim range torch.export keeps")
+        if len(self._guards_passed) >= 4096:
+            self._guards_passed.clear()
+        self._guards_passed.add(key)
 
     def _check_constants(self, flat) -> None:
         for k, v in self._consts:
@@ -156,6 +186,8 @@ class CompiledProgram:
                 if not isinstance(t, torch.Tensor):
                     raise ExecutionError(f"input {k} must be a tensor, got {type(t).__name__}")
                 env[tid] = t
+        if self._guards:
+            self._check_guards(flat)
         env.update(self._buffers)
         cache = {}
 

@@ -42,7 +42,8 @@ from ..symbolic import Expr, as_expr
 from .converters import Missing, Unsupported, bind, converter_of
 from .converters.registry import COMPLEX_CONVERTERS, Complex
 from .dtypes import dg_dtype, to_numpy
-from .symbols import SymbolTable, differ_at
+from .size_probes import differ_at, program_points
+from .symbols import SymbolTable
 
 # static fills up to this many elements are constants rather than Full ops
 SMALL_CONSTANT = 4096
@@ -158,6 +159,7 @@ class Converter:
         self._full_cache: Dict[tuple, LogicalTensor] = {}
         self.state_root: Dict[int, int] = {}  # version tensor id -> state tensor id
         self._const_cache: Dict[tuple, LogicalTensor] = {}
+        self._size_points: Optional[list] = None  # where sizes are compared with torch's (_check_size)
 
     # ------------------------------------------------------------------ tensors
     def new_tensor(self, dtype: DataType, shape=None, prop=VARIABLE, name=None) -> LogicalTensor:
@@ -569,7 +571,9 @@ class Converter:
             want = self.sym.expr(s)
         except Unsupported:
             return
-        at = differ_at(e, want)
+        if self._size_points is None:  # (once the inputs' symbols are known: after the placeholders)
+            self._size_points = program_points(self.ep, self.sym)
+        at = differ_at(e, want, self._size_points)
         if at is not None:
             where = ", ".join(f"{k.name}={v}" for k, v in at.items())
             raise Unsupported(f"converted to shape {list(t.shape)}, torch has {list(fake.shape)} "

@@ -17,7 +17,7 @@ import torch
 from torch.utils._sympy import functions as F
 from torch.utils._sympy.numbers import int_oo
 
-from ..symbolic import INT64_MAX, Dim, Expr, Symbol, as_expr, sym_max, sym_min
+from ..symbolic import INT64_MAX, Dim, Expr, as_expr, sym_max, sym_min
 from .converters.registry import Unsupported
 
 
@@ -163,40 +163,3 @@ class SymbolTable:
     def evaluate(self, e, env: Mapping) -> int:
         """The value of an int or Expr, given the Dims' symbols' values."""
         return e if isinstance(e, int) else as_expr(e).evaluate(env)
-
-
-# sizes at which two expressions of the same symbols are compared (each clipped to the symbol's range)
-_PROBES = (1, 2, 3, 5, 8, 13, 64, 127, 1000)
-
-
-def _probe_values(s: Symbol) -> list:
-    return sorted({min(max(v, s.min), s.max) for v in _PROBES + (s.min, s.max if s.max < INT64_MAX else s.min)})
-
-
-def differ_at(a: Expr, b: Expr) -> Optional[Dict[Symbol, int]]:
-    """Sizes of the symbols at which ``a`` and ``b`` take different values, or None.
-
-    Equal canonical forms agree everywhere; otherwise both are evaluated at a few
-    points of the symbols' ranges (the same probe for every symbol, then shifted
-    combinations), so that equal expressions in different forms (``(2*s)//2`` and
-    ``s``) are not told apart while a converter's wrong size is. A point where either
-    cannot be evaluated (a division by zero) is skipped."""
-    a, b = as_expr(a), as_expr(b)
-    if a == b:
-        return None
-    syms = sorted(a.free_symbols() | b.free_symbols(), key=lambda s: s.name)
-    if not syms:
-        return {} if a.evaluate({}) != b.evaluate({}) else None
-    values = [_probe_values(s) for s in syms]
-    n = max(len(v) for v in values)
-    points = []
-    for shift in range(3):
-        for i in range(n):
-            points.append({s: v[(i + k * shift) % len(v)] for k, (s, v) in enumerate(zip(syms, values))})
-    for env in points:
-        try:
-            if a.evaluate(env) != b.evaluate(env):
-                return env
-        except (ZeroDivisionError, ValueError, ArithmeticError):
-            continue
-    return None
