@@ -72,11 +72,20 @@ def best_isa() -> str:
     return "avx512vnni" if {"avx512bw", "avx512_vnni", "avx512vbmi"} <= flags else "avx512"
 
 
+def variant(isa: str, check: str, clamped: str) -> str:
+    """A variant's program: its check; above this CPU's level, where the check would run the best
+    level's kernels again, only what it prints (the level it was clamped to)."""
+    if ORDER.index(isa) <= ORDER.index(best_isa()):
+        return IMPORT_TESTS + check
+    return IMPORT_TESTS + "import dyngraph as dg\n" + clamped
+
+
 # (DYNGRAPH_F32_PANELS=0: the f32 kernels over weights kept as rows, which products with weights that
 # are not laid out in panels run; the panels' product: test_f32_panels.py, and F32_CHECK below)
 @pytest.mark.parametrize("isa", ORDER)
 def test_small_row_kernel_variant_matches_numpy(isa):
-    r = run_python(IMPORT_TESTS + CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "0"})
+    r = run_python(variant(isa, CHECK, "print(dg._backend.kernel_isa())"),
+                   env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "0"})
     assert r.returncode == 0, r.stderr
     expected = min(isa, best_isa(), key=ORDER.index)
     assert r.stdout.strip() == expected
@@ -183,8 +192,9 @@ F32_CHECK = textwrap.dedent("""
 @pytest.mark.parametrize("isa,units,panels", [(i, "512", p) for i in ORDER for p in "01"] +
                          [("avx512", "256", "0"), ("avx512vnni", "256", "0")])
 def test_f32_product_variant_of_many_rows_matches_numpy(isa, units, panels):
-    r = run_python(IMPORT_TESTS + F32_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units,
-                                        "DYNGRAPH_F32_PANELS": panels}, timeout=600)
+    r = run_python(variant(isa, F32_CHECK, "print(dg._backend.kernel_isa())"),
+                   env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units, "DYNGRAPH_F32_PANELS": panels},
+                   timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == min(isa, best_isa(), key=ORDER.index)
 
@@ -193,8 +203,8 @@ def test_f32_product_variant_of_many_rows_matches_numpy(isa, units, panels):
 @pytest.mark.parametrize("isa,units", [(i, u) for i in ORDER for u in ("128", "256")] + [("avx512", "512")])
 def test_quantized_weight_kernel_variant_is_exact_up_to_its_rounding(isa, units):
     pytest.importorskip("gguf")
-    r = run_python(IMPORT_TESTS + QUANT_CHECK, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units},
-                   timeout=600)
+    r = run_python(variant(isa, QUANT_CHECK, "print(dg._backend.kernel_isa(), dg._backend.vector_units())"),
+                   env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_VECTOR_UNITS": units}, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [min(isa, best_isa(), key=ORDER.index), units]
 
