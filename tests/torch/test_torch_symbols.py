@@ -39,6 +39,10 @@ def test_sizes_in_different_forms_agree_and_different_sizes_are_told_apart():
     at = differ_at(Expr.const(7) + 0 * seq, seq)  # a constant against a size that is 7 at one point
     assert at is not None and at[seq.sym] != 7
     assert differ_at(Expr.const(3), Expr.const(3)) is None and differ_at(Expr.const(3), Expr.const(4)) == {}
+    # given points (where the export is valid): only those count, and only where every symbol has a size
+    assert differ_at(seq // 2 * 2, seq, [{seq.sym: 4}, {seq.sym: 10}]) is None
+    assert differ_at(seq // 2 * 2, seq, [{seq.sym: 4}, {seq.sym: 7}]) == {seq.sym: 7}
+    assert differ_at(seq + 1, seq, [{other.sym: 3}]) is None
 
 
 def test_symbols_become_dims_with_the_export_range_from_one():
