@@ -1,6 +1,7 @@
 #include "f32_panels.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -20,27 +21,32 @@ namespace {
 // (the same for f32 and f16 weights: only the element moves)
 template <class Wt>
 void pack(int64_t N, int64_t K, const Wt* W, int64_t ldw, Wt* P) {
+    const int64_t s = panel_split();
     for (int64_t p0 = 0; p0 < N; p0 += kPanelWidth) {
         const int64_t width = std::min(kPanelWidth, N - p0);
         Wt* panel = P + p0 * K;
         for (int64_t j = 0; j < width; ++j) {
             const Wt* w = W + (p0 + j) * ldw;
-            for (int64_t k = 0; k < K; ++k) panel[k * width + j] = w[k];
+            Wt* out = panel + panel_at(K, width, s, 0, j);
+            const int64_t step = panel_at(K, width, s, 1, j) - panel_at(K, width, s, 0, j);
+            for (int64_t k = 0; k < K; ++k) out[k * step] = w[k];
         }
     }
 }
 
 template <class Wt>
 void unpack(int64_t N, int64_t K, const Wt* P, Wt* W) {
+    const int64_t s = panel_split();
     for (int64_t p0 = 0; p0 < N; p0 += kPanelWidth) {
         const int64_t width = std::min(kPanelWidth, N - p0);
         const Wt* panel = P + p0 * K;
         for (int64_t j = 0; j < width; ++j)
-            for (int64_t k = 0; k < K; ++k) W[(p0 + j) * K + k] = panel[k * width + j];
+            for (int64_t k = 0; k < K; ++k) W[(p0 + j) * K + k] = panel[panel_at(K, width, s, k, j)];
     }
 }
 
-// bf16 pairs (bf16_pair_panels): panel element 2 (t w + j) + e = W[j, 2 t + e]
+// bf16 pairs (bf16_pair_panels): panel element 2 (t w + j) + e = W[j, 2 t + e] (whole panels: only
+// AVX-512's tiles read them)
 template <bool ToPanels>
 void move_pairs(int64_t N, int64_t K, uint16_t* W, uint16_t* P) {
     for (int64_t p0 = 0; p0 < N; p0 += kPanelWidth) {
@@ -57,6 +63,16 @@ void move_pairs(int64_t N, int64_t K, uint16_t* W, uint16_t* P) {
 }
 
 }  // namespace
+
+int64_t panel_split() {
+    static const int64_t split = [] {
+        const char* v = std::getenv("DYNGRAPH_PANEL_SPLIT");  // (the tests run every kernel over both)
+        if (v && std::strcmp(v, "24") == 0) return int64_t(24);
+        if (v && std::strcmp(v, "48") == 0) return kPanelWidth;
+        return kernel_isa() == Isa::avx2 ? int64_t(24) : kPanelWidth;
+    }();
+    return split;
+}
 
 bool bf16_pair_panels(int64_t K) {
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -85,15 +101,16 @@ void unpack_half_panels(int64_t N, int64_t K, const uint16_t* P, uint16_t* W) { 
 
 void panel_row_to_f32(ggml_type type, int64_t N, int64_t K, const void* P, int64_t n, float* row) {
     const int64_t p0 = n / kPanelWidth * kPanelWidth, width = std::min(kPanelWidth, N - p0), j = n - p0;
+    const int64_t s = panel_split();
     if (type == GGML_TYPE_F32) {
         const float* panel = static_cast<const float*>(P) + p0 * K;
-        for (int64_t k = 0; k < K; ++k) row[k] = panel[k * width + j];
+        for (int64_t k = 0; k < K; ++k) row[k] = panel[panel_at(K, width, s, k, j)];
         return;
     }
     const uint16_t* panel = static_cast<const uint16_t*>(P) + p0 * K;
     const bool pairs = type == GGML_TYPE_BF16 && bf16_pair_panels(K);
     for (int64_t k = 0; k < K; ++k) {
-        const uint16_t h = pairs ? panel[2 * ((k / 2) * width + j) + k % 2] : panel[k * width + j];
+        const uint16_t h = pairs ? panel[2 * ((k / 2) * width + j) + k % 2] : panel[panel_at(K, width, s, k, j)];
         row[k] = type == GGML_TYPE_F16 ? ggml_fp16_to_fp32(h) : ggml_bf16_to_fp32(ggml_bf16_t{h});
     }
 }
@@ -109,17 +126,21 @@ inline float to_f32(ggml_bf16_t h) { return ggml_bf16_to_fp32(h); }
 template <class Wt>
 void gemm_panels_portable(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
                           const Wt* P, float* C, int64_t ldc) {
+    const int64_t s = panel_split();
     for (int64_t p0 = n0; p0 < n1; p0 += kPanelWidth) {
         const int64_t width = std::min(kPanelWidth, N - p0), cols = std::min(width, n1 - p0);
-        const Wt* panel = P + p0 * K;
-        for (int64_t m = 0; m < M; ++m) {
-            float acc[kPanelWidth] = {};
-            const float* a = A + m * lda;
-            for (int64_t k = 0; k < K; ++k) {
-                const Wt* b = panel + k * width;
-                for (int64_t j = 0; j < width; ++j) acc[j] += a[k] * to_f32(b[j]);
+        for (int64_t q0 = 0; q0 < cols; q0 += s) {  // each sub-panel: sw columns, sw floats per k
+            const int64_t sw = std::min(s, width - q0);
+            const Wt* sub = P + (p0 + q0) * K;
+            for (int64_t m = 0; m < M; ++m) {
+                float acc[kPanelWidth] = {};
+                const float* a = A + m * lda;
+                for (int64_t k = 0; k < K; ++k) {
+                    const Wt* b = sub + k * sw;
+                    for (int64_t j = 0; j < sw; ++j) acc[j] += a[k] * to_f32(b[j]);
+                }
+                std::copy(acc, acc + std::min(sw, cols - q0), C + m * ldc + (p0 - n0) + q0);
             }
-            std::copy(acc, acc + cols, C + m * ldc + (p0 - n0));
         }
     }
 }
@@ -223,8 +244,12 @@ void round_rows(int64_t M, int64_t K, const float* A, int64_t lda, uint16_t* out
 void f32_gemm_panels(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
                      const float* P, float* C, int64_t ldc) {
 #ifdef DG_F32_PANELS_X86
-    if (kernel_isa() >= Isa::avx512) return avx512::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc);
-    if (kernel_isa() >= Isa::avx2) return avx2::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc);
+    // (AVX-512's tiles need whole panels: sub-panels of 24, packed where the process began at AVX2, go
+    // to AVX2's tiles, which take either)
+    const int64_t split = panel_split();
+    if (kernel_isa() >= Isa::avx512 && split == kPanelWidth)
+        return avx512::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, split, C, ldc);
+    if (kernel_isa() >= Isa::avx2) return avx2::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, split, C, ldc);
 #endif
     gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc);
 }
@@ -238,14 +263,14 @@ void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n
         if (rows.size() < size_t(M * K)) rows.resize(size_t(M * K));
         avx512bf16::round_rows(M, K, A, lda, rows.data());
         return avx512bf16::gemm_panels(M, N, K / 2, n0, n1, reinterpret_cast<const float*>(rows.data()), K / 2,
-                                       reinterpret_cast<const uint32_t*>(P), C, ldc);
+                                       reinterpret_cast<const uint32_t*>(P), kPanelWidth, C, ldc);
     }
-    if (kernel_isa() >= Isa::avx512)
-        return type == GGML_TYPE_F16 ? avx512::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc)
-                                     : avx512::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, C, ldc);
+    if (kernel_isa() >= Isa::avx512 && panel_split() == kPanelWidth)
+        return type == GGML_TYPE_F16 ? avx512::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, kPanelWidth, C, ldc)
+                                     : avx512::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, kPanelWidth, C, ldc);
     if (kernel_isa() >= Isa::avx2)
-        return type == GGML_TYPE_F16 ? avx2::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, C, ldc)
-                                     : avx2::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, C, ldc);
+        return type == GGML_TYPE_F16 ? avx2::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, panel_split(), C, ldc)
+                                     : avx2::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, panel_split(), C, ldc);
 #endif
     if (type == GGML_TYPE_F16) gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc);
     else gemm_panels_portable(M, N, K, n0, n1, A, lda, B, C, ldc);

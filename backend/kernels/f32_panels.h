@@ -1,8 +1,11 @@
 // f32 matmul weights in panels: a layout of the weight matrix (N rows of K
 // floats, ggml's [K, N]) that the product reads as one stream and multiplies
 // without horizontal sums. Panel p holds weight rows [kPanelWidth * p,
-// kPanelWidth * p + w) (w = kPanelWidth, fewer in the last panel) transposed:
-// w floats per k, K times, at float offset kPanelWidth * p * K. The panels
+// kPanelWidth * p + w) (w = kPanelWidth, fewer in the last panel) at float
+// offset kPanelWidth * p * K, in sub-panels of s = panel_split() of its
+// columns: sub-panel q holds the panel's columns [q s, min(w, (q + 1) s))
+// transposed, min(s, w - q s) floats per k, K times, at float offset q s K in
+// the panel (s = kPanelWidth: the panel transposed as a whole). The panels
 // take exactly the floats of the [N, K] form (no padding), so a constant
 // packed in place needs no memory of its own.
 //
@@ -24,6 +27,20 @@
 namespace dg::kernels {
 
 constexpr int64_t kPanelWidth = 48;
+
+// The width of a panel's sub-panels in this process: 24 where its kernels are AVX2's (a tile of 4 rows
+// x 24 columns then reads its weights as one stream rather than half of each 48-float row: 1.1-1.2x the
+// GFLOP/s at 197-1024 rows on a Zen 3, docs/design/gemm-choices.md, "Sub-panels"), else kPanelWidth
+// (AVX-512's tile is a whole panel wide). Chosen at the first call, from kernel_isa() then, and kept:
+// weights packed once are read the same way by every later product (AVX-512's tiles leave sub-panels
+// of 24 to AVX2's, which take either). DYNGRAPH_PANEL_SPLIT=24 or 48, read then, overrides it.
+int64_t panel_split();
+
+// Where element (k, j) of a panel w columns wide lies in it, with sub-panels s wide.
+inline int64_t panel_at(int64_t K, int64_t w, int64_t s, int64_t k, int64_t j) {
+    const int64_t q0 = j / s * s;
+    return q0 * K + k * (w - q0 < s ? w - q0 : s) + (j - q0);
+}
 
 // P (N * K floats) = W (N rows of K floats, ldw apart) in panels.
 void pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* P);

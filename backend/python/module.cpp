@@ -203,6 +203,8 @@ void bind_amx(py::module_& m) {
     m.def("bf16_pair_panels", &kernels::bf16_pair_panels, py::arg("k"),
           "Whether bf16 weights of rows of k values lie in pairs of k in their panels, for vdpbf16ps "
           "(kernels/f32_panels.h: the CPU has AVX-512 BF16, the kernel ISA AVX-512, k is even).");
+    m.def("panel_split", &kernels::panel_split,
+          "The width of the sub-panels f32 and f16 weights in panels lie in, in this process (kernels/f32_panels.h).");
     m.def(
         "dequant_min_rows",
         [](const std::string& type) {

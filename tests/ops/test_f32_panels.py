@@ -2,7 +2,8 @@
 partition stores a constant that only MatMuls read as their weights as panels
 of 48 transposed weight rows, and its own product reads them. Checked against
 numpy in float64 at every kernel variant (DYNGRAPH_KERNEL_ISA, each in a fresh
-process with DYNGRAPH_F32_PANELS=1, so the portable variant runs too), at row
+process with DYNGRAPH_F32_PANELS=1, so the portable variant runs too), each
+over its own sub-panels and the other width (DYNGRAPH_PANEL_SPLIT), at row
 counts on both sides of each tile's size, weight counts that leave every kind
 of last panel (narrower than a tile's columns, than a vector, one column),
 several threads (a thread's columns are whole panels), depths cut into passes
@@ -27,7 +28,8 @@ CHECK = textwrap.dedent("""
     rng = np.random.default_rng(0)
     for threads in (1, 3):
         e = dg.Engine(dg.Engine.CPU, num_threads=threads)
-        for k, n in ((1, 5), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030), (513, 50), (1100, 60)):
+        for k, n in ((1, 5), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030), (513, 50), (1100, 60),
+                     (40, 30), (70, 72), (29, 85)):
             x = dg.LogicalTensor(0, dg.f32, [dg.DYNAMIC_DIM, k])
             w = dg.LogicalTensor(1, dg.f32, [k, n], property=dg.CONSTANT)
             b = dg.LogicalTensor(2, dg.f32, [n], property=dg.CONSTANT)
@@ -51,17 +53,38 @@ CHECK = textwrap.dedent("""
                 # a row's sums do not depend on the rows beside it (tiles of other sizes, K cut in passes)
                 (alone,) = cp(a[-1:])
                 assert np.array_equal(alone[0], out[-1]), (threads, k, n, m)
-    print(dg._backend.kernel_isa())
+    print(dg._backend.panel_split(), dg._backend.kernel_isa())
 """)
 
 
-@pytest.mark.parametrize("isa", ORDER)
-def test_products_over_panels_match_numpy_at_every_variant(isa):
+def default_split(isa: str) -> int:
+    """The sub-panels' width a process whose kernels are `isa`'s lays its panels out in (f32_panels.h)."""
+    return 24 if isa == "avx2" else 48
+
+
+def run_split(check: str, isa: str, split: str):
+    """`check` in a fresh process at kernel variant `isa`, its panels in sub-panels of `split` ("" for
+    the variant's own); asserts both took effect."""
     if ORDER.index(isa) > ORDER.index(best_isa()):
         pytest.skip(f"this CPU has no {isa}")
-    r = run_python(CHECK, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"})
+    env = {"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"}
+    if split:
+        env["DYNGRAPH_PANEL_SPLIT"] = split
+    r = run_python(check, timeout=300, env_vars=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split()[-1] == isa
+    assert r.stdout.split()[-2:] == [split or str(default_split(isa)), isa]
+
+
+# Sub-panels: each variant's own width, and the other one (AVX2's tiles over whole panels, where a
+# process that began at AVX-512 switches down; the portable and AVX-512 code over sub-panels of 24,
+# the AVX-512 products then leaving them to AVX2's tiles)
+SPLITS = ["", "other"]
+
+
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("isa", ORDER)
+def test_products_over_panels_match_numpy_at_every_variant(isa, split):
+    run_split(CHECK, isa, split and str(72 - default_split(isa)))
 
 
 def mlp_graph(n_dim, k=24, n=50, tied=False):
@@ -88,7 +111,7 @@ def mlp_graph(n_dim, k=24, n=50, tied=False):
 # A tied table (a Gather reads its rows, a MatMul multiplies by it transposed: a tied embedding and its
 # output layer) of f32, f16 or bf16 values in panels (kernels/panel_rows.h): the Gather gives the very
 # values ggml's get_rows gives on the rows (a Gather-only partition keeps them), exact; the product is the
-# untied one's over the same panels, bit for bit; save() writes the rows back. Last panels of 22 and 1 rows,
+# untied one's over the same panels, bit for bit; save() writes the rows back. Last panels of 22, 37 and 1 rows,
 # odd and even K (bf16 in pairs of k where the CPU has AVX-512 BF16 and K is even), 1 and 2 threads.
 TIED_CHECK = textwrap.dedent("""
     import numpy as np
@@ -97,7 +120,7 @@ TIED_CHECK = textwrap.dedent("""
 
     rng = np.random.default_rng(4)
     for storage, size in (("f32", 4), ("f16", 2), ("bf16", 2)):
-        for k, n in ((96, 70), (33, 49), (64, 48)):
+        for k, n in ((96, 70), (33, 49), (64, 48), (40, 85)):
             values = rng.standard_normal((n, k)).astype(np.float32)
             if storage == "f32":
                 constant, exact = values, values
@@ -126,18 +149,15 @@ TIED_CHECK = textwrap.dedent("""
                     assert np.abs(prod - ref).max() / np.abs(ref).max() < tol, (storage, k, n, threads)
                     for a, b in zip(loaded(pick), (got, prod)):
                         assert np.array_equal(a, b), (storage, k, n, threads)
-    print(dg._backend.kernel_isa())
+    print(dg._backend.panel_split(), dg._backend.kernel_isa())
 """)
 
 
+@pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("isa", ORDER)
-def test_a_tied_table_in_panels_gathers_its_very_rows_at_every_variant(isa, tmp_path):
-    if ORDER.index(isa) > ORDER.index(best_isa()):
-        pytest.skip(f"this CPU has no {isa}")
-    r = run_python(IMPORT_TESTS + f"import os\nos.chdir({str(tmp_path)!r})\n" + TIED_CHECK, timeout=300,
-                   env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split()[-1] == isa
+def test_a_tied_table_in_panels_gathers_its_very_rows_at_every_variant(isa, split, tmp_path):
+    run_split(IMPORT_TESTS + f"import os\nos.chdir({str(tmp_path)!r})\n" + TIED_CHECK, isa,
+              split and str(72 - default_split(isa)))
 
 
 @functools.cache

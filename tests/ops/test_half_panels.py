@@ -10,7 +10,8 @@ against numpy on the rounded activations. At every kernel variant (each in a
 fresh process with DYNGRAPH_F32_PANELS=1, so the portable variant runs too),
 at row counts on both sides of the tiles' sizes, weight counts that leave
 every kind of last panel, odd and even row lengths, several threads; the
-rule of the pairs; and that save() writes the rows back."""
+rule of the pairs; and that save() writes the rows back. Each variant over its own sub-panels and the
+other width (tests/ops/test_f32_panels.py)."""
 
 import os
 import textwrap
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
+from ops.test_f32_panels import SPLITS, default_split, run_split
 from ops.test_kernel_isa import ORDER, best_isa
 from oputil import compile_weight_product
 from subproc import IMPORT_TESTS, run_python
@@ -45,7 +47,7 @@ CHECK = IMPORT_TESTS + textwrap.dedent("""
     for storage in ("f16", "bf16"):
         for threads in (1, 3):
             e = dg.Engine(dg.Engine.CPU, num_threads=threads)
-            for k, n in ((1, 5), (2, 3), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030), (34, 50)):
+            for k, n in ((1, 5), (2, 3), (33, 7), (64, 48), (37, 49), (100, 97), (256, 200), (20, 1030), (34, 50), (29, 85)):
                 raw, w32 = bits(rng.standard_normal((n, k)), storage)
                 half = compile_weight_product(n, k, dg.StoredWeight((n, k), storage, raw), e)
                 f32 = compile_weight_product(n, k, w32, e)
@@ -61,17 +63,14 @@ CHECK = IMPORT_TESTS + textwrap.dedent("""
                     ref = ar @ w32.astype(np.float64).T
                     err = (np.abs(out - ref) / (np.abs(ar) @ np.abs(w32.astype(np.float64)).T)).max()
                     assert err < 1e-6, (storage, threads, k, n, m, err)
-    print(dg._backend.kernel_isa())
+    print(dg._backend.panel_split(), dg._backend.kernel_isa())
 """)
 
 
+@pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("isa", ORDER)
-def test_products_over_half_panels_are_the_f32_products_at_every_variant(isa):
-    if ORDER.index(isa) > ORDER.index(best_isa()):
-        pytest.skip(f"this CPU has no {isa}")
-    r = run_python(CHECK, timeout=300, env_vars={"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split()[-1] == isa
+def test_products_over_half_panels_are_the_f32_products_at_every_variant(isa, split):
+    run_split(CHECK, isa, split and str(72 - default_split(isa)))
 
 
 def cpu_has_avx512_bf16() -> bool:
