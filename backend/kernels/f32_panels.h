@@ -10,7 +10,8 @@
 // packed in place needs no memory of its own.
 //
 // The product over it (f32_gemm_panels) keeps a tile of rows x 48 outputs in
-// registers, loads the panel's 48 floats of each k once and multiplies them
+// registers (AVX2: rows x 24, a sub-panel's), loads the tile's floats of each
+// k once and multiplies them
 // by each row's activation, broadcast from A where it lies: no packing of
 // either side per call, and the sums are the outputs. On a Zen 4 (dg_bench
 // matmul: one thread, SmolLM2's shapes, weights from memory, GFLOP/s against
