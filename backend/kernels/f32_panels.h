@@ -31,7 +31,7 @@ constexpr int64_t kPanelWidth = 48;
 
 // The width of a panel's sub-panels in this process: 24 where its kernels are AVX2's (a tile of 4 rows
 // x 24 columns then reads its weights as one stream rather than half of each 48-float row: 1.1-1.2x the
-// GFLOP/s at 197-1024 rows on a Zen 3, docs/design/gemm-choices.md, "Sub-panels"), else kPanelWidth
+// GFLOP/s from 3 rows up on a Zen 3, docs/design/gemm-choices.md, "Sub-panels"), else kPanelWidth
 // (AVX-512's tile is a whole panel wide). Chosen at the first call, from kernel_isa() then, and kept:
 // weights packed once are read the same way by every later product (AVX-512's tiles leave sub-panels
 // of 24 to AVX2's, which take either). DYNGRAPH_PANEL_SPLIT=24 or 48, read then, overrides it.

@@ -62,29 +62,32 @@ def default_split(isa: str) -> int:
     return 24 if isa == "avx2" else 48
 
 
-def run_split(check: str, isa: str, split: str):
-    """`check` in a fresh process at kernel variant `isa`, its panels in sub-panels of `split` ("" for
-    the variant's own); asserts both took effect."""
+def run_split(check: str, isa: str, which: str):
+    """`check` in a fresh process at kernel variant `isa`, its panels in sub-panels of the variant's
+    own width (which="own") or of the other one ("other": DYNGRAPH_PANEL_SPLIT); asserts both took
+    effect (the check prints the process's split and variant last)."""
     if ORDER.index(isa) > ORDER.index(best_isa()):
         pytest.skip(f"this CPU has no {isa}")
+    own = default_split(isa)
+    split = own if which == "own" else 48 if own == 24 else 24
     env = {"DYNGRAPH_KERNEL_ISA": isa, "DYNGRAPH_F32_PANELS": "1"}
-    if split:
-        env["DYNGRAPH_PANEL_SPLIT"] = split
+    if which == "other":
+        env["DYNGRAPH_PANEL_SPLIT"] = str(split)
     r = run_python(check, timeout=300, env_vars=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split()[-2:] == [split or str(default_split(isa)), isa]
+    assert r.stdout.split()[-2:] == [str(split), isa]
 
 
 # Sub-panels: each variant's own width, and the other one (AVX2's tiles over whole panels, where a
 # process that began at AVX-512 switches down; the portable and AVX-512 code over sub-panels of 24,
 # the AVX-512 products then leaving them to AVX2's tiles)
-SPLITS = ["", "other"]
+SPLITS = ["own", "other"]
 
 
 @pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("isa", ORDER)
 def test_products_over_panels_match_numpy_at_every_variant(isa, split):
-    run_split(CHECK, isa, split and str(72 - default_split(isa)))
+    run_split(CHECK, isa, split)
 
 
 def mlp_graph(n_dim, k=24, n=50, tied=False):
@@ -156,8 +159,7 @@ TIED_CHECK = textwrap.dedent("""
 @pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("isa", ORDER)
 def test_a_tied_table_in_panels_gathers_its_very_rows_at_every_variant(isa, split, tmp_path):
-    run_split(IMPORT_TESTS + f"import os\nos.chdir({str(tmp_path)!r})\n" + TIED_CHECK, isa,
-              split and str(72 - default_split(isa)))
+    run_split(IMPORT_TESTS + f"import os\nos.chdir({str(tmp_path)!r})\n" + TIED_CHECK, isa, split)
 
 
 @functools.cache

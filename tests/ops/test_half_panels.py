@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import dyngraph as dg
-from ops.test_f32_panels import SPLITS, default_split, run_split
-from ops.test_kernel_isa import ORDER, best_isa
+from ops.test_f32_panels import SPLITS, run_split
+from ops.test_kernel_isa import ORDER
 from oputil import compile_weight_product
 from subproc import IMPORT_TESTS, run_python
 
@@ -70,7 +70,7 @@ CHECK = IMPORT_TESTS + textwrap.dedent("""
 @pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("isa", ORDER)
 def test_products_over_half_panels_are_the_f32_products_at_every_variant(isa, split):
-    run_split(CHECK, isa, split and str(72 - default_split(isa)))
+    run_split(CHECK, isa, split)
 
 
 def cpu_has_avx512_bf16() -> bool:
