@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -302,6 +302,25 @@ def _as_symbol(d) -> Symbol:
     return s
 
 
+def add_size_checks(prog: Program, checks) -> None:
+    """The caller's conditions on sizes, each ``(lhs, rhs, message)``: two size
+    expressions that must be equal at execution (a ShapeError starting with
+    ``message`` where they are not), kept with the program's own checks."""
+    if isinstance(checks, (str, bytes)) or not isinstance(checks, Iterable):
+        raise CompileError(f"size_checks must be a list of (lhs, rhs, message), got {checks!r}")
+    have = {(lhs, rhs) for lhs, rhs, _ in prog.guards}
+    for c in checks:
+        if not (isinstance(c, (tuple, list)) and len(c) == 3 and isinstance(c[2], str)):
+            raise CompileError(f"size_checks: each check is (lhs, rhs, message), got {c!r}")
+        try:
+            lhs, rhs = as_expr(c[0]), as_expr(c[1])
+        except (TypeError, ValueError) as e:
+            raise CompileError(f"size_checks: {c!r}: {e}") from None
+        if lhs != rhs and (lhs, rhs) not in have:
+            have.add((lhs, rhs))
+            prog.guards.append((lhs, rhs, c[2]))
+
+
 def finish_program(prog: Program, value_sources: List[SourceSpec] = (), symbols=()) -> None:
     """Symbols and their binding plan; fails if a symbol cannot be determined.
     Symbols no input's shape gives but ``symbols`` lists are read from one
@@ -333,6 +352,7 @@ def finish_program(prog: Program, value_sources: List[SourceSpec] = (), symbols=
 def compile_partition(
     part, inputs, outputs, engine, constants, cache_capacity: int = 16, weight_type: Optional[str] = None,
     repack_weights: bool = True, symbols=(), split: str = "layer", shares=None, placement: str = "auto",
+    size_checks=(),
 ):
     from .compiled_partition import CompiledPartition
     from .engine import Engine
@@ -345,6 +365,7 @@ def compile_partition(
         raise CompileError(f"cache_capacity must be a positive int, got {cache_capacity!r}")
     t0 = time.perf_counter()
     prog, data, value_sources = build_program(part, list(inputs), list(outputs), constants)
+    add_size_checks(prog, size_checks)
     run_passes(prog, data, weight_type=weight_type)
     finish_program(prog, value_sources, symbols)
     t1 = time.perf_counter()

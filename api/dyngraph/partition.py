@@ -225,7 +225,11 @@ class Partition:
         partition uses that no input's shape gives - an Arange of a program's
         length in a partition that does not see it - is then read from one more
         runtime input, last: an i64 vector holding the values of
-        ``cp.symbol_inputs`` in that order).
+        ``cp.symbol_inputs`` in that order), ``size_checks`` (conditions on
+        sizes beyond the dimensions' ranges: ``(lhs, rhs, message)`` each, two
+        size expressions that must be equal at execution, say ``(seq % 8, 0,
+        "seq is a multiple of 8")``; sizes that break one raise a ShapeError
+        starting with ``message``; a saved partition keeps them).
 
         ``engine`` is an Engine or a list of them. One CPU engine runs the host
         CPU path. Otherwise the partition runs on the engines' devices through

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import CompileError, DyngraphError
 from ..graph import Graph
-from ..logical_tensor import CONSTANT, STATE
+from ..logical_tensor import CONSTANT, STATE, VARIABLE
+from ..symbolic import Expr
 from .dtypes import DG_TO_TORCH, from_numpy, numpy_out_dtype, to_numpy
 from .fallback import TorchStep
 from .convert import Converted, Ref, RunnerBuffer
@@ -91,8 +92,22 @@ def weight_types_by_id(converted: Converted, ins, patterns: Mapping[str, str], u
     return out
 
 
-def build_steps(converted: Converted, graph: Graph, engine, options: dict):
-    """Compile the supported partitions; returns (steps, state owners, partitions)."""
+def _size_checks(ins, guards) -> list:
+    """The export's guards over sizes this partition's runtime inputs give, as shape checks
+    the compiled partition keeps (a saved program too)."""
+    given: set = set()
+    for lt in ins:
+        if lt.property is VARIABLE:
+            for d in lt.shape or ():
+                if isinstance(d, Expr):
+                    given |= d.free_symbols()
+    return [g.as_check() for g in guards if g.symbols() <= given]
+
+
+def build_steps(converted: Converted, graph: Graph, engine, options: dict, guards: Sequence = ()):
+    """Compile the supported partitions; returns (steps, state owners, partitions).
+    ``guards``: the export's conditions on sizes (size_probes.Guard), each checked by the
+    partitions whose inputs give its sizes."""
     steps: List = []
     options = dict(options)
     stored = options.pop("weights", None) or {}
@@ -134,6 +149,9 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict):
         opts = options
         if by_name:
             opts = dict(options, weight_type=weight_types_by_id(converted, ins, patterns, used))
+        checks = _size_checks(ins, guards)
+        if checks:
+            opts = dict(opts, size_checks=checks)
         try:
             cp = part.compile(ins, outs, engine, constants=consts, **opts)
         except DyngraphError as e:

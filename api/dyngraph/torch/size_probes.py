@@ -11,11 +11,11 @@ the traced sizes, then points spread over the ranges that satisfy those guards.
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import sympy
 
-from ..symbolic import INT64_MAX, Expr, Symbol, as_expr
+from ..symbolic import INT64_MAX, Expr, Symbol, as_expr, sym_max, sym_min
 from .converters.registry import Unsupported
 from .symbols import SymbolTable
 
@@ -68,6 +68,22 @@ class Guard:
 
     def symbols(self) -> set:
         return self.lhs.free_symbols() | self.rhs.free_symbols()
+
+    def as_check(self) -> Tuple[Expr, Expr, str]:
+        """Two sizes equal exactly where it holds, and what it is: a compiled partition's shape
+        check (``size_checks``), which a saved program keeps. ``a >= b`` is ``max(a, b) == a``,
+        ``a > b`` is ``max(a, b + 1) == a``, ``a != b`` is ``min(max(a - b, b - a), 1) == 1``."""
+        a, b = self.lhs, self.rhs
+        one = as_expr(1)
+        lhs, rhs = {
+            "==": lambda: (a, b),
+            ">=": lambda: (sym_max(a, b), a),
+            ">": lambda: (sym_max(a, b + one), a),
+            "<=": lambda: (sym_min(a, b), a),
+            "<": lambda: (sym_min(a + one, b), a + one),
+            "!=": lambda: (sym_min(sym_max(a - b, b - a), one), one),
+        }[self.op]()
+        return lhs, rhs, f"these sizes fail a condition torch.export traced the program under: {self}"
 
     def holds(self, env: Env) -> bool:
         """Whether it holds at these sizes (False where it cannot be evaluated)."""
