@@ -46,7 +46,6 @@ from .functional import functional_program
 from .convert import Fallback, ForceFallback, Converted, Converter, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
 from .saving import NotSavableError, savable_partition
-from .size_probes import program_guards
 from .symbols import SymbolTable
 
 MAX_ATTEMPTS = 32
@@ -55,7 +54,7 @@ MAX_ATTEMPTS = 32
 class CompiledProgram:
     """A torch.export program compiled on dyngraph: call it like the module."""
 
-    def __init__(self, ep, converted: Converted, steps, owners, partitions, engine, guards=()):
+    def __init__(self, ep, converted: Converted, steps, owners, partitions, engine):
         self.exported_program = ep  # as converted (made functional, or decomposed)
         self.engine = engine
         self.partitions = partitions  # the dyngraph partitions, supported and not
@@ -85,7 +84,7 @@ class CompiledProgram:
         # the export's conditions on sizes the ranges do not imply, over sizes the inputs give (checked
         # at each call of new sizes; none in a program exported with named Dims: torch keeps those as ranges)
         sourced = {src[0] for src in self._sym_sources}
-        self._guards = [g for g in guards if g.symbols() <= sourced]
+        self._guards = [g for g in converted.guards if g.symbols() <= sourced]
         self._guards_passed: set = set()
         self._fast = self._fast_plan()
 
@@ -428,8 +427,7 @@ def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
             if whole and converted.fallbacks:
                 raise _NotWhole()
             graph = build_graph(converted)
-            guards = [g for g in program_guards(ep, converted.symbols) if not g.implied()]
-            steps, owners, parts = build_steps(converted, graph, eng, options, guards)
+            steps, owners, parts = build_steps(converted, graph, eng, options, converted.guards)
         except ForceFallback as e:
             if whole:
                 raise _NotWhole() from None
@@ -450,7 +448,7 @@ def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
             if whole:
                 raise _NotWhole() from None
             raise
-        return CompiledProgram(ep, converted, steps, owners, parts, eng, guards)
+        return CompiledProgram(ep, converted, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
 
 __all__ = ["CompiledProgram", "Fallback", "NotSavableError", "compile", "decomposition_table", "export"]

@@ -42,7 +42,7 @@ from ..symbolic import Expr, as_expr
 from .converters import Missing, Unsupported, bind, converter_of
 from .converters.registry import COMPLEX_CONVERTERS, Complex
 from .dtypes import dg_dtype, to_numpy
-from .size_probes import differ_at, program_points
+from .size_probes import Guard, differ_at, program_guards, program_points
 from .symbols import SymbolTable
 
 # static fills up to this many elements are constants rather than Full ops
@@ -92,6 +92,7 @@ class Converted:
     wildcards: Dict[int, "WildcardInfo"]
     fallbacks: List[Fallback]
     symbols: SymbolTable
+    guards: List["Guard"]  # the export's conditions on sizes its ranges do not imply
     sink_id: Optional[int]
     torch_dtypes: Dict[int, torch.dtype] = field(default_factory=dict)
     param_names: Dict[int, str] = field(default_factory=dict)  # constant tensor id -> state-dict name
@@ -160,6 +161,7 @@ class Converter:
         self.state_root: Dict[int, int] = {}  # version tensor id -> state tensor id
         self._const_cache: Dict[tuple, LogicalTensor] = {}
         self._size_points: Optional[list] = None  # where sizes are compared with torch's (_check_size)
+        self._guards: Optional[List[Guard]] = None  # the export's guards (_export_guards)
 
     # ------------------------------------------------------------------ tensors
     def new_tensor(self, dtype: DataType, shape=None, prop=VARIABLE, name=None) -> LogicalTensor:
@@ -572,12 +574,18 @@ class Converter:
         except Unsupported:
             return
         if self._size_points is None:  # (once the inputs' symbols are known: after the placeholders)
-            self._size_points = program_points(self.ep, self.sym)
+            self._size_points = program_points(self.ep, self.sym, self._export_guards())
         at = differ_at(e, want, self._size_points)
         if at is not None:
             where = ", ".join(f"{k.name}={v}" for k, v in at.items())
             raise Unsupported(f"converted to shape {list(t.shape)}, torch has {list(fake.shape)} "
                               f"(a size differs at {where})")
+
+    def _export_guards(self) -> List[Guard]:
+        """The export's guards over the inputs' sizes (read once the placeholders are mapped)."""
+        if self._guards is None:
+            self._guards = program_guards(self.ep, self.sym)
+        return self._guards
 
     def _template(self, a):
         """How to find an argument's value when the node runs in PyTorch."""
@@ -720,6 +728,7 @@ class Converter:
             wildcards={k: v for k, v in self.wildcards.items() if k in live_ids},
             fallbacks=[f for k, f in self.fallbacks.items() if k in live_ids],
             symbols=self.sym,
+            guards=[g for g in self._export_guards() if not g.implied()],
             sink_id=sink_id,
             torch_dtypes=self.torch_dtypes,
         )

@@ -126,13 +126,12 @@ def traced_sizes(ep, table: SymbolTable) -> Optional[Env]:
         return None
 
 
-def program_points(ep, table: SymbolTable) -> List[Env]:
-    """The traced sizes, and range points where every guard of the export holds, over the
-    symbols the table already maps."""
+def program_points(ep, table: SymbolTable, guards: List[Guard]) -> List[Env]:
+    """The traced sizes, and range points where every guard of the export holds (``guards``:
+    program_guards'), over the symbols the table already maps."""
     if not table.dims:
         return []
     syms = sorted((d.sym for d in table.dims.values()), key=lambda s: s.name)
-    guards = program_guards(ep, table)
     traced = traced_sizes(ep, table)
     points = [traced] if traced is not None else []
     points += [env for env in range_points(syms) if env != traced and all(g.holds(env) for g in guards)]
