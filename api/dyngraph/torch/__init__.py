@@ -41,7 +41,7 @@ from ..passes import WEIGHT_TYPES
 from ..stored_weight import StoredWeight
 from .dtypes import from_numpy, to_numpy
 from .export import decompose, decomposition_table, dim_names, export
-from .fallback import format_report, resolve
+from .fallback import DataSizeOutOfRange, format_report, resolve
 from .functional import functional_program
 from .convert import Fallback, ForceFallback, Converted, Converter, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
@@ -86,6 +86,8 @@ class CompiledProgram:
         sourced = {src[0] for src in self._sym_sources}
         self._guards = [g for g in converted.guards if g.symbols() <= sourced]
         self._guards_passed: set = set()
+        self._stateless = not (self._buffers or owners or converted.input_mutations)
+        self._eager_module = None  # ep.module(), for a call whose data gives a size of 0
         self._fast = self._fast_plan()
 
     # ------------------------------------------------------------------ calling
@@ -171,6 +173,14 @@ class CompiledProgram:
             self._guards_passed.clear()
         self._guards_passed.add(key)
 
+    def _run_eager(self, flat):
+        """This call in PyTorch: the exported program, for sizes dyngraph does not run."""
+        if self._eager_module is None:
+            self._eager_module = self.exported_program.module()
+        args, kwargs = pytree.tree_unflatten(list(flat), self._in_spec)
+        with torch.no_grad():
+            return self._eager_module(*args, **kwargs)
+
     def _check_constants(self, flat) -> None:
         for k, v in self._consts:
             if flat[k] is not v and flat[k] != v:
@@ -200,6 +210,10 @@ class CompiledProgram:
                 step(env, symenv)
         except (TypeError, RuntimeError, AttributeError) as e:
             raise ExecutionError(f"{type(e).__name__}: {e}") from None
+        except DataSizeOutOfRange as e:
+            if e.value < 1 and self._stateless:  # (an empty selection: dyngraph sizes are at least 1)
+                return self._run_eager(flat)
+            raise
         res = [resolve(o, env, symenv) for o in self._converted.outputs]
         for k, tid in self._converted.input_mutations:
             flat[k].copy_(env[tid])

@@ -38,11 +38,11 @@ from ..op_pipeline import Ids, infer_new_op
 from ..ops import TensorType, schema_of
 from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
-from ..symbolic import Expr, as_expr
+from ..symbolic import Expr, Symbol, as_expr
 from .converters import Missing, Unsupported, bind, converter_of
 from .converters.registry import COMPLEX_CONVERTERS, Complex
 from .dtypes import dg_dtype, to_numpy
-from .size_probes import Guard, differ_at, program_guards, program_points
+from .size_probes import Guard, differ_at, guard_of, program_guards, program_points
 from .symbols import SymbolTable
 
 # static fills up to this many elements are constants rather than Full ops
@@ -93,6 +93,7 @@ class Converted:
     fallbacks: List[Fallback]
     symbols: SymbolTable
     guards: List["Guard"]  # the export's conditions on sizes its ranges do not imply
+    size_asserts: List["Guard"]  # torch's runtime assertions on sizes computed from tensor data
     sink_id: Optional[int]
     torch_dtypes: Dict[int, torch.dtype] = field(default_factory=dict)
     param_names: Dict[int, str] = field(default_factory=dict)  # constant tensor id -> state-dict name
@@ -104,6 +105,7 @@ class WildcardInfo:
     args: Any  # templates (see runner.resolve)
     kwargs: Any
     outputs: Any  # the output structure: tensor ids in place of tensors
+    defines: List[Tuple[Symbol, Any]] = field(default_factory=list)  # sizes it computes: (symbol, pytree key path)
 
 
 class Ref:
@@ -122,6 +124,17 @@ class Ref:
 
     def __repr__(self) -> str:
         return f"Ref({self.kind}, {self.value})"
+
+
+def template_symbols(t) -> set:
+    """The symbols of the size expressions in an argument template."""
+    if isinstance(t, Ref):
+        return t.value.free_symbols() if t.kind == Ref.EXPR and isinstance(t.value, Expr) else set()
+    if isinstance(t, (list, tuple)):
+        return set().union(*(template_symbols(x) for x in t))
+    if isinstance(t, dict):
+        return template_symbols(list(t.values()))
+    return set()
 
 
 class ForceFallback(Exception):
@@ -162,6 +175,9 @@ class Converter:
         self._const_cache: Dict[tuple, LogicalTensor] = {}
         self._size_points: Optional[list] = None  # where sizes are compared with torch's (_check_size)
         self._guards: Optional[List[Guard]] = None  # the export's guards (_export_guards)
+        self.defined: set = set()  # torch's unbacked symbols a node run in PyTorch computes (from tensor data)
+        self.size_tokens: Dict[Symbol, LogicalTensor] = {}  # such a size -> an output of the node computing it
+        self.size_asserts: List[Guard] = []  # torch's runtime assertions on those sizes
 
     # ------------------------------------------------------------------ tensors
     def new_tensor(self, dtype: DataType, shape=None, prop=VARIABLE, name=None) -> LogicalTensor:
@@ -471,16 +487,22 @@ class Converter:
                 self.values[node] = v[idx]
                 return
         val = node.meta.get("val")
+        bindings = node.meta.get("unbacked_bindings")
+        if bindings and all(u.is_integer for u in bindings):  # sizes computed from tensor data (x[x > 0])
+            self._wildcard(node, "computes sizes from tensor data")
+            return
         if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and not isinstance(val, torch.Tensor):
             # a size computed from sizes: its expression is in the node's value
-            if isinstance(val, torch.SymInt) and free_unbacked_symbols(val):
-                raise CompileError(f"{node.name} ({_target_name(target)}) computes a size from tensor data; "
-                                   f"data-dependent sizes are not supported")
+            if isinstance(val, torch.SymInt) and not free_unbacked_symbols(val) <= self.defined:
+                raise CompileError(f"{node.name} ({_target_name(target)}) computes a size from tensor data "
+                                   f"that no node's result carries; not supported")
             try:
                 self.values[node] = self.sym.expr(val)
                 return
             except Unsupported as e:
                 raise CompileError(f"{node.name}: the size {val} has no dyngraph form ({e})") from None
+        if isinstance(val, torch.SymBool) and self._size_assert(node, val):
+            return
         if isinstance(val, (torch.SymFloat, torch.SymBool)):
             raise CompileError(f"{node.name}: symbolic {type(val).__name__} values are not supported")
         if node in self.forced:
@@ -507,6 +529,22 @@ class Converter:
             self._wildcard(node, f"the converter failed: {type(e).__name__}: {e}")
             return
         self.values[node] = value
+
+    def _size_assert(self, node: fx.Node, val) -> bool:
+        """A condition torch asserts at run time (``_assert_scalar``) on sizes computed from tensor
+        data: checked by the runner once those sizes are known. False for other conditions."""
+        e = val.node.expr
+        if not free_unbacked_symbols(val) or not free_unbacked_symbols(val) <= self.defined:
+            return False
+        if not all(u.target in IGNORED for u in node.users):
+            return False
+        try:
+            self.size_asserts.append(guard_of(e, self.sym))
+        except (Unsupported, ValueError, ArithmeticError, TypeError):
+            return False
+        self._size_points = None  # (sizes are compared where it holds)
+        self.values[node] = None
+        return True
 
     def _rollback(self, mark_ops: int) -> None:
         for op in self.ops[mark_ops:]:
@@ -574,7 +612,7 @@ class Converter:
         except Unsupported:
             return
         if self._size_points is None:  # (once the inputs' symbols are known: after the placeholders)
-            self._size_points = program_points(self.ep, self.sym, self._export_guards())
+            self._size_points = program_points(self.ep, self.sym, self._export_guards() + self.size_asserts)
         at = differ_at(e, want, self._size_points)
         if at is not None:
             where = ", ".join(f"{k.name}={v}" for k, v in at.items())
@@ -635,6 +673,10 @@ class Converter:
 
         collect(args)
         collect(kwargs)
+        for sym in template_symbols((args, kwargs)):  # a size from tensor data: after the node computing it
+            tok = self.size_tokens.get(sym)
+            if tok is not None and tok not in inputs:
+                inputs.append(tok)
         outputs: List[LogicalTensor] = []
 
         def declare(v, path):
@@ -651,11 +693,21 @@ class Converter:
                     raise CompileError(f"{node.name} ({node.target}) computes a data-dependent size; not supported") from None
             return v
 
+        bindings = {u: path for u, path in (node.meta.get("unbacked_bindings") or {}).items() if u.is_integer}
+        self.defined |= set(bindings)
+        if bindings:  # size probes again, over the new sizes too
+            self._size_points = None
         value = declare(node.meta.get("val"), "")
+        defines = [(self.sym.dim(u).sym, path) for u, path in bindings.items()]
+        if defines:  # (no data: an edge of the graph to the nodes that read these sizes in PyTorch)
+            tok = self.new_tensor(DataType.u8, [1], name=f"{node.name}.sizes")
+            outputs.append(tok)
+            for sym, _ in defines:
+                self.size_tokens[sym] = tok
         op = Op(self.ids.op(), OpKind.Wildcard, inputs, outputs, {}, node.name)
         self.ops.append(op)
         self.op_nodes[op.id] = node
-        self.wildcards[op.id] = WildcardInfo(node, args, kwargs, self._value_template(value))
+        self.wildcards[op.id] = WildcardInfo(node, args, kwargs, self._value_template(value), defines)
         self.fallbacks[op.id] = Fallback(node.name, _target_name(node.target), reason)
         self.values[node] = value
 
@@ -729,6 +781,7 @@ class Converter:
             fallbacks=[f for k, f in self.fallbacks.items() if k in live_ids],
             symbols=self.sym,
             guards=[g for g in self._export_guards() if not g.implied()],
+            size_asserts=self.size_asserts,
             sink_id=sink_id,
             torch_dtypes=self.torch_dtypes,
         )
@@ -790,6 +843,13 @@ class Converter:
             if any(lt.id in live for lt in op.outputs):
                 keep.append(op)
                 live.update(lt.id for lt in op.inputs)
+                if self.size_tokens:  # and the nodes computing the sizes from tensor data it uses
+                    for lt in list(op.inputs) + list(op.outputs):
+                        t = self.types.get(lt.id)
+                        for d in (t.shape if t is not None else lt.shape) or ():
+                            for sym in d.free_symbols() if isinstance(d, Expr) else ():
+                                if sym in self.size_tokens:
+                                    live.add(self.size_tokens[sym].id)
         keep.reverse()
         return keep
 

@@ -11,8 +11,19 @@ from __future__ import annotations
 from typing import List
 
 import torch
+import torch.utils._pytree as pytree
 
+from ..errors import ShapeError
 from .convert import Fallback, Ref, WildcardInfo
+
+
+class DataSizeOutOfRange(ShapeError):
+    """A size a node computed from tensor data (a boolean mask's selection) is outside what
+    dyngraph runs: 0 (dyngraph sizes are at least 1), or past torch's bound on it."""
+
+    def __init__(self, message: str, value: int):
+        super().__init__(message)
+        self.value = value
 
 
 def resolve(t, env: dict, symenv):
@@ -44,7 +55,7 @@ def assign(t, value, env: dict) -> None:
 class TorchStep:
     """One node run with PyTorch."""
 
-    __slots__ = ("fn", "args", "kwargs", "outputs", "name")
+    __slots__ = ("fn", "args", "kwargs", "outputs", "name", "defines", "asserts")
 
     def __init__(self, info: WildcardInfo):
         self.fn = info.node.target
@@ -52,10 +63,27 @@ class TorchStep:
         self.kwargs = info.kwargs
         self.outputs = info.outputs
         self.name = info.node.name
+        self.defines = info.defines  # sizes its results give: (symbol, key path in its result)
+        self.asserts: list = []  # torch's runtime assertions on them (size_probes.Guard), set by the runner
 
     def __call__(self, env: dict, symenv) -> None:
         out = self.fn(*resolve(self.args, env, symenv), **resolve(self.kwargs, env, symenv))
+        if self.defines:
+            self._sizes(out, symenv())
         assign(self.outputs, out, env)
+
+    def _sizes(self, out, sizes: dict) -> None:
+        """The sizes this node computed from tensor data, into the call's sizes, and checked."""
+        for sym, path in self.defines:
+            v = int(pytree.key_get(out, path))
+            if not sym.min <= v <= sym.max:
+                raise DataSizeOutOfRange(f"{self.name} ({self.fn}) computed the size {sym.name} = {v} from tensor "
+                                         f"data; the compiled program runs {sym.min} to {sym.max}", v)
+            sizes[sym] = v
+        failed = [g for g in self.asserts if not g.holds(sizes)]
+        if failed:
+            raise ShapeError(f"{self.name} ({self.fn}) computed sizes from tensor data that fail torch's runtime "
+                             f"assertion {failed[0]} ({', '.join(f'{s.name} = {sizes[s]}' for s, _ in self.defines)})")
 
 
 def format_report(fallbacks: List[Fallback], n_supported_ops: int, n_partitions: int) -> str:

@@ -21,7 +21,7 @@ from ..logical_tensor import CONSTANT, STATE, VARIABLE
 from ..symbolic import Expr
 from .dtypes import DG_TO_TORCH, from_numpy, numpy_out_dtype, to_numpy
 from .fallback import TorchStep
-from .convert import Converted, Ref, RunnerBuffer
+from .convert import Converted, Ref, RunnerBuffer, template_symbols
 
 
 class PartitionFailure(Exception):
@@ -117,8 +117,10 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
     owners: Dict[str, tuple] = {}
     state_names = {tid: name for name, tid in converted.states.items()}
     state_users: Dict[int, int] = {}
-    # the sizes the program's inputs give: a partition that needs one no input of its own has takes it as a value
-    options["symbols"] = [s for s, *_ in symbol_sources(converted)]
+    # the sizes the program's inputs give, and those nodes in PyTorch compute from tensor data: a partition
+    # that needs one no input of its own has takes it as a value
+    options["symbols"] = [s for s, *_ in symbol_sources(converted)] + [
+        sym for info in converted.wildcards.values() for sym, _ in info.defines]
     parts = graph.get_partitions(policy="fewest")  # a node run in PyTorch costs one boundary
     failures: dict = {}  # every partition is tried: one retry handles all that failed
     for part in parts:
@@ -167,10 +169,63 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
         steps.append(step)
     if failures:
         raise PartitionFailure(failures)
+    steps = order_steps(steps, converted)
     if by_name and set(patterns) - used:
         raise CompileError(f"weight_type patterns {sorted(set(patterns) - used)} match no float parameter of the "
                            f"converted program (names like {sorted(converted.param_names.values())[:4]})")
     return steps, owners, parts
+
+
+def _template_ids(t, out: set) -> set:
+    if isinstance(t, Ref):
+        if t.kind in (Ref.TENSOR, Ref.COMPLEX):
+            out.add(t.value)
+    elif isinstance(t, (list, tuple)):
+        for x in t:
+            _template_ids(x, out)
+    elif isinstance(t, dict):
+        for x in t.values():
+            _template_ids(x, out)
+    return out
+
+
+def order_steps(steps: list, converted: Converted) -> list:
+    """The steps in an order in which every size computed from tensor data (by a node in
+    PyTorch) is known before a step reads it, each such node given torch's runtime assertions
+    on its sizes to check (TorchStep.asserts). The partitions' order, unless a partition reads
+    such a size with no tensor of the node's before it (a slice to a length from ``.item()``);
+    CompileError where no order does it."""
+    if not any(isinstance(s, TorchStep) and s.defines for s in steps):
+        return steps
+    definer = {sym: k for k, s in enumerate(steps) if isinstance(s, TorchStep) for sym, _ in s.defines}
+    producer = {}
+    for k, s in enumerate(steps):
+        outs = s.out_ids if isinstance(s, DgStep) else _template_ids(s.outputs, set())
+        for tid in outs:
+            producer[tid] = k
+    deps = []
+    for k, s in enumerate(steps):
+        if isinstance(s, DgStep):
+            ins, syms = set(s.in_ids), set(s.symbols)
+        else:
+            ins, syms = _template_ids((s.args, s.kwargs), set()), template_symbols((s.args, s.kwargs))
+        deps.append({producer[t] for t in ins if t in producer} | {definer[x] for x in syms if x in definer})
+    order, done = [], set()
+    while len(order) < len(steps):  # the earliest step whose dependencies have run (the steps are few)
+        k = next((k for k in range(len(steps)) if k not in done and deps[k] <= done), None)
+        if k is None:
+            raise CompileError("a partition reads a size computed from tensor data by a node that needs its "
+                               "results; not supported")
+        order.append(k)
+        done.add(k)
+    steps = [steps[k] for k in order]
+    known, pending = {s for s, *_ in symbol_sources(converted)}, list(converted.size_asserts)
+    for s in steps:
+        if isinstance(s, TorchStep) and s.defines:
+            known |= {sym for sym, _ in s.defines}
+            s.asserts = [g for g in pending if g.symbols() <= known]
+            pending = [g for g in pending if not g.symbols() <= known]
+    return steps
 
 
 def _in_user_order(ports, user_ids):

@@ -93,6 +93,14 @@ class Guard:
             return False
 
 
+def guard_of(e, table: SymbolTable) -> Guard:
+    """A sympy relation between sizes (``u0 <= s0``) as a Guard; Unsupported if it is not one."""
+    rel = next((r for r in _RELATIONS if isinstance(e, r[0])), None)
+    if rel is None:
+        raise Unsupported(f"{e} is not a relation between sizes")
+    return Guard(table.expr(e.lhs), table.expr(e.rhs), rel[1], rel[2])
+
+
 def program_guards(ep, table: SymbolTable) -> List[Guard]:
     """The guards of the export's shape environment over symbols the table already maps
     (the inputs' sizes), as dyngraph expressions; none where torch keeps them elsewhere."""
@@ -101,11 +109,10 @@ def program_guards(ep, table: SymbolTable) -> List[Guard]:
     out, seen = [], set()
     for g in getattr(shape_env, "guards", None) or ():
         e = getattr(g, "expr", None)
-        rel = next((r for r in _RELATIONS if isinstance(e, r[0])), None)
-        if rel is None or not e.free_symbols or not e.free_symbols <= known.keys():
+        if not isinstance(e, sympy.Basic) or not e.free_symbols or not e.free_symbols <= known.keys():
             continue
         try:
-            guard = Guard(table.expr(e.lhs), table.expr(e.rhs), rel[1], rel[2])
+            guard = guard_of(e, table)
         except (Unsupported, ValueError, ArithmeticError, TypeError):
             continue
         if str(guard) not in seen:
