@@ -76,3 +76,24 @@ def test_torchs_runtime_assertions_on_such_sizes_are_checked():
     with pytest.raises(dg.ShapeError, match=r"fail torch's runtime assertion .*x.dim0.*\(u1 = 5\)"):
         run(torch.randn(5, 3), labels)
     assert_matches_eager(run, Capped(), [[torch.randn(4, 3), torch.tensor([3, 3, 0, 1])]])  # and runs on after it
+
+
+class ReadInItsOwnPartition(torch.nn.Module):
+    """The length comes from ops dyngraph runs (labels // 2 + 1, its max), and the slice to it has
+    only x as input: grouped with those ops, the slice would wait for its own partition's result."""
+
+    def forward(self, x, labels):
+        n = (torch.div(labels, 2, rounding_mode="trunc") + 1).max().item()
+        torch._check(n >= 1)
+        torch._check(n <= x.shape[0])
+        return x[:n] * 2 + 1
+
+
+def test_a_size_read_in_the_partition_that_computes_its_data_splits_the_partition():
+    n = torch.export.Dim("n", min=2, max=64)
+    run = dg.torch.compile(export(ReadInItsOwnPartition(), (torch.randn(6, 3), torch.tensor([0, 1, 1, 2, 3, 3])),
+                                  ({0: n}, {0: n})))
+    reasons = {f.target: f.reason for f in run.fallbacks}
+    assert "a partition that feeds it" in reasons.get("aten.slice.Tensor", ""), run.report()
+    cases = [[0, 1], [5, 4, 1, 0, 2, 3], [9] * 12, [-3, 0, 1, 2]]
+    assert_matches_eager(run, ReadInItsOwnPartition(), [[torch.randn(len(c), 3), torch.tensor(c)] for c in cases])

@@ -142,7 +142,8 @@ CASES = {
     "rounding_and_floor_division": (
         mk(lambda x, y, i, j: (torch.round(x), torch.ceil(x), torch.floor(x), x // y, torch.div(x, y, rounding_mode="floor"),
                                torch.div(x, y, rounding_mode="trunc"), i // j, i // 3, torch.floor_divide(i, -2),
-                               torch.ceil(i), x.round(decimals=0))),
+                               torch.ceil(i), x.round(decimals=0), torch.div(i, j, rounding_mode="trunc"),
+                               torch.div(i, -3, rounding_mode="trunc"), torch.div(i, 4, rounding_mode="trunc"))),
         lambda n: [randn(n, 8) * 5, randn(n, 8) + 3, torch.randint(-20, 20, (n, 8)),
                    torch.randint(1, 5, (n, 8)) * (2 * torch.randint(0, 2, (n, 8)) - 1)],
         [{0: 0}, {0: 0}, {0: 0}, {0: 0}]),

@@ -97,6 +97,7 @@ class Converted:
     sink_id: Optional[int]
     torch_dtypes: Dict[int, torch.dtype] = field(default_factory=dict)
     param_names: Dict[int, str] = field(default_factory=dict)  # constant tensor id -> state-dict name
+    types: Dict[int, TensorType] = field(default_factory=dict)  # tensor id -> dtype and shape
 
 
 @dataclass
@@ -784,6 +785,7 @@ class Converter:
             size_asserts=self.size_asserts,
             sink_id=sink_id,
             torch_dtypes=self.torch_dtypes,
+            types=self.types,
         )
 
     def _state_maps(self):

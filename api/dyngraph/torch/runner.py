@@ -37,9 +37,9 @@ class DgStep:
     inputs' shapes give (an arange of the sequence length after a node that ran
     in PyTorch) come in its last input, evaluated from the program's inputs."""
 
-    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops", "symbols")
+    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops", "symbols", "op_ids")
 
-    def __init__(self, cp, in_ids, out_ids, torch_dtypes, n_ops):
+    def __init__(self, cp, in_ids, out_ids, torch_dtypes, op_ids):
         self.cp = cp
         # the raw call, numpy in, numpy out; a model's strided inputs (a transpose, in the
         # model or run in PyTorch between partitions) are copied, as PyTorch's own ops take them
@@ -49,7 +49,8 @@ class DgStep:
         self.out_ids = out_ids
         self.torch_dtypes = torch_dtypes
         self.np_dtypes = [numpy_out_dtype(dt) for dt in torch_dtypes]
-        self.n_ops = n_ops
+        self.op_ids = list(op_ids)  # the graph ops it runs
+        self.n_ops = len(self.op_ids)
 
     def __call__(self, env: dict, symenv) -> None:
         ins = [to_numpy(env[i]) for i in self.in_ids]
@@ -162,7 +163,7 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
         in_ids = [lt.id for lt in cp.get_inputs()]
         out_ids = [lt.id for lt in cp.get_outputs()]
         tdts = [converted.torch_dtypes.get(i) or DG_TO_TORCH[lt.dtype] for i, lt in zip(out_ids, cp.get_outputs())]
-        step = DgStep(cp, in_ids, out_ids, tdts, len(ops))
+        step = DgStep(cp, in_ids, out_ids, tdts, [op.id for op in ops])
         for lt in ins:
             if lt.property is STATE:
                 owners[state_names[lt.id]] = (cp, lt.id)
@@ -189,6 +190,33 @@ def _template_ids(t, out: set) -> set:
     return out
 
 
+def _size_readers(steps: list, defined: set, converted: Converted) -> dict:
+    """The nodes of these partitions whose ops make a size computed from tensor data that no
+    input of theirs carries (x[:n], arange(n) for n from .item()): in PyTorch, they come after
+    the node computing it, and what follows them reads it from their results."""
+    def syms(tids):
+        out: set = set()
+        for tid in tids:
+            t = converted.types.get(tid)
+            for d in t.shape if t is not None else ():
+                out |= d.free_symbols() if isinstance(d, Expr) else set()
+        return out
+
+    ops = {op.id: op for op in converted.ops}
+    found = {}
+    for s in steps:
+        for oid in getattr(s, "op_ids", ()):
+            op = ops[oid]
+            made = syms(lt.id for lt in op.outputs) - syms(lt.id for lt in op.inputs)
+            if made & defined:
+                names = ", ".join(sorted(x.name for x in made & defined))
+                found[converted.op_nodes[oid]] = f"reads {names} (a size from tensor data) in a partition that feeds it"
+    if not found:
+        raise CompileError("a partition reads a size computed from tensor data by a node that needs its results; "
+                           "not supported")
+    return found
+
+
 def order_steps(steps: list, converted: Converted) -> list:
     """The steps in an order in which every size computed from tensor data (by a node in
     PyTorch) is known before a step reads it, each such node given torch's runtime assertions
@@ -213,9 +241,9 @@ def order_steps(steps: list, converted: Converted) -> list:
     order, done = [], set()
     while len(order) < len(steps):  # the earliest step whose dependencies have run (the steps are few)
         k = next((k for k in range(len(steps)) if k not in done and deps[k] <= done), None)
-        if k is None:
-            raise CompileError("a partition reads a size computed from tensor data by a node that needs its "
-                               "results; not supported")
+        if k is None:  # a partition both feeds such a node and reads its size: its readers go to PyTorch
+            raise PartitionFailure(_size_readers([steps[j] for j in range(len(steps)) if j not in done],
+                                                 set(definer), converted))
         order.append(k)
         done.add(k)
     steps = [steps[k] for k in order]

@@ -139,6 +139,14 @@ def div_mode(cx, node, a):
         q = _binary(cx, K.Divide, a.self, a.other)
         neg = cx.emit(K.Less, [q, cx.full(0.0, q.dtype)])
         return cx.emit(K.Select, [neg, cx.emit(K.Ceil, [q]), cx.emit(K.Floor, [q])])
+    if a.rounding_mode == "trunc":  # integers: the floor quotient, one up where it is negative and inexact
+        dt = cx.out_dtype()
+        x, y = cx.operand(a.self, dt), cx.operand(a.other, dt)
+        q = cx.emit(K.FloorDivide, [x, y])
+        r = cx.emit(K.Subtract, [x, cx.emit(K.Multiply, [q, y])])
+        zero = cx.full(0, dt)
+        up = cx.emit(K.LogicalAnd, [cx.emit(K.NotEqual, [r, zero]), cx.emit(K.Less, [q, zero])])
+        return cx.emit(K.Select, [up, cx.emit(K.Add, [q, cx.full(1, dt)]), q])
     raise Unsupported(f"rounding_mode={a.rounding_mode!r} on {cx.out_dtype()}")
 
 
