@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", minversion="2.5")
-F = torch.nn.functional
 
 import dyngraph as dg  # noqa: E402
 import dyngraph.torch  # noqa: E402
 from dyngraph.symbolic import Dim, as_expr, sym_max  # noqa: E402
 from dyngraph.torch.size_probes import Guard  # noqa: E402
+from torchutil import BranchOnChunks  # noqa: E402
 
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -28,18 +28,6 @@ def test_each_relation_becomes_two_sizes_equal_exactly_where_it_holds(op):
         for x, y in itertools.product(range(1, 41, 3), range(1, 41, 4)):
             env = {a.sym: x, b.sym: y}
             assert guard.holds(env) == (left.evaluate(env) == right.evaluate(env)), (str(guard), x, y)
-
-
-class BranchOnChunks(torch.nn.Module):
-    """Padded to 8 rows, a branch on the number of chunks: exported at 5 rows, the program is
-    the one-chunk branch, valid up to 8 rows only."""
-
-    def forward(self, x):
-        n = x.shape[0]
-        y = F.pad(x, (0, 0, 0, (8 - n % 8) % 8))
-        if y.shape[0] // 8 == 1:
-            return y.reshape(8 * x.shape[1]).reshape(2, 4, x.shape[1]).sum(0) * 2
-        return y.reshape(-1, 8, x.shape[1]).sum(0)
 
 
 def test_a_saved_program_refuses_the_sizes_the_export_does_not_hold_for(tmp_path):

@@ -9,7 +9,7 @@ F = torch.nn.functional
 
 import dyngraph as dg  # noqa: E402
 import dyngraph.torch  # noqa: E402
-from torchutil import assert_matches_eager, compile_module, mk  # noqa: E402
+from torchutil import BranchOnChunks, assert_matches_eager, compile_module, mk  # noqa: E402
 
 SIZES = (1, 6, 23)
 
@@ -104,18 +104,6 @@ def test_sizes_are_compared_with_torchs_where_the_exports_guards_hold(monkeypatc
     run = dg.torch.compile(ep)
     assert [f.target for f in run.fallbacks] == ["aten.slice.Tensor"], run.report()
     assert_matches_eager(run, module, [[torch.randn(n, 3)] for n in (2, 5, 8)])
-
-
-class BranchOnChunks(torch.nn.Module):
-    """Padded to 8 rows, a branch on the number of chunks: exported at 5 rows, the program is the
-    one-chunk branch, whose reshapes torch wrote with static sizes."""
-
-    def forward(self, x):
-        n = x.shape[0]
-        y = F.pad(x, (0, 0, 0, (8 - n % 8) % 8))
-        if y.shape[0] // 8 == 1:
-            return y.reshape(8 * x.shape[1]).reshape(2, 4, x.shape[1]).sum(0) * 2
-        return y.reshape(-1, 8, x.shape[1]).sum(0)
 
 
 @pytest.mark.parametrize("module", [BranchOnChunks(), OneChunk()], ids=["branch", "one-chunk"])

@@ -61,3 +61,16 @@ def mk(fn: Callable) -> torch.nn.Module:
     }
     cls = type("Fn", (torch.nn.Module,), {"forward": forwards[len(inspect.signature(fn).parameters)]})
     return cls()
+
+
+class BranchOnChunks(torch.nn.Module):
+    """Padded to 8 rows, a branch on the number of chunks: exported at 5 rows (Dim.AUTO), the
+    program is the one-chunk branch, whose reshapes torch wrote with static sizes; torch's
+    guards keep it to 8 rows."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        y = torch.nn.functional.pad(x, (0, 0, 0, (8 - n % 8) % 8))
+        if y.shape[0] // 8 == 1:
+            return y.reshape(8 * x.shape[1]).reshape(2, 4, x.shape[1]).sum(0) * 2
+        return y.reshape(-1, 8, x.shape[1]).sum(0)

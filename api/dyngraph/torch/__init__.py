@@ -44,7 +44,7 @@ from .export import decompose, decomposition_table, dim_names, export
 from .fallback import DataSizeOutOfRange, format_report, resolve
 from .functional import functional_program
 from .convert import Fallback, ForceFallback, Converted, Converter, Ref, RunnerBuffer
-from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources
+from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources, template_ids
 from .saving import NotSavableError, savable_partition
 from .symbols import SymbolTable
 
@@ -75,9 +75,9 @@ class CompiledProgram:
         needed = set()
         for s in steps:
             if not isinstance(s, DgStep):
-                _collect_ids(s.args, needed)
-                _collect_ids(s.kwargs, needed)
-        _collect_ids(converted.outputs, needed)
+                template_ids(s.args, needed)
+                template_ids(s.kwargs, needed)
+        template_ids(converted.outputs, needed)
         for tid in needed:
             if tid in converted.torch_constants and tid not in converted.buffers:
                 self._constants[tid] = converted.torch_constants[tid]
@@ -309,18 +309,6 @@ def _n_positional(in_spec) -> int:
         return in_spec.child(0).num_children
     except (AttributeError, IndexError):
         return 0
-
-
-def _collect_ids(t, out: set) -> None:
-    if isinstance(t, Ref):
-        if t.kind in (Ref.TENSOR, Ref.COMPLEX):
-            out.add(t.value)
-    elif isinstance(t, (list, tuple)):
-        for x in t:
-            _collect_ids(x, out)
-    elif isinstance(t, dict):
-        for x in t.values():
-            _collect_ids(x, out)
 
 
 def _engine(engine) -> Engine:

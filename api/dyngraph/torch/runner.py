@@ -177,16 +177,17 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
     return steps, owners, parts
 
 
-def _template_ids(t, out: set) -> set:
+def template_ids(t, out: set) -> set:
+    """Adds the ids of the tensors an argument or output template refers to to ``out``."""
     if isinstance(t, Ref):
         if t.kind in (Ref.TENSOR, Ref.COMPLEX):
             out.add(t.value)
     elif isinstance(t, (list, tuple)):
         for x in t:
-            _template_ids(x, out)
+            template_ids(x, out)
     elif isinstance(t, dict):
         for x in t.values():
-            _template_ids(x, out)
+            template_ids(x, out)
     return out
 
 
@@ -228,7 +229,7 @@ def order_steps(steps: list, converted: Converted) -> list:
     definer = {sym: k for k, s in enumerate(steps) if isinstance(s, TorchStep) for sym, _ in s.defines}
     producer = {}
     for k, s in enumerate(steps):
-        outs = s.out_ids if isinstance(s, DgStep) else _template_ids(s.outputs, set())
+        outs = s.out_ids if isinstance(s, DgStep) else template_ids(s.outputs, set())
         for tid in outs:
             producer[tid] = k
     deps = []
@@ -236,7 +237,7 @@ def order_steps(steps: list, converted: Converted) -> list:
         if isinstance(s, DgStep):
             ins, syms = set(s.in_ids), set(s.symbols)
         else:
-            ins, syms = _template_ids((s.args, s.kwargs), set()), template_symbols((s.args, s.kwargs))
+            ins, syms = template_ids((s.args, s.kwargs), set()), template_symbols((s.args, s.kwargs))
         deps.append({producer[t] for t in ins if t in producer} | {definer[x] for x in syms if x in definer})
     order, done = [], set()
     while len(order) < len(steps):  # the earliest step whose dependencies have run (the steps are few)
@@ -312,5 +313,5 @@ def symbol_env(sources, flat: Sequence) -> dict:
     return {s: (flat[k].shape[d] - off) // coeff for s, k, d, coeff, off in sources}
 
 
-__all__ = ["DgStep", "PartitionFailure", "build_graph", "build_steps", "symbol_env", "symbol_sources"]
+__all__ = ["DgStep", "PartitionFailure", "build_graph", "build_steps", "symbol_env", "symbol_sources", "template_ids"]
 
