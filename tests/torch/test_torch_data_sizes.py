@@ -97,3 +97,23 @@ def test_a_size_read_in_the_partition_that_computes_its_data_splits_the_partitio
     assert "a partition that feeds it" in reasons.get("aten.slice.Tensor", ""), run.report()
     cases = [[0, 1], [5, 4, 1, 0, 2, 3], [9] * 12, [-3, 0, 1, 2]]
     assert_matches_eager(run, ReadInItsOwnPartition(), [[torch.randn(len(c), 3), torch.tensor(c)] for c in cases])
+
+
+class Regroup(torch.nn.Module):
+    """Rows split by a label (two selections), put back at positions: the values' row count is
+    u0 + u1, the positions' n; torch asserts they are equal."""
+
+    def forward(self, x, labels, order):
+        rows = torch.cat([x[labels > 0], x[labels <= 0]])
+        torch._check(rows.shape[0] == x.shape[0])
+        return torch.zeros_like(x).index_put((order,), rows * 2)
+
+
+def test_values_sized_by_data_fill_updates_sized_by_the_input():
+    n = torch.export.Dim("n", min=2, max=64)
+    args = (torch.randn(6, 3), torch.tensor([1, 0, 1, 1, 0, 0]), torch.randperm(6))
+    run = dg.torch.compile(export(Regroup(), args, ({0: n}, {0: n}, {0: n})))
+    assert {f.target for f in run.fallbacks} == {"aten.index.Tensor"}, run.report()
+    torch.manual_seed(0)
+    cases = [(torch.randn(r, 3), torch.randint(0, 2, (r,)), torch.randperm(r)) for r in (2, 7, 30)]
+    assert_matches_eager(run, Regroup(), [list(c) for c in cases if 0 < int(c[1].sum()) < len(c[1])])

@@ -222,8 +222,10 @@ def order_steps(steps: list, converted: Converted) -> list:
     """The steps in an order in which every size computed from tensor data (by a node in
     PyTorch) is known before a step reads it, each such node given torch's runtime assertions
     on its sizes to check (TorchStep.asserts). The partitions' order, unless a partition reads
-    such a size with no tensor of the node's before it (a slice to a length from ``.item()``);
-    CompileError where no order does it."""
+    such a size with no tensor of the node's before it (a slice to a length from ``.item()``).
+    Where no order does it (a partition both feeds the node and reads its size), the ops of
+    that partition that make the size go to PyTorch (PartitionFailure: the caller converts
+    again) or, if none does, CompileError."""
     if not any(isinstance(s, TorchStep) and s.defines for s in steps):
         return steps
     definer = {sym: k for k, s in enumerate(steps) if isinstance(s, TorchStep) for sym, _ in s.defines}

@@ -184,12 +184,15 @@ def _scatter_nd(cx, a, idx, pos, rank):
     b = shapes[0]
     want = b + tuple(as_expr(d) for d in cx.shape_of(a.self)[m:])
     vs = tuple(as_expr(d) for d in cx.shape_of(a.values))
-    if vs != want:
+    differ = [k for k, (p, q) in enumerate(zip(vs, want)) if p != q]
+    if len(vs) != len(want) or len(differ) > 1 or any(vs[k].is_const or want[k].is_const for k in differ):
         raise Unsupported(f"values of shape {list(vs)} for updates of shape {list(want)}")
     comps = [cx.reshape(cx.cast(_index(cx, idx[k]), I64), b + (1,)) for k in pos]
     tuples = comps[0] if m == 1 else cx.emit(K.Concat, comps, {"axis": len(b)})
     x = cx.tensor(a.self)
-    src = cx.cast(cx.tensor(a.values), x.dtype)
+    # one size written two ways (four sizes from tensor data torch asserts sum to 2*seq): a reshape
+    # to the updates' shape, whose element count the partition checks at every call
+    src = cx.reshape(cx.cast(cx.tensor(a.values), x.dtype), want)
     return cx.emit(K.ScatterND, [x, tuples, src], {"reduction": "add" if a.accumulate else "none"})
 
 
