@@ -132,7 +132,9 @@ class CompiledProgram:
         from_np = torch.from_numpy
         unflatten = _unflattener(self._out_spec)
         n, simple, flatten, consts, check = self._n_args, self._simple, self._flatten, self._consts, self._check_constants
-        guarded, check_guards = bool(self._guards), self._check_guards
+        # (guards the partition checks itself at every call are not checked here again)
+        guarded = any(all(g is not h for h in step.guards) for g in self._guards)
+        check_guards = self._check_guards
 
         def call(args, kwargs):
             flat = args if simple and not kwargs and len(args) == n else flatten(args, kwargs)
@@ -273,7 +275,7 @@ class CompiledProgram:
         return [cp.cache_info() for cp in self.compiled_partitions]
 
     def report(self) -> str:
-        n_ops = sum(s.n_ops for s in self._steps if isinstance(s, DgStep))
+        n_ops = sum(len(s.op_ids) for s in self._steps if isinstance(s, DgStep))
         return format_report(self._converted.fallbacks, n_ops, len(self.compiled_partitions))
 
     def __repr__(self) -> str:

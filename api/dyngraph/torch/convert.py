@@ -534,13 +534,13 @@ class Converter:
     def _size_assert(self, node: fx.Node, val) -> bool:
         """A condition torch asserts at run time (``_assert_scalar``) on sizes computed from tensor
         data: checked by the runner once those sizes are known. False for other conditions."""
-        e = val.node.expr
-        if not free_unbacked_symbols(val) or not free_unbacked_symbols(val) <= self.defined:
+        unbacked = free_unbacked_symbols(val)
+        if not unbacked or not unbacked <= self.defined:
             return False
         if not all(u.target in IGNORED for u in node.users):
             return False
         try:
-            self.size_asserts.append(guard_of(e, self.sym))
+            self.size_asserts.append(guard_of(val.node.expr, self.sym))
         except (Unsupported, ValueError, ArithmeticError, TypeError):
             return False
         self._size_points = None  # (sizes are compared where it holds)

@@ -37,7 +37,7 @@ class DgStep:
     inputs' shapes give (an arange of the sequence length after a node that ran
     in PyTorch) come in its last input, evaluated from the program's inputs."""
 
-    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "n_ops", "symbols", "op_ids")
+    __slots__ = ("cp", "run", "in_ids", "out_ids", "np_dtypes", "torch_dtypes", "symbols", "op_ids", "guards")
 
     def __init__(self, cp, in_ids, out_ids, torch_dtypes, op_ids):
         self.cp = cp
@@ -50,7 +50,7 @@ class DgStep:
         self.torch_dtypes = torch_dtypes
         self.np_dtypes = [numpy_out_dtype(dt) for dt in torch_dtypes]
         self.op_ids = list(op_ids)  # the graph ops it runs
-        self.n_ops = len(self.op_ids)
+        self.guards: list = []  # the export's guards its partition checks (size_checks)
 
     def __call__(self, env: dict, symenv) -> None:
         ins = [to_numpy(env[i]) for i in self.in_ids]
@@ -93,16 +93,16 @@ def weight_types_by_id(converted: Converted, ins, patterns: Mapping[str, str], u
     return out
 
 
-def _size_checks(ins, guards) -> list:
-    """The export's guards over sizes this partition's runtime inputs give, as shape checks
-    the compiled partition keeps (a saved program too)."""
+def _guards_of(ins, guards) -> list:
+    """The export's guards over sizes this partition's runtime inputs give: shape checks the
+    compiled partition keeps (a saved program too)."""
     given: set = set()
     for lt in ins:
         if lt.property is VARIABLE:
             for d in lt.shape or ():
                 if isinstance(d, Expr):
                     given |= d.free_symbols()
-    return [g.as_check() for g in guards if g.symbols() <= given]
+    return [g for g in guards if g.symbols() <= given]
 
 
 def build_steps(converted: Converted, graph: Graph, engine, options: dict, guards: Sequence = ()):
@@ -152,9 +152,9 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
         opts = options
         if by_name:
             opts = dict(options, weight_type=weight_types_by_id(converted, ins, patterns, used))
-        checks = _size_checks(ins, guards)
-        if checks:
-            opts = dict(opts, size_checks=checks)
+        checked = _guards_of(ins, guards)
+        if checked:
+            opts = dict(opts, size_checks=[g.as_check() for g in checked])
         try:
             cp = part.compile(ins, outs, engine, constants=consts, **opts)
         except DyngraphError as e:
@@ -164,6 +164,7 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
         out_ids = [lt.id for lt in cp.get_outputs()]
         tdts = [converted.torch_dtypes.get(i) or DG_TO_TORCH[lt.dtype] for i, lt in zip(out_ids, cp.get_outputs())]
         step = DgStep(cp, in_ids, out_ids, tdts, [op.id for op in ops])
+        step.guards = checked
         for lt in ins:
             if lt.property is STATE:
                 owners[state_names[lt.id]] = (cp, lt.id)

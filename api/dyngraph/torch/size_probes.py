@@ -83,7 +83,8 @@ class Guard:
             "<": lambda: (sym_min(a + one, b), a + one),
             "!=": lambda: (sym_min(sym_max(a - b, b - a), one), one),
         }[self.op]()
-        return lhs, rhs, f"these sizes fail a condition torch.export traced the program under: {self}"
+        return lhs, rhs, (f"these sizes fail a condition torch.export traced the program under: {self}; "
+                          f"torch's ep.module() refuses them too")
 
     def holds(self, env: Env) -> bool:
         """Whether it holds at these sizes (False where it cannot be evaluated)."""
