@@ -41,7 +41,7 @@ from ..passes import WEIGHT_TYPES
 from ..stored_weight import StoredWeight
 from .dtypes import from_numpy, to_numpy
 from .export import decompose, decomposition_table, dim_names, export
-from .fallback import DataSizeOutOfRange, format_report, resolve
+from .fallback import DataAssertionError, DataSizeOutOfRange, format_report, resolve
 from .functional import functional_program
 from .convert import Fallback, ForceFallback, Converted, Converter, Ref, RunnerBuffer
 from .runner import DgStep, PartitionFailure, build_graph, build_steps, symbol_env, symbol_sources, template_ids
@@ -112,7 +112,8 @@ class CompiledProgram:
         """One dyngraph partition fed by the inputs, producing every output: the
         call is one backend run, with numpy views of the tensors in and out."""
         lw = self._converted
-        if len(self._steps) != 1 or not isinstance(self._steps[0], DgStep) or self._buffers or lw.input_mutations:
+        if (len(self._steps) != 1 or not isinstance(self._steps[0], DgStep) or self._buffers or lw.input_mutations
+                or lw.value_asserts):
             return None
         step = self._steps[0]
         if step.symbols:  # sizes passed as values: the general path evaluates them
@@ -216,6 +217,9 @@ class CompiledProgram:
             if e.value < 1 and self._stateless:  # (an empty selection: dyngraph sizes are at least 1)
                 return self._run_eager(flat)
             raise
+        for tid, message in self._converted.value_asserts:  # (before outputs, inputs and runner buffers are written)
+            if not bool(env[tid]):
+                raise DataAssertionError(message)
         res = [resolve(o, env, symenv) for o in self._converted.outputs]
         for k, tid in self._converted.input_mutations:
             flat[k].copy_(env[tid])
@@ -455,5 +459,6 @@ def _convert(ep, names, eng, options, whole: bool) -> CompiledProgram:
         return CompiledProgram(ep, converted, steps, owners, parts, eng)
     raise CompileError(f"could not partition the program after {MAX_ATTEMPTS} attempts")
 
-__all__ = ["CompiledProgram", "Fallback", "NotSavableError", "compile", "decomposition_table", "export"]
+__all__ = ["CompiledProgram", "DataAssertionError", "DataSizeOutOfRange", "Fallback", "NotSavableError", "compile",
+           "decomposition_table", "export"]
 

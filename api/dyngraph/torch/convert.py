@@ -40,7 +40,8 @@ from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, Symbol, as_expr
 from .converters import Missing, Unsupported, bind, converter_of
-from .converters.registry import COMPLEX_CONVERTERS, Complex
+from .converters.registry import COMPLEX_CONVERTERS, Complex, FloatScalar
+from .converters.scalar import float_assert
 from .dtypes import dg_dtype, to_numpy
 from .size_probes import Guard, differ_at, guard_of, program_guards, program_points
 from .symbols import SymbolTable
@@ -95,6 +96,8 @@ class Converted:
     guards: List["Guard"]  # the export's conditions on sizes its ranges do not imply
     size_asserts: List["Guard"]  # torch's runtime assertions on sizes computed from tensor data
     sink_id: Optional[int]
+    # torch's runtime assertions on floats from tensor data: (id of a 0-d bool tensor, message)
+    value_asserts: List[Tuple[int, str]] = field(default_factory=list)
     torch_dtypes: Dict[int, torch.dtype] = field(default_factory=dict)
     param_names: Dict[int, str] = field(default_factory=dict)  # constant tensor id -> state-dict name
     types: Dict[int, TensorType] = field(default_factory=dict)  # tensor id -> dtype and shape
@@ -111,11 +114,12 @@ class WildcardInfo:
 
 class Ref:
     """In a template of a node's arguments or outputs: a tensor (by id), a
-    complex tensor (the id of its float32 parts, see ``Complex``) or a size
-    expression."""
+    complex tensor (the id of its float32 parts, see ``Complex``), a float
+    (the id of its 0-d tensor, see ``FloatScalar``) or a size expression."""
 
     TENSOR = "tensor"
     COMPLEX = "complex"
+    SCALAR = "scalar"  # a 0-d tensor read as a Python float (see ``FloatScalar``)
     EXPR = "expr"
     __slots__ = ("kind", "value")
 
@@ -179,6 +183,7 @@ class Converter:
         self.defined: set = set()  # torch's unbacked symbols a node run in PyTorch computes (from tensor data)
         self.size_tokens: Dict[Symbol, LogicalTensor] = {}  # such a size -> an output of the node computing it
         self.size_asserts: List[Guard] = []  # torch's runtime assertions on those sizes
+        self.value_asserts: List[Tuple[LogicalTensor, str]] = []  # and on floats from tensor data
 
     # ------------------------------------------------------------------ tensors
     def new_tensor(self, dtype: DataType, shape=None, prop=VARIABLE, name=None) -> LogicalTensor:
@@ -371,6 +376,8 @@ class Converter:
             v = self.value(arg)
             if isinstance(v, LogicalTensor):
                 return self.cast(self.tensor(arg), dtype)
+            if isinstance(v, FloatScalar):
+                return self.cast(v.lt, dtype)
             if isinstance(v, (int, float, Expr)):
                 return self.full(v, dtype)
             raise Unsupported(f"argument {arg} is neither a tensor nor a number")
@@ -504,7 +511,13 @@ class Converter:
                 raise CompileError(f"{node.name}: the size {val} has no dyngraph form ({e})") from None
         if isinstance(val, torch.SymBool) and self._size_assert(node, val):
             return
-        if isinstance(val, (torch.SymFloat, torch.SymBool)):
+        if isinstance(val, torch.SymBool) and all(u.target in IGNORED for u in node.users):
+            cond = float_assert(self, node)  # (on a float from tensor data: checked after the call)
+            if cond is not None:
+                self.value_asserts.append(cond)
+                self.values[node] = None
+                return
+        if isinstance(val, torch.SymBool):
             raise CompileError(f"{node.name}: symbolic {type(val).__name__} values are not supported")
         if node in self.forced:
             self._wildcard(node, self.forced[node])
@@ -582,6 +595,11 @@ class Converter:
     def _check_value(self, node: fx.Node, value) -> None:
         """A converter's result must be torch's value: same dtype, rank and sizes."""
         fake = node.meta.get("val")
+        if isinstance(fake, torch.SymFloat):
+            t = self.types.get(value.lt.id) if isinstance(value, FloatScalar) else None
+            if t is None or t.dtype is not DataType.f32 or t.rank != 0:
+                raise Unsupported("the converter produced no float scalar")
+            return
         if isinstance(fake, torch.Tensor) and fake.dtype.is_complex:
             if not isinstance(value, Complex):
                 raise Unsupported("the converter produced no complex value")
@@ -646,6 +664,8 @@ class Converter:
             return Ref(Ref.TENSOR, v.id)
         if isinstance(v, Complex):
             return Ref(Ref.COMPLEX, v.lt.id)
+        if isinstance(v, FloatScalar):
+            return Ref(Ref.SCALAR, v.lt.id)
         if isinstance(v, Expr):
             return Ref(Ref.EXPR, v)
         if isinstance(v, (list, tuple)):
@@ -661,7 +681,7 @@ class Converter:
 
         def collect(t):
             if isinstance(t, Ref):
-                if t.kind in (Ref.TENSOR, Ref.COMPLEX):
+                if t.kind in (Ref.TENSOR, Ref.COMPLEX, Ref.SCALAR):
                     lt = self.tensors[t.value]
                     if lt not in inputs:
                         inputs.append(lt)
@@ -692,6 +712,12 @@ class Converter:
                     return self.sym.expr(v)
                 except Unsupported:
                     raise CompileError(f"{node.name} ({node.target}) computes a data-dependent size; not supported") from None
+            if isinstance(v, torch.SymFloat):  # (the runner stores the float as a 0-d tensor)
+                lt = self.new_tensor(DataType.f32, [], name=f"{node.name}{path}")
+                self.types[lt.id] = TensorType(DataType.f32, ())
+                self.torch_dtypes[lt.id] = torch.float32
+                outputs.append(lt)
+                return FloatScalar(lt)
             return v
 
         bindings = {u: path for u, path in (node.meta.get("unbacked_bindings") or {}).items() if u.is_integer}
@@ -730,8 +756,8 @@ class Converter:
                 raise ForceFallback(v, "its complex result is a program output")
             if spec.kind is OutputKind.USER_OUTPUT:
                 outputs.append(self._value_template(val))
-                if isinstance(val, LogicalTensor):
-                    user_roots.append(val)
+                if isinstance(val, (LogicalTensor, FloatScalar)):
+                    user_roots.append(getattr(val, "lt", val))
             elif spec.kind is OutputKind.BUFFER_MUTATION:
                 if not isinstance(val, LogicalTensor):
                     raise CompileError(f"buffer {spec.target} is assigned a non-tensor")
@@ -754,6 +780,7 @@ class Converter:
                 user_roots.append(val)
             else:
                 raise CompileError(f"output {v} of kind {spec.kind.name} is not supported")
+        user_roots += [lt for lt, _ in self.value_asserts]
         live_ops = self._live_ops(roots + user_roots)
         self._check_in_place(live_ops)
         sink_id = None
@@ -783,6 +810,7 @@ class Converter:
             symbols=self.sym,
             guards=[g for g in self._export_guards() if not g.implied()],
             size_asserts=self.size_asserts,
+            value_asserts=[(lt.id, msg) for lt, msg in self.value_asserts],
             sink_id=sink_id,
             torch_dtypes=self.torch_dtypes,
             types=self.types,

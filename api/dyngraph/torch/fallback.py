@@ -13,7 +13,7 @@ from typing import List
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import ShapeError
+from ..errors import DyngraphError, ShapeError
 from .convert import Fallback, Ref, WildcardInfo
 
 
@@ -26,6 +26,11 @@ class DataSizeOutOfRange(ShapeError):
         self.value = value
 
 
+class DataAssertionError(DyngraphError, ValueError):
+    """A runtime assertion torch's export put on a float read from tensor data (``0 <= t``
+    before ``t ** 0.5``) failed for this call's data, as it fails in ``ep.module()``."""
+
+
 def resolve(t, env: dict, symenv):
     """The runtime value of an argument template."""
     if isinstance(t, Ref):
@@ -33,6 +38,8 @@ def resolve(t, env: dict, symenv):
             return env[t.value]
         if t.kind == Ref.COMPLEX:  # float32 parts [..., 2]
             return torch.view_as_complex(env[t.value].contiguous())
+        if t.kind == Ref.SCALAR:
+            return env[t.value].item()
         return t.value.evaluate(symenv()) if not isinstance(t.value, int) else t.value
     if isinstance(t, (list, tuple)):
         return type(t)(resolve(x, env, symenv) for x in t)
@@ -46,6 +53,8 @@ def assign(t, value, env: dict) -> None:
     if isinstance(t, Ref):
         if t.kind == Ref.TENSOR:
             env[t.value] = value
+        elif t.kind == Ref.SCALAR:
+            env[t.value] = torch.tensor(float(value), dtype=torch.float32)
         return
     if isinstance(t, (list, tuple)):
         for x, v in zip(t, value):

@@ -71,7 +71,7 @@ def _handled(node: fx.Node, ignored) -> bool:
     """Whether ``node`` is converted (or evaluated as a size)."""
     t = node.target
     val = node.meta.get("val")
-    if isinstance(val, (torch.SymFloat, torch.SymBool)):
+    if isinstance(val, torch.SymBool):
         return False
     if converter_of(t) is not None or t in ignored or t is operator.getitem:
         return True

@@ -138,7 +138,7 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
             continue
         ins = _in_user_order(part.get_input_ports(), converted.inputs)
         outs = _in_user_order(part.get_output_ports(), [o.value for o in converted.outputs
-                                                        if isinstance(o, Ref) and o.kind == Ref.TENSOR])
+                                                        if isinstance(o, Ref) and o.kind in (Ref.TENSOR, Ref.SCALAR)])
         for lt in ins:
             if lt.property is STATE:
                 if lt.id in state_users:
@@ -181,7 +181,7 @@ def build_steps(converted: Converted, graph: Graph, engine, options: dict, guard
 def template_ids(t, out: set) -> set:
     """Adds the ids of the tensors an argument or output template refers to to ``out``."""
     if isinstance(t, Ref):
-        if t.kind in (Ref.TENSOR, Ref.COMPLEX):
+        if t.kind in (Ref.TENSOR, Ref.COMPLEX, Ref.SCALAR):
             out.add(t.value)
     elif isinstance(t, (list, tuple)):
         for x in t:

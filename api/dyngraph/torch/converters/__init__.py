@@ -13,6 +13,7 @@ from . import moe  # noqa: F401
 from . import norm  # noqa: F401
 from . import quantize  # noqa: F401
 from . import reduce  # noqa: F401
+from . import scalar  # noqa: F401
 # vision / audio: convolution, pooling, channel norms, interpolation
 from . import channel_norm  # noqa: F401
 from . import conv  # noqa: F401

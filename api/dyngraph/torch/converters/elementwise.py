@@ -12,7 +12,7 @@ import math
 from ...dtypes import DataType
 from ...op import OpKind as K
 from .common import aten, number, through_identities, is_call
-from .registry import Unsupported, converter
+from .registry import Args, FloatScalar, Unsupported, converter
 from .rope import rotary_pattern
 
 
@@ -26,6 +26,15 @@ def _is(v, x) -> bool:
     return n is not None and not isinstance(n, bool) and n == x
 
 
+def _alpha(cx, alpha):
+    """add's / sub's alpha: a number, or a float read from tensor data (its node)."""
+    if alpha is None:
+        return 1
+    if number(alpha) is None and not isinstance(cx.value(alpha), FloatScalar):
+        raise Unsupported("a symbolic alpha")
+    return alpha
+
+
 def _same(cx, a):
     """``a`` itself, when it already is the node's result type."""
     return cx.cast(cx.tensor(a), cx.out_dtype())
@@ -33,47 +42,41 @@ def _same(cx, a):
 
 @converter(aten.add.Tensor, aten.add.Scalar)
 def add(cx, node, a):
-    alpha = number(a.alpha) if a.alpha is not None else 1
-    if alpha is None:
-        raise Unsupported("a symbolic alpha")
+    alpha = _alpha(cx, a.alpha)
     if _is(a.other, 0) and cx.is_tensor(a.self):
         return _same(cx, a.self)
-    if _is(a.self, 0) and cx.is_tensor(a.other) and alpha == 1:
+    if _is(a.self, 0) and cx.is_tensor(a.other) and _is(alpha, 1):
         return _same(cx, a.other)
-    if alpha == 1 and cx.is_tensor(a.self) and cx.is_tensor(a.other):
+    if _is(alpha, 1) and cx.is_tensor(a.self) and cx.is_tensor(a.other):
         y = rotary_pattern(cx, a.self, a.other)
         if y is not None:
             return y
     dt = cx.out_dtype()
     y = cx.operand(a.other, dt)
-    if alpha != 1:
-        y = cx.emit(K.Multiply, [y, cx.full(alpha, dt)])
+    if not _is(alpha, 1):
+        y = cx.emit(K.Multiply, [y, cx.operand(alpha, dt)])
     return cx.emit(K.Add, [cx.operand(a.self, dt), y])
 
 
 @converter(aten.sub.Tensor, aten.sub.Scalar)
 def sub(cx, node, a):
-    alpha = number(a.alpha) if a.alpha is not None else 1
-    if alpha is None:
-        raise Unsupported("a symbolic alpha")
+    alpha = _alpha(cx, a.alpha)
     if _is(a.other, 0) and cx.is_tensor(a.self):
         return _same(cx, a.self)
     dt = cx.out_dtype()
     y = cx.operand(a.other, dt)
-    if alpha != 1:
-        y = cx.emit(K.Multiply, [y, cx.full(alpha, dt)])
+    if not _is(alpha, 1):
+        y = cx.emit(K.Multiply, [y, cx.operand(alpha, dt)])
     return cx.emit(K.Subtract, [cx.operand(a.self, dt), y])
 
 
 @converter(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(cx, node, a):
-    alpha = number(a.alpha) if a.alpha is not None else 1
-    if alpha is None:
-        raise Unsupported("a symbolic alpha")
+    alpha = _alpha(cx, a.alpha)
     dt = cx.out_dtype()
     x = cx.operand(a.self, dt)
-    if alpha != 1:
-        x = cx.emit(K.Multiply, [x, cx.full(alpha, dt)])
+    if not _is(alpha, 1):
+        x = cx.emit(K.Multiply, [x, cx.operand(alpha, dt)])
     return cx.emit(K.Subtract, [cx.operand(a.other, dt), x])
 
 
@@ -272,6 +275,8 @@ def _reciprocal(cx, x):
 @converter(aten.pow.Tensor_Scalar)
 def pow_scalar(cx, node, a):
     e = number(a.exponent)
+    if isinstance(cx.value(a.exponent), FloatScalar):
+        return pow_tensor(cx, node, Args(self=a.self, exponent=a.exponent))
     if e is None or isinstance(e, bool):
         raise Unsupported("a non-numeric exponent")
     x = _same(cx, a.self)

@@ -1,12 +1,13 @@
 """Tensors made from sizes and numbers: arange, full, zeros, ones and their
-``_like`` / ``new_`` forms. Their sizes are size expressions."""
+``_like`` / ``new_`` forms. Their sizes are size expressions; a fill value may
+be a float read from tensor data (``FloatScalar``)."""
 
 from __future__ import annotations
 
 from ...op import OpKind as K
 from ...symbolic import Expr
 from .common import aten, number
-from .registry import Unsupported, converter
+from .registry import FloatScalar, Unsupported, converter
 
 
 def _int_or_expr(cx, v):
@@ -30,6 +31,10 @@ def arange(cx, node, a):
 
 
 def _fill(cx, value):
+    f = cx.value(value)
+    if isinstance(f, FloatScalar):  # a float from tensor data: broadcast to the result
+        dt = cx.out_dtype()
+        return cx.emit(K.Add, [cx.full(0, dt, cx.out_shape()), cx.cast(f.lt, dt)])
     v = number(value)
     if v is None:
         v = cx.size(value)  # a size: only a 0-d result can hold it

@@ -1,5 +1,5 @@
-"""Reductions: sum, mean, amax/amin, max/min along a dimension, vector
-norms, and cumsum."""
+"""Reductions: sum, mean, amax/amin (and max/min of all elements), max/min
+along a dimension, vector norms, and cumsum."""
 
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ def mean(cx, node, a):
     return _reduce(cx, K.ReduceMean, a.self, getattr(a, "dim", None), getattr(a, "keepdim", False))
 
 
-@converter(aten.amax.default)
+@converter(aten.amax.default, aten.max.default)
 def amax(cx, node, a):
-    return _reduce(cx, K.ReduceMax, a.self, a.dim, a.keepdim)
+    return _reduce(cx, K.ReduceMax, a.self, getattr(a, "dim", None), getattr(a, "keepdim", False))
 
 
-@converter(aten.amin.default)
+@converter(aten.amin.default, aten.min.default)
 def amin(cx, node, a):
-    return _reduce(cx, K.ReduceMin, a.self, a.dim, a.keepdim)
+    return _reduce(cx, K.ReduceMin, a.self, getattr(a, "dim", None), getattr(a, "keepdim", False))
 
 
 @converter(aten.max.dim, aten.min.dim)

@@ -101,6 +101,20 @@ class Complex:
         return f"Complex({self.lt!r})"
 
 
+class FloatScalar:
+    """The value of a Python float computed from tensor data (``x.max().item()``, a
+    SymFloat in the export): a 0-d float32 logical tensor holding it. Ops taking a
+    number read it as a tensor operand; a node that runs in PyTorch gets the float."""
+
+    __slots__ = ("lt",)
+
+    def __init__(self, lt):
+        self.lt = lt
+
+    def __repr__(self) -> str:
+        return f"FloatScalar({self.lt!r})"
+
+
 class Args(SimpleNamespace):
     """A node's arguments, by schema name."""
 
