@@ -45,6 +45,13 @@ CASES = {
     "add_sub_alpha_scalars": (
         mk(lambda x, y: (torch.sub(x, y, alpha=3) + 2) * 0.5 / (y.abs() + 1) - torch.rsub(x, 1.0)),
         lambda n: [randn(n, 8), randn(n, 8)], [{0: 0}, {0: 0}]),
+    "aliases": (  # the export keeps the name the code called: torch.multiply is mul...
+        mk(lambda x, y: (torch.multiply(x, y) - torch.subtract(x, y, alpha=2) + torch.true_divide(x, y.abs() + 1)
+                         + torch.divide(x, 3, rounding_mode="floor") + torch.clip(x, -1, 1) + torch.negative(y)
+                         + torch.absolute(x) + torch.special.expit(y) + torch.special.erf(x)
+                         + torch.greater(x, y) + torch.less_equal(x, 0.5) + torch.not_equal(x, y),
+                         torch.concatenate([x, y], 1), torch.absolute(x.int()), torch.negative(x.int()))),
+        lambda n: [randn(n, 8), randn(n, 8)], [{0: 0}, {0: 0}]),
     "type_promotion": (
         mk(lambda i, x: (i * 1.5 + (i > 2)) + x.to(torch.float16).float() + i.float() / 3 + (i + 1)),
         lambda n: [torch.randint(-4, 5, (n, 4)), randn(n, 4)], [{0: 0}, {0: 0}]),

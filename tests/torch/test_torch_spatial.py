@@ -1,5 +1,5 @@
 """Converters of the vision / audio ops against eager PyTorch: convolutions,
-pooling, batch / group / instance norm, interpolation. Each module is
+pooling, batch / group / instance norm, unfold / fold, interpolation. Each module is
 exported with a dynamic batch and a dynamic spatial size, compiled once
 (as exported, and after torch's decomposition to core ATen, which changes
 the ops the converters see), and run at three shapes: nothing may run in
@@ -75,6 +75,14 @@ CASES = {
                            tail=lambda y: (F.interpolate(y, scale_factor=3, mode="bilinear"),
                                            F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=True),
                                            F.interpolate(y, scale_factor=2, mode="nearest-exact"))), 3, 2, 1),
+    # BiT's weight standardization, and a module without running statistics: the batch's own
+    "batch_statistics": (Net(nn.BatchNorm2d(5, track_running_stats=False), nn.BatchNorm2d(5, affine=False,
+                                                                               track_running_stats=False)), 5, 2, 1),
+    "unfold": (Net(tail=lambda y: (F.unfold(y, (3, 1), padding=(1, 0)),
+                                   F.unfold(y, 3, dilation=2, padding=1, stride=2))), 3, 2, 5),
+    "fold": (Net(tail=lambda y: (F.fold(F.unfold(y, 3, padding=1), y.shape[2:], 3, padding=1),
+                                 F.fold(F.unfold(y, 2, stride=2), (y.shape[2] // 2 * 2, y.shape[3] // 2 * 2),
+                                        2, stride=2))), 3, 2, 4),
     "interpolate_1d": (Net(nn.Upsample(scale_factor=3, mode="linear"),
                            tail=lambda y: F.interpolate(y, scale_factor=2, mode="nearest")), 2, 1, 1),
 }
@@ -142,3 +150,13 @@ def test_batch_norm_in_training_mode_runs_in_pytorch():
     ep = torch.export.export(module.train(), (torch.randn(2, 3, 4, 4),))
     run = dgt.compile(ep, engine=1)
     assert [f.target for f in run.fallbacks] == ["aten._native_batch_norm_legit_functional.default"], run.report()
+
+
+def test_fold_of_overlapping_strided_blocks_runs_in_pytorch():
+    """Blocks that overlap with a stride above 1 have no dyngraph form here: that fold runs in
+    PyTorch, the rest of the module in dyngraph."""
+    module = Net(tail=lambda y: F.fold(y * 2, (7, 7), 3, stride=2) + 1)
+    ep = torch.export.export(module, (torch.randn(2, 27, 9),), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    run = dgt.compile(ep, engine=1)
+    assert [f.target for f in run.fallbacks] == ["aten.col2im.default"], run.report()
+    assert_matches_eager(run, module, [(torch.randn(n, 27, 9),) for n in (1, 3)])

@@ -40,7 +40,7 @@ from ..partition import backend_supported_kinds
 from ..state import state_versions, written_input
 from ..symbolic import Expr, Symbol, as_expr
 from .converters import Missing, Unsupported, bind, converter_of
-from .converters.registry import COMPLEX_CONVERTERS, Complex, FloatScalar
+from .converters.registry import COMPLEX_CONVERTERS, Complex, FloatScalar, canonical
 from .converters.scalar import float_assert
 from .dtypes import dg_dtype, to_numpy
 from .size_probes import Guard, differ_at, guard_of, program_guards, program_points
@@ -523,7 +523,7 @@ class Converter:
             self._wildcard(node, self.forced[node])
             return
         complex_ = _reads_or_makes_complex(node)
-        conv = COMPLEX_CONVERTERS.get(target) if complex_ else converter_of(target)
+        conv = COMPLEX_CONVERTERS.get(canonical(target)) if complex_ else converter_of(target)
         if conv is None:
             self._wildcard(node, "no converter of complex tensors" if complex_ else "no converter")
             return

@@ -20,6 +20,7 @@ from . import conv  # noqa: F401
 from . import interpolate  # noqa: F401
 from . import pad  # noqa: F401
 from . import pool  # noqa: F401
+from . import unfold  # noqa: F401
 from .registry import CONVERTERS, Args, Missing, Unsupported, bind, converter, converter_of, kept_whole
 
 __all__ = ["CONVERTERS", "Args", "Missing", "Unsupported", "bind", "converter", "converter_of", "kept_whole"]

@@ -1,5 +1,7 @@
 """Normalizations along the channel axis: batch_norm in eval mode (and its
-decomposed form _native_batch_norm_legit_no_training), group_norm (and
+decomposed form _native_batch_norm_legit_no_training), batch_norm by the
+batch's own statistics where there are no running ones to update (BiT's
+weight standardization: _native_batch_norm_legit.no_stats), group_norm (and
 native_group_norm), instance_norm (GroupNorm with one group per channel, or
 the running statistics as a batch norm when use_input_stats is False)."""
 
@@ -46,11 +48,49 @@ def _batch_norm(cx, x, weight, bias, mean, var, eps):
     return cx.emit(K.BatchNormInference, ins, {"epsilon": float(eps), "data_format": "NCX"})
 
 
+def _batch_stats_norm(cx, x, weight, bias, eps):
+    """Normalized by each channel's mean and (biased) variance over the batch and the
+    spatial axes: a GroupNorm of one group per channel on [1, C, N * X] (x with its batch
+    axis moved after the channels, where the batch is not 1), then the affine."""
+    C = _channels(cx, x)
+    dt = _dtype(cx, x)
+    shape = list(cx.type(cx.tensor(x)).shape)
+    t = cx.cast(cx.tensor(x), dt)
+    order = [1, 0] + list(range(2, len(shape)))
+    one = shape[0].is_const and shape[0].value == 1
+    if not one:
+        t = cx.transpose(t, order)
+    rest = shape[0]
+    for d in shape[2:]:
+        rest = rest * d
+    flat = cx.reshape(t, (1, C, rest.value if rest.is_const else rest))
+    y = cx.emit(K.GroupNorm, [flat], {"groups": C, "epsilon": float(eps), "data_format": "NCX", "use_affine": False})
+    y = cx.reshape(y, cx.type(t).shape)
+    if not one:
+        y = cx.transpose(y, order)
+    per_channel = (1, C) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        y = cx.emit(K.Multiply, [y, cx.reshape(cx.cast(cx.tensor(weight), dt), per_channel)])
+    if bias is not None:
+        y = cx.emit(K.Add, [y, cx.reshape(cx.cast(cx.tensor(bias), dt), per_channel)])
+    return y
+
+
 @converter(aten.batch_norm.default)
 def batch_norm(cx, node, a):
+    if a.training and a.running_mean is None and a.running_var is None:
+        return _batch_stats_norm(cx, a.input, a.weight, a.bias, a.eps)
     if a.training:
         raise Unsupported("batch_norm in training mode (the module is not in eval mode)")
     return _batch_norm(cx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
+
+
+@converter(aten._native_batch_norm_legit.no_stats)
+def native_batch_norm_no_stats(cx, node, a):
+    """(normalized, mean, rstd) by the batch's statistics: only the first is computed."""
+    if not a.training:
+        raise Unsupported("batch norm without statistics, not in training mode")
+    return (_batch_stats_norm(cx, a.input, a.weight, a.bias, a.eps), missing(node, 1), missing(node, 2))
 
 
 @converter(aten._native_batch_norm_legit_no_training.default)

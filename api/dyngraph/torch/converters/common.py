@@ -10,7 +10,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from ...dtypes import DataType
 from ..dtypes import dg_dtype
-from .registry import Unsupported
+from .registry import Unsupported, canonical
 
 aten = torch.ops.aten
 
@@ -44,7 +44,7 @@ def through_identities(node):
 
 
 def is_call(node, *targets) -> bool:
-    return isinstance(node, fx.Node) and node.op == "call_function" and node.target in targets
+    return isinstance(node, fx.Node) and node.op == "call_function" and canonical(node.target) in targets
 
 
 def scalar_arg(v):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...dtypes import DataType
 from ...op import OpKind as K
 from .common import aten, number, promoted
-from .registry import Unsupported, converter
+from .registry import Unsupported, canonical, converter
 
 _COMPARE = {
     aten.eq.Tensor: K.Equal, aten.eq.Scalar: K.Equal,
@@ -21,7 +21,7 @@ _COMPARE = {
 def compare(cx, node, a):
     """a (op) b in the dtype torch promotes both to; the result is bool."""
     dt = promoted(a.self, a.other)
-    return cx.emit(_COMPARE[node.target], [cx.operand(a.self, dt), cx.operand(a.other, dt)])
+    return cx.emit(_COMPARE[canonical(node.target)], [cx.operand(a.self, dt), cx.operand(a.other, dt)])
 
 
 def _bool(cx, arg):
@@ -38,7 +38,7 @@ _LOGICAL = {
 @converter(*_LOGICAL)
 def logical(cx, node, a):
     """Logical ops on anything: inputs are read as bool (nonzero)."""
-    y = cx.emit(_LOGICAL[node.target], [_bool(cx, a.self), _bool(cx, a.other)])
+    y = cx.emit(_LOGICAL[canonical(node.target)], [_bool(cx, a.self), _bool(cx, a.other)])
     return cx.cast(y, cx.out_dtype())
 
 
@@ -63,7 +63,7 @@ def bitwise(cx, node, a):
     """Bitwise ops on bool tensors (masks) are logical ops."""
     if cx.out_dtype() is not DataType.boolean:
         raise Unsupported("bitwise ops on integers")
-    return cx.emit(_BITWISE[node.target], [_bool(cx, a.self), _bool(cx, a.other)])
+    return cx.emit(_BITWISE[canonical(node.target)], [_bool(cx, a.self), _bool(cx, a.other)])
 
 
 @converter(aten.bitwise_not.default)

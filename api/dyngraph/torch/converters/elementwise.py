@@ -12,7 +12,7 @@ import math
 from ...dtypes import DataType
 from ...op import OpKind as K
 from .common import aten, number, through_identities, is_call
-from .registry import Args, FloatScalar, Unsupported, converter
+from .registry import Args, FloatScalar, Unsupported, canonical, converter
 from .rope import rotary_pattern
 
 
@@ -243,7 +243,7 @@ _IDENTITY_ON_INTEGERS = (K.Round, K.Ceil, K.Floor)
 @converter(*_UNARY, keep=(aten.silu.default, aten.hardswish.default))
 def unary(cx, node, a):
     x = _same(cx, a.self)
-    kind = _UNARY[node.target]
+    kind = _UNARY[canonical(node.target)]
     if not x.dtype.is_float and kind in _IDENTITY_ON_INTEGERS:
         return x
     if not x.dtype.is_float and kind in (K.Neg, K.Abs, K.Square):

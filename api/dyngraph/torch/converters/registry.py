@@ -14,6 +14,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Callable, Dict, FrozenSet, Set
 
+import torch
+
 CONVERTERS: Dict[object, Callable] = {}
 # converters of nodes that read or produce complex tensors (see converters/complex.py)
 COMPLEX_CONVERTERS: Dict[object, Callable] = {}
@@ -21,8 +23,37 @@ COMPLEX_CONVERTERS: Dict[object, Callable] = {}
 KEPT_WHOLE: Set[object] = set()
 
 
+# ATen's other names of an op (torch.multiply is mul), as the export keeps them: each overload
+# whose arguments are named as the op's own, so the op's converter takes it as it is
+_ALIAS_NAMES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div", "clip": "clamp",
+                "negative": "neg", "absolute": "abs", "greater": "gt", "greater_equal": "ge", "less": "lt",
+                "less_equal": "le", "not_equal": "ne", "concatenate": "cat", "special_expit": "sigmoid",
+                "special_erf": "erf"}
+
+
+def _aliases() -> dict:
+    aten, out = torch.ops.aten, {}
+    for alias, name in _ALIAS_NAMES.items():
+        packet, own = getattr(aten, alias, None), getattr(aten, name, None)
+        for ov in packet.overloads() if packet is not None and own is not None else ():
+            src, dst = getattr(packet, ov), getattr(own, ov, None)
+            if dst is not None and not src._schema.is_mutable and \
+                    [x.name for x in src._schema.arguments] == [x.name for x in dst._schema.arguments]:
+                out[src] = dst
+    return out
+
+
+ALIASES = _aliases()
+
+
+def canonical(target):
+    """The op an alias names (``aten.multiply.Tensor`` -> ``aten.mul.Tensor``), else ``target``."""
+    return ALIASES.get(target, target)
+
+
 def converter_of(target):
     """The converter of an FX node's target (an op overload, or its op's qualified name), or None."""
+    target = ALIASES.get(target, target)
     conv = CONVERTERS.get(target)
     if conv is None and hasattr(target, "_schema"):
         conv = CONVERTERS.get(target._schema.name)
