@@ -52,6 +52,12 @@ CASES = {
                          + torch.greater(x, y) + torch.less_equal(x, 0.5) + torch.not_equal(x, y),
                          torch.concatenate([x, y], 1), torch.absolute(x.int()), torch.negative(x.int()))),
         lambda n: [randn(n, 8), randn(n, 8)], [{0: 0}, {0: 0}]),
+    "roll": (  # known sizes: slices and a concatenation; the dynamic axis: a gather (shift 1 of 1 row too)
+        mk(lambda x: (torch.roll(x, (-3, 2), (1, 2)), torch.roll(x, 5) * 2, torch.roll(x, 1, 0))),
+        lambda n: [randn(n, 7, 6)], [{0: 0}]),
+    "integer_fmod": (  # the sign of x (torch.roll's decomposed indices use it)
+        mk(lambda i: (torch.fmod(i, 3), torch.fmod(i, -4), torch.fmod(i, i.abs() + 1), torch.fmod(-i, 7))),
+        lambda n: [torch.randint(-20, 21, (n, 5))], [{0: 0}]),
     "type_promotion": (
         mk(lambda i, x: (i * 1.5 + (i > 2)) + x.to(torch.float16).float() + i.float() / 3 + (i + 1)),
         lambda n: [torch.randint(-4, 5, (n, 4)), randn(n, 4)], [{0: 0}, {0: 0}]),

@@ -142,15 +142,32 @@ def div_mode(cx, node, a):
         q = _binary(cx, K.Divide, a.self, a.other)
         neg = cx.emit(K.Less, [q, cx.full(0.0, q.dtype)])
         return cx.emit(K.Select, [neg, cx.emit(K.Ceil, [q]), cx.emit(K.Floor, [q])])
-    if a.rounding_mode == "trunc":  # integers: the floor quotient, one up where it is negative and inexact
+    if a.rounding_mode == "trunc":
         dt = cx.out_dtype()
-        x, y = cx.operand(a.self, dt), cx.operand(a.other, dt)
-        q = cx.emit(K.FloorDivide, [x, y])
-        r = cx.emit(K.Subtract, [x, cx.emit(K.Multiply, [q, y])])
-        zero = cx.full(0, dt)
-        up = cx.emit(K.LogicalAnd, [cx.emit(K.NotEqual, [r, zero]), cx.emit(K.Less, [q, zero])])
-        return cx.emit(K.Select, [up, cx.emit(K.Add, [q, cx.full(1, dt)]), q])
+        return _trunc_quotient(cx, cx.operand(a.self, dt), cx.operand(a.other, dt))
     raise Unsupported(f"rounding_mode={a.rounding_mode!r} on {cx.out_dtype()}")
+
+
+def _trunc_quotient(cx, x, y):
+    """x / y rounded toward 0, on integers: the floor quotient, one up where it is negative
+    and inexact."""
+    dt = x.dtype
+    q = cx.emit(K.FloorDivide, [x, y])
+    r = cx.emit(K.Subtract, [x, cx.emit(K.Multiply, [q, y])])
+    zero = cx.full(0, dt)
+    up = cx.emit(K.LogicalAnd, [cx.emit(K.NotEqual, [r, zero]), cx.emit(K.Less, [q, zero])])
+    return cx.emit(K.Select, [up, cx.emit(K.Add, [q, cx.full(1, dt)]), q])
+
+
+@converter(aten.fmod.Scalar, aten.fmod.Tensor)
+def fmod(cx, node, a):
+    """x - trunc(x / y) * y with the sign of x, on integers (exact; torch.roll's decomposed
+    indices). Floats stay in PyTorch, as remainder's do."""
+    dt = cx.out_dtype()
+    if dt.is_float:
+        raise Unsupported(f"fmod of {dt}")
+    x, y = cx.operand(a.self, dt), cx.operand(a.other, dt)
+    return cx.emit(K.Subtract, [x, cx.emit(K.Multiply, [_trunc_quotient(cx, x, y), y])])
 
 
 @converter(aten.floor_divide.default, aten.floor_divide.Scalar)

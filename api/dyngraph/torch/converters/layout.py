@@ -1,5 +1,5 @@
 """Ops that move data: views and reshapes, permutes, slices, cat, split,
-expand, copies and dtype casts.
+roll, expand, copies and dtype casts.
 
 Reshape-like ops (view, reshape, unsqueeze, squeeze, flatten) reshape to the
 shape torch.export recorded for their result: its dimensions are the
@@ -218,6 +218,46 @@ def cat(cx, node, a):
         return parts[0]
     rank = cx.out.dim()
     return cx.emit(K.Concat, parts, {"axis": norm_dim(a.dim, rank)})
+
+
+def _roll_axis(cx, x, d, shift, n):
+    """``x`` rolled by ``shift`` along axis ``d`` of size ``n``: out[i] = x[(i - shift) mod n].
+    Known sizes: the last entries moved to the front (two slices, a concatenation); else a
+    Gather at arange(n) + n - shift % n, less n past the end (no slice that may be empty)."""
+    n, s = as_expr(n), as_expr(shift) % as_expr(n)
+    if s.is_const and s.value == 0:
+        return x
+    if n.is_const and s.is_const:
+        cut = n.value - s.value
+        head = cx.emit(K.Slice, [x], {"begin": [cut], "end": [n.value], "axes": [d]})
+        tail = cx.emit(K.Slice, [x], {"begin": [0], "end": [cut], "axes": [d]})
+        return cx.emit(K.Concat, [head, tail], {"axis": d})
+    i64 = DataType.i64
+    idx = cx.emit(K.Add, [cx.emit(K.Arange, [], {"start": 0, "end": _int(n), "step": 1}, dtype=i64),
+                          cx.full(_int(n - s), i64)])
+    past = cx.emit(K.GreaterEqual, [idx, cx.full(_int(n), i64)])
+    idx = cx.emit(K.Select, [past, cx.emit(K.Subtract, [idx, cx.full(_int(n), i64)]), idx])
+    return cx.emit(K.Gather, [x, idx], {"axis": d})
+
+
+@converter(aten.roll.default)
+def roll(cx, node, a):
+    x, shape = cx.tensor(a.self), cx.shape_of(a.self)
+    shifts, dims = [cx.size(v) for v in a.shifts], list(a.dims)
+    if not dims:  # the flattened tensor rolled, then its shape again
+        if len(shifts) != 1:
+            raise Unsupported(f"{len(shifts)} shifts without dims")
+        total = as_expr(1)
+        for d in shape:
+            total = total * as_expr(d)
+        y = _roll_axis(cx, cx.reshape(x, (_int(total),)), 0, shifts[0], total)
+        return cx.reshape(y, cx.out_shape())
+    if len(shifts) != len(dims):
+        raise Unsupported(f"{len(shifts)} shifts for {len(dims)} dims")
+    for shift, d in zip(shifts, dims):
+        d = norm_dim(d, len(shape))
+        x = _roll_axis(cx, x, d, shift, shape[d])
+    return x
 
 
 def _split(cx, x, d, sizes):
