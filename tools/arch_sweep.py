@@ -1,7 +1,9 @@
-"""Every causal-LM architecture transformers ships, tiny and random, through
-dyngraph.torch: what converts whole, what falls back, what fails, what differs.
+"""Every causal-LM (or masked-LM, image-classification, CTC speech) architecture transformers
+ships, tiny and random, through dyngraph.torch: what converts whole, what falls back, what
+fails, what differs.
 
-    PYTHONPATH=api python tools/arch_sweep.py [--jobs 2] [--only llama,gpt2] [--timeout 300] [--json out.json]
+    PYTHONPATH=api python tools/arch_sweep.py [--task causal-lm] [--jobs 2] [--only llama,gpt2]
+                                              [--timeout 300] [--json out.json]
 
 Each architecture runs in a subprocess of its own (a crash or a hang costs
 one row): its config from ``AutoConfig.for_model`` shrunk to 2 layers of
@@ -11,7 +13,13 @@ model leaves at zero drawn at random (a zero router ties every choice),
 exported with a dynamic sequence length (``use_cache=False``; torch's AUTO
 where the model's code guards the length), compiled once, and its logits
 compared with eager PyTorch at 1, 7 and 30 tokens (those in the exported
-range; f32, 1e-4 absolute). One line per architecture:
+range; f32, 1e-4 absolute). ``--task masked-lm`` does the same for encoders;
+``--task image-classification`` builds vision models at 32 x 32 pixels (2 stages of
+widths 16 and 32 for the convolutional ones, weights drawn with variance 1 / fan-in), exports a
+dynamic batch and compares at batches of 1, 2 and 5, within 1e-4 of the largest output
+(some stacks' outputs are far below 1); ``--task ctc`` builds speech models on raw audio
+(their 7-layer feature encoder 32 channels wide), exports a dynamic sample count and
+compares at 1359, 1999 and 4559 samples, likewise. One line per architecture:
 
 - ``ok``: converted whole, matches at every length;
 - ``fallback``: runs and matches, with the ops PyTorch ran (``run.fallbacks``);
@@ -46,8 +54,48 @@ FAMILY = dict(rotary_dim=8, n_inner=128,  # GPT-J, CodeGen
               expand=2, num_heads=8, state_size=16, n_groups=1, chunk_size=32,  # Mamba2 (one chunk: AUTO exports guard it)
               d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
               encoder_ffn_dim=128, decoder_ffn_dim=128)  # BART-style decoders
+# vision models: small images, patches and stages (only the keys a config has are set)
+TINY_IMAGE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+                  patch_size=8, num_channels=3, num_labels=3, embed_dim=16, hidden_sizes=[16, 32], depths=[1, 1],
+                  num_heads=[2, 4], embedding_size=16, window_size=2, projection_dim=32)
+# speech models on raw audio: the default 7-layer feature encoder (a frame per 320 samples), narrow
+TINY_AUDIO = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  conv_dim=[32] * 7, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, vocab_size=32,
+                  tdnn_dim=[32] * 5, xvector_output_dim=32, proj_codevector_dim=32,
+                  codevector_dim=32, classifier_proj_size=32)
 LENGTHS = (1, 7, 30)
+SAMPLES = (1359, 1999, 4559)  # (SEW exports for an odd frame count, as traced)
+BATCHES = (1, 2, 5)
 ATOL = 1e-4
+
+
+class Task:
+    """What a sweep builds and feeds: the model classes, the one input, its dynamic dimension
+    (index, name and range) and the sizes compared."""
+
+    def __init__(self, mapping, tiny, input_name, dim, sizes, name="seq", least=1, most=128, trace=5):
+        self.mapping, self.tiny, self.input_name, self.dim, self.sizes = mapping, tiny, input_name, dim, sizes
+        self.name, self.least, self.most, self.trace = name, least, most, trace  # (trace: the size exported at)
+
+    def example(self, cfg, n):
+        import torch
+
+        if self.input_name == "input_ids":
+            return torch.randint(0, cfg.vocab_size, (1, n))
+        if self.input_name == "input_values":  # raw audio
+            return torch.randn(1, n)
+        side = getattr(cfg, "image_size", 32)
+        side = side[0] if isinstance(side, (list, tuple)) else side
+        return torch.randn(n, getattr(cfg, "num_channels", 3), side, side)
+
+
+TASKS = {
+    "causal-lm": Task("MODEL_FOR_CAUSAL_LM_MAPPING", TINY, "input_ids", 1, LENGTHS),
+    "masked-lm": Task("MODEL_FOR_MASKED_LM_MAPPING", TINY, "input_ids", 1, LENGTHS),
+    "image-classification": Task("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING", TINY_IMAGE, "pixel_values", 0, BATCHES,
+                                 "batch", 1, 16, trace=2),
+    "ctc": Task("MODEL_FOR_CTC_MAPPING", TINY_AUDIO, "input_values", 1, SAMPLES, "samples", 400, 16000, trace=1999),
+}
 
 
 # tried in turn until the model builds and runs eagerly
@@ -55,13 +103,18 @@ TIERS = (tuple(TINY), tuple(k for k in TINY if k != "head_dim"),
          ("num_hidden_layers", "vocab_size", "num_experts", "num_local_experts", "n_routed_experts"))
 
 
-def tiny_config(model_type: str, keys=tuple(TINY)):
+def tiny_config(model_type: str, keys=tuple(TINY), tiny=TINY):
     import transformers
 
     base = transformers.AutoConfig.for_model(model_type)
     aliases = getattr(base, "attribute_map", {}) or {}  # (GPT-J's n_embd for hidden_size: the config's own name)
-    kwargs = {aliases.get(k, k): TINY[k] for k in keys if hasattr(base, k)}
-    if keys == tuple(TINY):
+    kwargs = {aliases.get(k, k): tiny[k] for k in keys if k in tiny and hasattr(base, k)}
+    if tiny is not TINY:
+        for k, v in list(kwargs.items()):  # stages: up to as many as the model has; conv layers: as many
+            have = getattr(base, k)
+            if isinstance(v, list) and isinstance(have, (list, tuple)):
+                kwargs[k] = (v * len(have))[: len(have)] if len(set(v)) == 1 else v[: len(have)]
+    elif keys == tuple(TINY):
         kwargs.update({k: v for k, v in FAMILY.items() if k in vars(base) and k not in kwargs})
     if hasattr(base, "qk_rope_head_dim"):  # multi-head latent attention: head_dim is the rotary part's,
         kwargs.pop("head_dim", None)  # and as many kv heads as query heads
@@ -69,7 +122,7 @@ def tiny_config(model_type: str, keys=tuple(TINY)):
     cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
     for k in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
         v = getattr(cfg, k, None)
-        if isinstance(v, int) and v >= cfg.vocab_size:
+        if isinstance(v, int) and v >= getattr(cfg, "vocab_size", v + 1):
             setattr(cfg, k, 0)
     if isinstance(getattr(cfg, "layer_types", None), list):
         try:
@@ -79,51 +132,58 @@ def tiny_config(model_type: str, keys=tuple(TINY)):
     return cfg
 
 
-def one(model_type: str) -> dict:
+def one(model_type: str, task: Task) -> dict:
     """Runs in the child: the whole check for one architecture."""
     import torch
     import transformers
 
     import dyngraph.torch as dgt
 
-    cls = transformers.MODEL_FOR_CAUSAL_LM_MAPPING._model_mapping[model_type]
-    for keys, attention in ((k, a) for k in TIERS for a in ("sdpa", "eager")):
+    cls = getattr(transformers, task.mapping)._model_mapping[model_type]
+    cls = cls[0] if isinstance(cls, (list, tuple)) else cls  # (DeiT: with and without its teacher)
+    tiers = TIERS if task.tiny is TINY else (tuple(task.tiny), ("num_hidden_layers", "num_labels"), ())
+    for keys, attention in ((k, a) for k in tiers for a in ("sdpa", "eager")):
         torch.manual_seed(0)
         try:
-            cfg = tiny_config(model_type, keys)
+            cfg = tiny_config(model_type, keys, task.tiny)
             cfg._attn_implementation = attention  # (sdpa first; eager where a model has no sdpa form)
             cfg.use_cache = False
+            with torch.device("meta"):  # counted before it is built: a config not shrunk (nested ones) is GBs
+                size = sum(p.numel() for p in getattr(transformers, cls)(cfg).parameters())
+            if size > 50_000_000:
+                failed = {"status": "model", "detail": f"{size / 1e6:.0f} M parameters after shrinking"}
+                continue
             model = getattr(transformers, cls)(cfg).eval()
             with torch.no_grad():  # weights a model initializes to zero (a router's gate) would tie every choice
                 for p in model.parameters():
                     if p.dim() >= 2 and not p.any():
                         p.normal_(0, 0.02)
-            size = sum(p.numel() for p in model.parameters())
-            if size > 50_000_000:
-                failed = {"status": "model", "detail": f"{size / 1e6:.0f} M parameters after shrinking"}
-                continue
-            vocab = cfg.vocab_size
-            ids = torch.randint(0, vocab, (1, 5))
+                    elif p.dim() >= 2 and task.tiny is not TINY:  # (deep tiny vision stacks: outputs near 0 else)
+                        p.normal_(0, p[0].numel() ** -0.5)  # (He's 2 / fan_in blows LeViT up past f32's precision)
+            if getattr(getattr(transformers, cls), "main_input_name", task.input_name) != task.input_name:
+                return {"status": "model", "detail": f"takes {getattr(transformers, cls).main_input_name}, "
+                                                     f"not {task.input_name}"}
+            ids = task.example(cfg, task.trace)
             with torch.no_grad():
-                model(input_ids=ids)
+                model(**{task.input_name: ids})
             break
         except Exception as e:  # noqa: BLE001 - the model or its config, not dyngraph
             failed = {"status": "model", "detail": f"{type(e).__name__}: {e}"[:300]}
     else:
         return failed
     # a named range first; where the model's code guards seq (chunked scans pad to a multiple), AUTO
-    for seq in (torch.export.Dim("seq", min=1, max=128), torch.export.Dim.AUTO):
+    name = task.input_name
+    for seq in (torch.export.Dim(task.name, min=task.least, max=task.most), torch.export.Dim.AUTO):
         try:
-            ep = torch.export.export(model, (), {"input_ids": ids}, dynamic_shapes={"input_ids": {1: seq}},
-                                     strict=False)
+            ep = torch.export.export(model, (), {name: ids}, dynamic_shapes={name: {task.dim: seq}}, strict=False)
             break
         except Exception as e:  # noqa: BLE001
             failed = {"status": "export", "detail": f"{type(e).__name__}: {e}"[:300]}
     else:
         return failed
-    length = next(n.meta["val"].shape[1] for n in ep.graph.nodes if n.op == "placeholder" and n.name == "input_ids")
+    length = next(n.meta["val"].shape[task.dim] for n in ep.graph.nodes if n.op == "placeholder" and n.name == name)
     if str(length).isdigit():  # (an int, or a SymInt torch pinned to one value)
-        return {"status": "export", "detail": f"torch.export specialized the length to {length}"}
+        return {"status": "export", "detail": f"torch.export specialized the dynamic size to {length}"}
     t0 = time.perf_counter()
     try:
         run = dgt.compile(ep, engine=1)
@@ -132,34 +192,42 @@ def one(model_type: str) -> dict:
     compile_s = time.perf_counter() - t0
     import dyngraph as dg
 
-    worst, ran = 0.0, []
+    worst, scale, ran = 0.0, 0.0, []
     try:
-        for n in LENGTHS:
-            x = torch.randint(0, vocab, (1, n))
+        for n in task.sizes:
+            x = task.example(cfg, n)
             with torch.no_grad():
-                want = model(input_ids=x).logits
+                want = _first(model(**{name: x}))
             try:
-                got = run(input_ids=x)
+                got = run(**{name: x})
             except dg.ShapeError as e:  # a length the export's range or guards leave out (AUTO may start
                 if "outside its range" in str(e) or "fail a condition torch.export traced" in str(e):  # it at 2)
                     continue
                 raise
-            worst = max(worst, (got["logits"].float() - want.float()).abs().max().item())
+            worst = max(worst, (_first(got).float() - want.float()).abs().max().item())
+            scale = max(scale, want.float().abs().max().item())
             ran.append(n)
     except Exception as e:  # noqa: BLE001
         return {"status": "run", "detail": f"{type(e).__name__}: {e}"[:600]}
     if len(ran) < 2:
-        return {"status": "run", "detail": f"only lengths {ran} of {LENGTHS} in the exported range"}
+        return {"status": "run", "detail": f"only sizes {ran} of {task.sizes} in the exported range"}
     fallbacks = sorted({str(t) for _, t, _ in run.fallbacks})
     reasons = {str(t): why for _, t, why in run.fallbacks}  # (one node's per op)
-    status = "mismatch" if not worst <= ATOL else ("fallback" if fallbacks else "ok")
-    return {"status": status, "max_abs": worst, "fallbacks": fallbacks, "reasons": reasons, "lengths": ran,
+    limit = ATOL if task.tiny is TINY else ATOL * scale  # (tiny vision stacks' outputs may be far below 1)
+    status = "mismatch" if not worst <= limit else ("fallback" if fallbacks else "ok")
+    return {"status": status, "max_abs": worst, "max_out": scale, "fallbacks": fallbacks, "reasons": reasons, "lengths": ran,
             "partitions": len(run.compiled_partitions), "compile_s": round(compile_s, 2)}
 
 
-def child(model_type: str, timeout: float) -> dict:
+def _first(out):
+    """The logits, or the first output of a model that has none (a backbone's features)."""
+    logits = out["logits"] if "logits" in out else None
+    return logits if logits is not None else next(v for v in out.values() if v is not None)
+
+
+def child(model_type: str, task: str, timeout: float) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", TRANSFORMERS_VERBOSITY="error", HF_HUB_OFFLINE="1")
-    cmd = [sys.executable, __file__, "--child", model_type]
+    cmd = [sys.executable, __file__, "--child", model_type, "--task", task]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -173,22 +241,24 @@ def child(model_type: str, timeout: float) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--child")
+    ap.add_argument("--task", choices=sorted(TASKS), default="causal-lm")
     ap.add_argument("--only", help="comma-separated model types")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--json", help="write every row here too")
     a = ap.parse_args()
     if a.child:
-        print(json.dumps(one(a.child)), flush=True)
+        print(json.dumps(one(a.child, TASKS[a.task])), flush=True)
         return 0
     from transformers.models.auto import modeling_auto
 
-    types = a.only.split(",") if a.only else sorted(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    types = a.only.split(",") if a.only else sorted(getattr(modeling_auto, TASKS[a.task].mapping + "_NAMES"))
     rows = {}
     with ThreadPoolExecutor(a.jobs) as pool:
-        for t, r in zip(types, pool.map(lambda t: child(t, a.timeout), types)):
+        for t, r in zip(types, pool.map(lambda t: child(t, a.task, a.timeout), types)):
             rows[t] = r
-            extra = r.get("detail") or ", ".join(r.get("fallbacks", [])) or f"max |diff| {r['max_abs']:.2e}"
+            extra = r.get("detail") or ", ".join(r.get("fallbacks", [])) or \
+                f"max |diff| {r['max_abs']:.2e} (outputs up to {r['max_out']:.1e})"
             print(f"{t:32} {r['status']:9} {extra}", flush=True)
     counts = {}
     for r in rows.values():
