@@ -135,3 +135,16 @@ def test_a_program_returning_a_float_is_not_savable(tmp_path):
     run = compile_dynamic(FloatOut(), torch.rand(4))
     with pytest.raises(dyngraph.torch.NotSavableError, match="output 1 is not a computed tensor"):
         run.save(tmp_path / "f.dg")
+
+
+def test_floats_computed_from_sizes():
+    # n / k, sym_sqrt(n), k ** 0.5: SymFloats of sizes, computed in the graph from the call's sizes
+    class Ratio(torch.nn.Module):
+        def forward(self, x):
+            n = x.shape[0]
+            return x * (n / x.shape[1]) + torch.sym_sqrt(n) + x.shape[1] ** 0.5
+
+    dims = ({0: torch.export.Dim("n"), 1: torch.export.Dim("k")},)
+    run = dyngraph.torch.compile(torch.export.export(Ratio(), (torch.randn(5, 8),), dynamic_shapes=dims, strict=False))
+    assert run.fallbacks == []
+    assert_matches_eager(run, Ratio(), [[torch.randn(*s)] for s in ((5, 8), (2, 3), (17, 4), (1, 1))])

@@ -3,8 +3,9 @@
 torch.export keeps such a float as a SymFloat (``_local_scalar_dense``). Here it is a
 0-d float32 tensor (``FloatScalar``): ops that take a number read it as an operand
 (``x * s.item()`` is a Multiply by it), and a node that runs in PyTorch gets the float.
-Python arithmetic on it (``s.item() * 2``, ``math.sqrt``) is elementwise ops on that
-tensor; floats are computed in float32 here, in double in Python (a rounding apart).
+Python arithmetic on it (``s.item() * 2``, ``** 0.5``) is elementwise ops on that
+tensor, and so are floats computed from sizes (``n / k``, ``sym_sqrt(n)``); floats are
+computed in float32 here, in double in Python (a rounding apart).
 """
 
 import operator
@@ -13,9 +14,9 @@ import torch
 
 from ...dtypes import DataType
 from ...op import OpKind as K
+from .common import aten
 from .registry import FloatScalar, Unsupported, converter
 
-aten = torch.ops.aten
 F32 = DataType.f32
 
 
