@@ -11,7 +11,7 @@ import numpy as np
 
 from ...op import OpKind as K
 from ..dtypes import dg_dtype
-from .common import aten, number
+from .common import aten, number, plain
 from .registry import Unsupported, converter
 from .spatial import missing
 
@@ -63,7 +63,7 @@ def _batch_stats_norm(cx, x, weight, bias, eps):
     rest = shape[0]
     for d in shape[2:]:
         rest = rest * d
-    flat = cx.reshape(t, (1, C, rest.value if rest.is_const else rest))
+    flat = cx.reshape(t, (1, C, plain(rest)))
     y = cx.emit(K.GroupNorm, [flat], {"groups": C, "epsilon": float(eps), "data_format": "NCX", "use_affine": False})
     y = cx.reshape(y, cx.type(t).shape)
     if not one:

@@ -9,6 +9,7 @@ import torch.fx as fx
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from ...dtypes import DataType
+from ...symbolic import as_expr
 from ..dtypes import dg_dtype
 from .registry import Unsupported, canonical
 
@@ -41,6 +42,12 @@ def through_identities(node):
             break
         node = src
     return node
+
+
+def plain(e):
+    """A size as an int where it is constant, else its expression."""
+    e = as_expr(e)
+    return e.value if e.is_const else e
 
 
 def is_call(node, *targets) -> bool:

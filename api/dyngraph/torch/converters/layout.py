@@ -13,7 +13,7 @@ from ...logical_tensor import MAX_RANK
 from ...op import OpKind as K
 from ...ops.layout import TO_END
 from ...symbolic import as_expr
-from .common import aten, is_call, norm_dim, number, through_identities
+from .common import aten, is_call, norm_dim, number, plain, through_identities
 from .registry import Unsupported, converter
 
 
@@ -85,16 +85,12 @@ def _repeat_pattern(cx, src):
         inner = as_expr(1)
         for v in x_shape[d:]:
             inner = inner * v
-        xs = cx.reshape(x, tuple(_int(v) for v in x_shape[:d]) + (1, _int(inner)))
+        xs = cx.reshape(x, tuple(plain(v) for v in x_shape[:d]) + (1, plain(inner)))
         y = cx.emit(K.Concat, [xs] * reps, {"axis": d}) if reps > 1 else xs
         return cx.reshape(y, cx.out_shape())
     if d < k and out == x_shape[:d] + [x_shape[d] * reps] + x_shape[d + 1:]:
         return cx.emit(K.Concat, [x] * reps, {"axis": d}) if reps > 1 else x
     return None
-
-
-def _int(e):
-    return e.value if e.is_const else e
 
 
 @converter(aten.permute.default, aten.permute_copy.default)
@@ -184,7 +180,7 @@ def narrow(cx, node, a):
     if isinstance(start, int) and start < 0:  # from the end, like select
         start = as_expr(cx.shape_of(a.self)[d]) + start
     start = as_expr(start)
-    return cx.emit(K.Slice, [cx.tensor(a.self)], {"begin": [_int(start)], "end": [_int(start + length)], "axes": [d]})
+    return cx.emit(K.Slice, [cx.tensor(a.self)], {"begin": [plain(start)], "end": [plain(start + length)], "axes": [d]})
 
 
 @converter(aten.select.int, aten.select_copy.int)
@@ -233,10 +229,10 @@ def _roll_axis(cx, x, d, shift, n):
         tail = cx.emit(K.Slice, [x], {"begin": [0], "end": [cut], "axes": [d]})
         return cx.emit(K.Concat, [head, tail], {"axis": d})
     i64 = DataType.i64
-    idx = cx.emit(K.Add, [cx.emit(K.Arange, [], {"start": 0, "end": _int(n), "step": 1}, dtype=i64),
-                          cx.full(_int(n - s), i64)])
-    past = cx.emit(K.GreaterEqual, [idx, cx.full(_int(n), i64)])
-    idx = cx.emit(K.Select, [past, cx.emit(K.Subtract, [idx, cx.full(_int(n), i64)]), idx])
+    idx = cx.emit(K.Add, [cx.emit(K.Arange, [], {"start": 0, "end": plain(n), "step": 1}, dtype=i64),
+                          cx.full(plain(n - s), i64)])
+    past = cx.emit(K.GreaterEqual, [idx, cx.full(plain(n), i64)])
+    idx = cx.emit(K.Select, [past, cx.emit(K.Subtract, [idx, cx.full(plain(n), i64)]), idx])
     return cx.emit(K.Gather, [x, idx], {"axis": d})
 
 
@@ -250,7 +246,7 @@ def roll(cx, node, a):
         total = as_expr(1)
         for d in shape:
             total = total * as_expr(d)
-        y = _roll_axis(cx, cx.reshape(x, (_int(total),)), 0, shifts[0], total)
+        y = _roll_axis(cx, cx.reshape(x, (plain(total),)), 0, shifts[0], total)
         return cx.reshape(y, cx.out_shape())
     if len(shifts) != len(dims):
         raise Unsupported(f"{len(shifts)} shifts for {len(dims)} dims")

@@ -11,13 +11,13 @@ from __future__ import annotations
 from ...dtypes import DataType
 from ...op import OpKind as K
 from ...symbolic import Expr, as_expr
-from .common import aten, number
+from .common import aten, number, plain
 from .registry import Unsupported, converter
 
 I64 = DataType.i64
 
 
-def _static_axis(cx, x, d, begin: int, end: int, value, dt):
+def pad_axis(cx, x, d, begin: int, end: int, value, dt):
     """Pad (or crop, for negative sizes) axis ``d`` by numbers known now."""
     shape = list(cx.type(x).shape)
     length = as_expr(shape[d])
@@ -41,9 +41,9 @@ def _symbolic_axis(cx, x, d, begin, end, value, dt):
     rank = len(shape)
     length = as_expr(shape[d])
     start, stop = -as_expr(begin), length + end
-    src = cx.emit(K.Arange, [], {"start": _plain(start), "end": _plain(stop), "step": 1}, dtype=I64)
+    src = cx.emit(K.Arange, [], {"start": plain(start), "end": plain(stop), "step": 1}, dtype=I64)
     inside = cx.emit(K.LogicalAnd, [cx.emit(K.GreaterEqual, [src, cx.full(0, I64)]),
-                                    cx.emit(K.Less, [src, cx.full(_plain(length), I64)])])
+                                    cx.emit(K.Less, [src, cx.full(plain(length), I64)])])
     safe = cx.emit(K.Select, [inside, src, cx.full(0, I64)])
     y = cx.emit(K.Gather, [x, safe], {"axis": d})
     out_len = cx.type(src).shape[0]
@@ -51,11 +51,6 @@ def _symbolic_axis(cx, x, d, begin, end, value, dt):
     mask_shape[d] = out_len.value if out_len.is_const else out_len
     mask = cx.reshape(inside, mask_shape)
     return cx.emit(K.Select, [mask, y, cx.full(value, dt)])
-
-
-def _plain(e):
-    e = as_expr(e)
-    return e.value if e.is_const else e
 
 
 @converter(aten.constant_pad_nd.default)
@@ -75,7 +70,7 @@ def constant_pad_nd(cx, node, a):
         if isinstance(begin, int) and isinstance(end, int):
             if begin == 0 and end == 0:
                 continue
-            x = _static_axis(cx, x, d, begin, end, value, dt)
+            x = pad_axis(cx, x, d, begin, end, value, dt)
         else:
             x = _symbolic_axis(cx, x, d, begin, end, value, dt)
     return cx.reshape(x, cx.out_shape())

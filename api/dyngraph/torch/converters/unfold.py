@@ -16,17 +16,12 @@ from __future__ import annotations
 
 from ...op import OpKind as K
 from ...symbolic import as_expr
-from .common import aten
-from .pad import _static_axis
+from .common import aten, plain
+from .pad import pad_axis
 from .registry import Unsupported, converter
 from .spatial import batched, per_axis
 
 MAX_OFFSETS = 64  # kernel positions (one slice each)
-
-
-def _plain(e):
-    e = as_expr(e)
-    return e.value if e.is_const else e
 
 
 def _window(a):
@@ -49,16 +44,16 @@ def im2col(cx, node, a):
     x, _ = batched(cx, a.self, 2)
     for d, p in ((2, ph), (3, pw)):
         if p:
-            x = _static_axis(cx, x, d, p, p, 0, dt)
+            x = pad_axis(cx, x, d, p, p, 0, dt)
     n, c, h, w = (as_expr(s) for s in cx.type(x).shape)
     oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
     cols = []
     for i in range(kh):
         for j in range(kw):
             block = cx.emit(K.Slice, [x], {"begin": [i * dh, j * dw],
-                                           "end": [_plain(i * dh + sh * (oh - 1) + 1), _plain(j * dw + sw * (ow - 1) + 1)],
+                                           "end": [plain(i * dh + sh * (oh - 1) + 1), plain(j * dw + sw * (ow - 1) + 1)],
                                            "axes": [2, 3], "steps": [sh, sw]})
-            cols.append(cx.reshape(block, (_plain(n), _plain(c), 1, _plain(oh * ow))))
+            cols.append(cx.reshape(block, (plain(n), plain(c), 1, plain(oh * ow))))
     y = cols[0] if len(cols) == 1 else cx.emit(K.Concat, cols, {"axis": 2})
     return cx.reshape(y, cx.out_shape())
 
@@ -76,23 +71,23 @@ def col2im(cx, node, a):
         oh, ow = h // kh, w // kw
         if not (oh * kh - h).is_const or (oh * kh - h).value or not (ow * kw - w).is_const or (ow * kw - w).value:
             raise Unsupported("tiles that do not cover the image")
-        y = cx.reshape(cols, tuple(_plain(d) for d in (n, c, kh, kw, oh, ow)))
+        y = cx.reshape(cols, tuple(plain(d) for d in (n, c, kh, kw, oh, ow)))
         y = cx.transpose(y, (0, 1, 4, 2, 5, 3))
         return cx.reshape(y, cx.out_shape())
     if (sh, sw) != (1, 1):
         raise Unsupported(f"fold with stride {(sh, sw)} and kernel {(kh, kw)}")
     oh, ow = h + 2 * ph - dh * (kh - 1), w + 2 * pw - dw * (kw - 1)
-    blocks = cx.reshape(cols, tuple(_plain(d) for d in (n, c, kh * kw, oh, ow)))
+    blocks = cx.reshape(cols, tuple(plain(d) for d in (n, c, kh * kw, oh, ow)))
     total = None
     for i in range(kh):
         for j in range(kw):
             k = i * kw + j
             b = cx.emit(K.Slice, [blocks], {"begin": [k], "end": [k + 1], "axes": [2]})
-            b = cx.reshape(b, tuple(_plain(d) for d in (n, c, oh, ow)))
-            b = _static_axis(cx, b, 2, i * dh, dh * (kh - 1 - i), 0, dt)  # to its place in the padded image
-            b = _static_axis(cx, b, 3, j * dw, dw * (kw - 1 - j), 0, dt)
+            b = cx.reshape(b, tuple(plain(d) for d in (n, c, oh, ow)))
+            b = pad_axis(cx, b, 2, i * dh, dh * (kh - 1 - i), 0, dt)  # to its place in the padded image
+            b = pad_axis(cx, b, 3, j * dw, dw * (kw - 1 - j), 0, dt)
             total = b if total is None else cx.emit(K.Add, [total, b])
     for d, p in ((2, ph), (3, pw)):
         if p:
-            total = _static_axis(cx, total, d, -p, -p, 0, dt)
+            total = pad_axis(cx, total, d, -p, -p, 0, dt)
     return cx.reshape(total, cx.out_shape())
