@@ -6,7 +6,10 @@ arguments bound by name to the op's schema (``a.self``, ``a.other``,
 ``a.dim``...; defaults filled in). It emits dyngraph ops through ``cx`` and
 returns the node's value: a logical tensor, a tuple of them, or a size.
 Raising :class:`Unsupported` (with a reason) makes the node run in PyTorch;
-whatever the converter emitted before is discarded.
+whatever the converter emitted before is discarded. An op's other ATen names
+(``ALIASES``: ``aten.multiply`` for ``aten.mul``) reach its converter with the
+node as the export wrote it: a converter that dispatches on the target reads
+``canonical(node.target)``.
 """
 
 from __future__ import annotations
