@@ -325,7 +325,8 @@ ggml_tensor* interpolate(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t
     need_positive(fn, ne);
     const uint32_t base = mode & 0xFF, flags = mode & ~0xFFu;
     const bool ok = base < GGML_SCALE_MODE_COUNT &&
-                    (flags == 0 || (flags == GGML_SCALE_FLAG_ALIGN_CORNERS && base == GGML_SCALE_MODE_BILINEAR));
+                    (flags == 0 || (flags == GGML_SCALE_FLAG_ALIGN_CORNERS &&
+                                      (base == GGML_SCALE_MODE_BILINEAR || base == GGML_SCALE_MODE_BICUBIC)));
     if (!ok) violated(fn, cat("mode ", mode, " is not a scale mode with the flags it takes"));
     if (ne2 != a->ne[2] || ne3 != a->ne[3]) violated(fn, cat("ne2 and ne3 of ", describe(a), " must be kept"));
     return ggml_interpolate(ctx, a, ne0, ne1, ne2, ne3, mode);

@@ -114,8 +114,8 @@ ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* a, float eps);
 ggml_tensor* group_norm(ggml_context* ctx, ggml_tensor* a, int n_groups, float eps);
 
 // Resize to ne0..ne3 (ggml_interpolate): a F32; every ne >= 1; mode
-// GGML_SCALE_MODE_BILINEAR (with or without GGML_SCALE_FLAG_ALIGN_CORNERS)
-// or NEAREST / BICUBIC (without flags); ne2 and ne3 kept (ggml resizes
+// GGML_SCALE_MODE_BILINEAR / BICUBIC (with or without GGML_SCALE_FLAG_ALIGN_CORNERS)
+// or NEAREST (without flags); ne2 and ne3 kept (ggml resizes
 // them by nearest neighbour, which no caller means).
 ggml_tensor* interpolate(ggml_context* ctx, ggml_tensor* a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                          uint32_t mode);

@@ -471,12 +471,15 @@ enum class OpKind : uint16_t {
   MatMulId = 90,
   QuantizedConvolution = 91,
   Dropout = 92,
-  End = 93,
+  Acos = 93,
+  Asin = 94,
+  Atan = 95,
+  End = 96,
   MIN = Wildcard,
   MAX = End
 };
 
-inline const OpKind (&EnumValuesOpKind())[94] {
+inline const OpKind (&EnumValuesOpKind())[97] {
   static const OpKind values[] = {
     OpKind::Wildcard,
     OpKind::MatMul,
@@ -571,13 +574,16 @@ inline const OpKind (&EnumValuesOpKind())[94] {
     OpKind::MatMulId,
     OpKind::QuantizedConvolution,
     OpKind::Dropout,
+    OpKind::Acos,
+    OpKind::Asin,
+    OpKind::Atan,
     OpKind::End
   };
   return values;
 }
 
 inline const char * const *EnumNamesOpKind() {
-  static const char * const names[95] = {
+  static const char * const names[98] = {
     "Wildcard",
     "MatMul",
     "Add",
@@ -671,6 +677,9 @@ inline const char * const *EnumNamesOpKind() {
     "MatMulId",
     "QuantizedConvolution",
     "Dropout",
+    "Acos",
+    "Asin",
+    "Atan",
     "End",
     nullptr
   };

@@ -259,6 +259,12 @@ const char* const kQuantizedConvolutionNames[] = {"src", "weights", "bias"};
 const DTypeClass kDropoutIn[] = {DTypeClass::Float, DTypeClass::Int, DTypeClass::Int, DTypeClass::Float};
 const DTypeClass kDropoutOut[] = {DTypeClass::Float, DTypeClass::Int8};
 const char* const kDropoutNames[] = {"src", "seed", "offset", "probability"};
+const DTypeClass kAcosIn[] = {DTypeClass::Float};
+const DTypeClass kAcosOut[] = {DTypeClass::Any};
+const DTypeClass kAsinIn[] = {DTypeClass::Float};
+const DTypeClass kAsinOut[] = {DTypeClass::Any};
+const DTypeClass kAtanIn[] = {DTypeClass::Float};
+const DTypeClass kAtanOut[] = {DTypeClass::Any};
 
 }  // namespace
 
@@ -356,6 +362,9 @@ const OpFacts kOpFacts[kNumOpKinds] = {
     {"MatMulId", true, 3, 3, 1, 1, kMatMulIdIn, 3, kMatMulIdOut, 1, -1, 2u, 0u, kMatMulIdNames, 3, 0x3u, 0, HighRank::No},
     {"QuantizedConvolution", true, 2, 3, 1, 1, kQuantizedConvolutionIn, 3, kQuantizedConvolutionOut, 1, -1, 0u, 0u, kQuantizedConvolutionNames, 3, 0x0u, -1, HighRank::No},
     {"Dropout", true, 4, 4, 1, 2, kDropoutIn, 4, kDropoutOut, 2, -1, 0u, 0u, kDropoutNames, 4, 0x0u, -1, HighRank::Lowering},
+    {"Acos", true, 1, 1, 1, 1, kAcosIn, 1, kAcosOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Asin", true, 1, 1, 1, 1, kAsinIn, 1, kAsinOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
+    {"Atan", true, 1, 1, 1, 1, kAtanIn, 1, kAtanOut, 1, -1, 0u, 0u, nullptr, 0, 0x0u, 0, HighRank::Elementwise},
 };
 
 namespace {
@@ -810,8 +819,8 @@ GroupNormAttrs read_GroupNormAttrs(AttrReader& r) {
 InterpolateAttrs read_InterpolateAttrs(AttrReader& r) {
     InterpolateAttrs a;
     {
-        static const char* const choices[] = {"nearest", "linear", "bilinear"};
-        a.mode = InterpolateAttrs::Mode(r.read_choice("mode", choices, 3));
+        static const char* const choices[] = {"nearest", "linear", "bilinear", "bicubic"};
+        a.mode = InterpolateAttrs::Mode(r.read_choice("mode", choices, 4));
     }
     {
         static const char* const choices[] = {"half_pixel", "align_corners", "asymmetric"};
@@ -1027,6 +1036,9 @@ OpAttrs read_attrs(uint16_t kind, const std::vector<AttrDef>& attrs, const std::
         case uint16_t(dyngraph::fb::OpKind::Floor):
         case uint16_t(dyngraph::fb::OpKind::Reorder):
         case uint16_t(dyngraph::fb::OpKind::Dropout):
+        case uint16_t(dyngraph::fb::OpKind::Acos):
+        case uint16_t(dyngraph::fb::OpKind::Asin):
+        case uint16_t(dyngraph::fb::OpKind::Atan):
             r.finish();
             return NoAttrs{};
         case uint16_t(dyngraph::fb::OpKind::GELU):

@@ -14,7 +14,7 @@ struct AttrDef;
 
 namespace ops {
 
-constexpr int kNumOpKinds = 93;
+constexpr int kNumOpKinds = 96;
 
 // Classes of dtypes an op input or output may have (dyngraph.ops.registry.DTYPE_CLASSES).
 enum class DTypeClass : uint8_t { Any, Float, Int, Bool, NonBool, FloatOrBool, IntOrF32, Quant, QuantZp, Int8, AnyOrF8, FloatOrInt8 };
@@ -273,7 +273,7 @@ struct GroupNormAttrs {
 };
 
 struct InterpolateAttrs {
-    enum class Mode : uint8_t { nearest, linear, bilinear };
+    enum class Mode : uint8_t { nearest, linear, bilinear, bicubic };
     enum class CoordinateTransformationMode : uint8_t { half_pixel, align_corners, asymmetric };
     enum class DataFormat : uint8_t { NXC, NCX };
     Mode mode{};

@@ -173,6 +173,10 @@ void unary_kernel(ggml_tensor* dst, int ith, int nth, void* ud) {
     else if constexpr (OP == Unary::Round) unary_rows(dst, ith, nth, [](float x) { return std::nearbyint(x); });
     else if constexpr (OP == Unary::Ceil) unary_rows(dst, ith, nth, [](float x) { return std::ceil(x); });
     else if constexpr (OP == Unary::Floor) unary_rows(dst, ith, nth, [](float x) { return std::floor(x); });
+    // the float overloads: libm's acosf / asinf / atanf (GCC 12's <cmath> has no std::acosf)
+    else if constexpr (OP == Unary::Acos) unary_rows(dst, ith, nth, [](float x) { return std::acos(x); });
+    else if constexpr (OP == Unary::Asin) unary_rows(dst, ith, nth, [](float x) { return std::asin(x); });
+    else if constexpr (OP == Unary::Atan) unary_rows(dst, ith, nth, [](float x) { return std::atan(x); });
     else if constexpr (OP == Unary::Elu)
         unary_rows(dst, ith, nth, [a = p.p0](float x) { return x >= 0.0f ? x : x < 0.0f ? a * std::expm1(x) : x; });
     else if constexpr (OP == Unary::LeakyRelu) unary_rows(dst, ith, nth, [a = p.p0](float x) { return x >= 0.0f ? x : a * x; });
@@ -201,6 +205,9 @@ ggml_custom_op_t unary_fn(Unary op) {
         case Unary::Round: return unary_kernel<Unary::Round>;
         case Unary::Ceil: return unary_kernel<Unary::Ceil>;
         case Unary::Floor: return unary_kernel<Unary::Floor>;
+        case Unary::Acos: return unary_kernel<Unary::Acos>;
+        case Unary::Asin: return unary_kernel<Unary::Asin>;
+        case Unary::Atan: return unary_kernel<Unary::Atan>;
         case Unary::Elu: return unary_kernel<Unary::Elu>;
         case Unary::LeakyRelu: return unary_kernel<Unary::LeakyRelu>;
         case Unary::HardSigmoid: return unary_kernel<Unary::HardSigmoid>;

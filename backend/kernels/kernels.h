@@ -11,7 +11,7 @@ enum class Compare { Eq, Ne, Gt, Ge, Lt, Le };
 enum class ReduceRows { Max, Min, Sum, Prod };
 // Unary functions; the last ones take one or two parameters (p0, p1 of unary()).
 enum class Unary {
-    Relu, GeluTanh, GeluErf, Erf, Reciprocal, Rsqrt, HardSwish, Mish, Round, Ceil, Floor,
+    Relu, GeluTanh, GeluErf, Erf, Reciprocal, Rsqrt, HardSwish, Mish, Round, Ceil, Floor, Acos, Asin, Atan,
     Elu,          // p0 alpha: x >= 0 ? x : alpha (e^x - 1)
     LeakyRelu,    // p0 alpha: x >= 0 ? x : alpha x
     HardSigmoid,  // p0 alpha, p1 beta: max(0, min(1, alpha x + beta))
@@ -32,7 +32,8 @@ ggml_tensor* binary(ggml_context* ctx, Binary op, ggml_tensor* a, ggml_tensor* b
 // gives 0), GELU-tanh is evaluated directly and vectorized (gelu_tanh.h;
 // ggml's reads an f16 table, about 1e-3 relative error), GELU-erf is
 // vectorized (gelu_erf.h; ggml's calls erff per element); ggml has no erf,
-// round-half-even, ceil, floor, mish, elu or pow. Round is ties-to-even (numpy, torch). The parameters travel in the
+// round-half-even, ceil, floor, mish, elu, pow or inverse trigonometric functions (acos and asin are
+// NaN outside [-1, 1], as numpy and torch). Round is ties-to-even (numpy, torch). The parameters travel in the
 // custom op's userdata (two floats), so a graph keeps no side storage.
 ggml_tensor* unary(ggml_context* ctx, Unary op, ggml_tensor* a, float p0 = 0.0f, float p1 = 0.0f);
 

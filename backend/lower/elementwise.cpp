@@ -257,6 +257,9 @@ void register_elementwise(LoweringTable& t) {
     t.add(uint16_t(K::Round), lower_unary_kernel<kernels::Unary::Round>);
     t.add(uint16_t(K::Ceil), lower_unary_kernel<kernels::Unary::Ceil>);
     t.add(uint16_t(K::Floor), lower_unary_kernel<kernels::Unary::Floor>);
+    t.add(uint16_t(K::Acos), lower_unary_kernel<kernels::Unary::Acos>);
+    t.add(uint16_t(K::Asin), lower_unary_kernel<kernels::Unary::Asin>);
+    t.add(uint16_t(K::Atan), lower_unary_kernel<kernels::Unary::Atan>);
     t.add(uint16_t(K::Clamp), lower_clamp);
     t.add(uint16_t(K::Elu), lower_elu);
     t.add(uint16_t(K::LeakyReLU), lower_leaky_relu);

@@ -1,5 +1,6 @@
-// Interpolate: (bi)linear through ggml_interpolate on NCX data (ggml's
-// half-pixel and align-corners rules are PyTorch's and oneDNN's); nearest
+// Interpolate: (bi)linear and bicubic through ggml_interpolate on NCX data (ggml's
+// half-pixel and align-corners rules are PyTorch's and oneDNN's, its bicubic
+// PyTorch's: a = -0.75, taps clamped to the input); nearest
 // through our kernel (kernels/resize.h: PyTorch's index arithmetic).
 // 3 spatial axes: both modes are separable (trilinear weights are products of
 // 1-D ones, nearest picks an index per axis), so depth is resized first as a
@@ -34,8 +35,8 @@ ggml_tensor* resize2d(LowerCtx& c, const A& a, ggml_tensor* t, bool nxc, const s
         return kernels::resize_nearest(c.ctx, t, c.keep(s), ne);
     }
     if (a.coordinate_transformation_mode == A::CoordinateTransformationMode::asymmetric)
-        c.unsupported("linear interpolation with asymmetric coordinates");
-    uint32_t mode = GGML_SCALE_MODE_BILINEAR;
+        c.unsupported("linear or cubic interpolation with asymmetric coordinates");
+    uint32_t mode = a.mode == A::Mode::bicubic ? GGML_SCALE_MODE_BICUBIC : GGML_SCALE_MODE_BILINEAR;
     if (a.coordinate_transformation_mode == A::CoordinateTransformationMode::align_corners)
         mode |= GGML_SCALE_FLAG_ALIGN_CORNERS;
     if (nxc) {  // [C, W, H, N] (ggml ne) -> [W, H, C, N]

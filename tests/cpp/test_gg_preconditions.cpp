@@ -194,6 +194,9 @@ int main() {
     expect_violation("interpolate: ne2 changed", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2), 8, 8, 4, 1, BIL); });
     expect_violation("interpolate: ne3 changed", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2), 8, 8, 2, 2, BIL); });
     expect_ok("interpolate", [&] { gg::interpolate(ctx, T(F32, 4, 4, 2, 3), 7, 3, 2, 3, BIL | AC); });
+    expect_ok("interpolate: bicubic", [&] {
+        gg::interpolate(ctx, T(F32, 4, 4, 2, 3), 7, 3, 2, 3, GGML_SCALE_MODE_BICUBIC | AC);
+    });
 
     // get_rows / set_rows
     expect_violation("get_rows: F32 indices", [&] { gg::get_rows(ctx, T(F32, 4, 10), T(F32, 3)); });

@@ -1,7 +1,7 @@
 """Numerics of the unary ops added with oneDNN's attribute names (Clamp, Elu,
 LeakyReLU, HardSigmoid, SoftPlus, Pow with a scalar exponent) and the
-unary functions Reciprocal, Rsqrt, Erf, HardSwish, Mish, Round, Ceil and
-Floor, against numpy.
+unary functions Reciprocal, Rsqrt, Erf, HardSwish, Mish, Round, Ceil,
+Floor, Acos, Asin and Atan, against numpy.
 
 Each op is compiled once with a dynamic dimension and run at three shapes.
 References are computed in float64 and rounded to f32; the kernels compute
@@ -39,6 +39,11 @@ UNARY = {
     "Reciprocal": (K.Reciprocal, {}, lambda x: 1.0 / x, 1, "any"),
     "Rsqrt": (K.Rsqrt, {}, lambda x: 1.0 / np.sqrt(x), 2, "positive"),  # two roundings: measured 1.0 ulp
     "Erf": (K.Erf, {}, np_erf, 2, "any"),  # glibc erff: measured 1.0 ulp
+    # glibc acosf / asinf / atanf: measured 0.84 / 0.82 / 0.70 ulp on a dense grid of [-1, 1] (atan also
+    # of [-100, 100] and 1e-30..1e30); acos and asin are NaN outside [-1, 1], as numpy's
+    "Acos": (K.Acos, {}, np.arccos, 1, "unit"),
+    "Asin": (K.Asin, {}, np.arcsin, 1, "unit"),
+    "Atan": (K.Atan, {}, np.arctan, 1, "wide"),
     "HardSwish": (K.HardSwish, {}, lambda x: x * np.clip(x + 3, 0, 6) / 6, 3, "wide"),  # 3 roundings
     "Mish": (K.Mish, {}, lambda x: x * np.tanh(softplus64(x)), 4, "wide"),  # measured 2.1 ulp
     "Elu": (K.Elu, {"alpha": 0.7}, lambda x: np.where(x >= 0, x, 0.7 * np.expm1(np.minimum(x, 0))), 2, "wide"),
@@ -69,6 +74,9 @@ def draw(rng, shape, kind):
     if kind == "wide":  # both tails and the values around the kinks
         x = x * 6
         x.flat[:4] = [-3.0, 3.0, 0.0, -30.0][: x.size]
+    if kind == "unit":  # [-1, 1] and a little past it (NaN there), both ends and 0
+        x = rng.uniform(-1.2, 1.2, shape)
+        x.flat[:5] = [-1.0, 1.0, 0.0, 1.0 + 2.0**-23, -1.5][: x.size]
     return x.astype(np.float32)
 
 
@@ -80,7 +88,11 @@ def test_unary_matches_numpy_within_a_few_ulps(case, rng):
         x = draw(rng, shape, values)
         (got,) = run(cp, x)
         assert got.dtype == np.float32 and got.shape == shape
-        want = ref(x.astype(np.float64))
+        with np.errstate(invalid="ignore"):  # arccos / arcsin outside [-1, 1]
+            want = ref(x.astype(np.float64))
+        nan = np.isnan(want)
+        assert (np.isnan(got) == nan).all(), f"{case}: NaN at {x[np.isnan(got) != nan]}"
+        want, got = want[~nan], got[~nan]
         tol = ulps * EPS * np.maximum(np.abs(want), np.finfo(np.float32).tiny) + (atol[0] if atol else 0.0)
         err = np.abs(got.astype(np.float64) - want)
         assert (err <= tol).all(), f"{case}: worst {float((err / np.maximum(np.abs(want), 1e-38)).max()) / EPS:.2f} ulp"
@@ -102,7 +114,8 @@ def test_exact_unary_matches_numpy_bit_for_bit(case, rng):
 
 @pytest.mark.parametrize("kind,attrs", [(K.Clamp, {"min": 0.0, "max": 1.0}), (K.LeakyReLU, {"alpha": 0.1}),
                                         (K.Elu, {"alpha": 1.0}), (K.HardSwish, {}), (K.Mish, {}), (K.Erf, {}),
-                                        (K.Round, {}), (K.SoftPlus, {}), (K.HardSigmoid, {"alpha": 0.2, "beta": 0.5})])
+                                        (K.Round, {}), (K.SoftPlus, {}), (K.HardSigmoid, {"alpha": 0.2, "beta": 0.5}),
+                                        (K.Acos, {}), (K.Asin, {}), (K.Atan, {})])
 def test_nan_stays_nan(kind, attrs):
     cp = compile_op(kind, [[N]], attrs=attrs)
     (got,) = run(cp, np.array([np.nan, 1.0], np.float32))
@@ -116,11 +129,17 @@ def test_special_values():
         (K.Erf, ()): np_erf(x.astype(np.float64)),
         (K.SoftPlus, ()): softplus64(x.astype(np.float64)),
         (K.Pow, (("beta", 0.0),)): np.ones_like(x, np.float64),  # x ** 0 is 1, even for inf and 0
+        (K.Atan, ()): np.arctan(x.astype(np.float64)),  # +-pi/2 at +-inf
     }
+    with np.errstate(invalid="ignore"):  # NaN past +-1, the infinities included
+        cases[K.Acos, ()] = np.arccos(x.astype(np.float64))
+        cases[K.Asin, ()] = np.arcsin(x.astype(np.float64))
     for (kind, attrs), want in cases.items():
             cp = compile_op(kind, [[N]], attrs=dict(attrs))
             (got,) = run(cp, x)
             np.testing.assert_allclose(got, want.astype(np.float32), rtol=2 * EPS, atol=0, err_msg=kind.name)
+            if kind in (K.Asin, K.Atan):  # odd: -0 gives -0
+                assert np.array_equal(np.signbit(got[:2]), [False, True]), kind.name
 
 
 @pytest.mark.parametrize("dtype", [dg.f16, dg.bf16])
@@ -152,7 +171,7 @@ def test_bad_attributes_are_refused(kind, attrs, match):
         compile_op(kind, [[N]], attrs=attrs)
 
 
-@pytest.mark.parametrize("kind", [K.Erf, K.Round, K.Reciprocal])
+@pytest.mark.parametrize("kind", [K.Erf, K.Round, K.Reciprocal, K.Acos])
 def test_integer_inputs_are_dtype_errors(kind):
     with pytest.raises(dg.DTypeError, match="floating-point"):
         compile_op(kind, [[N]], in_dtypes=dg.i32)

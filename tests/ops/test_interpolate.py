@@ -1,9 +1,11 @@
-"""Interpolate (nearest, linear, bilinear) against numpy references, compiled
+"""Interpolate (nearest, linear, bilinear, bicubic) against numpy references, compiled
 once with dynamic sizes and run at three shapes. Nearest picks elements
 (exact). Linear weights come from a float32 source coordinate, off by a few
 U times the coordinate (up to the axis length L), which moves the result by
 that much times the difference of two neighbours (<= 2 max|x|): the bound
-is 8 * U * (L + 2) * max|x| (errors measured: below a quarter of it)."""
+is 8 * U * (L + 2) * max|x| (errors measured: below a quarter of it).
+Bicubic sums four taps whose weights' slopes add to at most 3 (Keys'
+kernel, a = -0.75): three times that bound."""
 
 import numpy as np
 import pytest
@@ -80,20 +82,21 @@ def test_bilinear_to_sizes_that_are_expressions(fmt, coord, rng):
         np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, [hv + 3, 5]))
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
 @pytest.mark.parametrize("fmt", ["NCX", "NXC"])
 @pytest.mark.parametrize("coord", ["half_pixel", "align_corners"])
 @pytest.mark.parametrize("scales", [[2.0, 2.0], [0.5, 1.5]])
-def test_bilinear_by_scales_matches_numpy(fmt, coord, scales, rng):
+def test_2d_by_scales_matches_numpy(mode, fmt, coord, scales, rng):
     cp = compile_op(K.Interpolate, [shape_of(fmt, D, 3, [D, D])],
-                    attrs={"mode": "bilinear", "scales": scales, "coordinate_transformation_mode": coord,
+                    attrs={"mode": mode, "scales": scales, "coordinate_transformation_mode": coord,
                            "data_format": fmt})
     for n, h, w in [(1, 2, 2), (2, 6, 9), (1, 15, 4)]:
         x = rng.standard_normal(shape_of(fmt, n, 3, (h, w))).astype(np.float32)
         (y,) = run(cp, x)
         sizes = [int(h * scales[0]), int(w * scales[1])]
-        want = ref.interpolate(x, sizes, "bilinear", coord, fmt)
+        want = ref.interpolate(x, sizes, mode, coord, fmt)
         assert y.shape == want.shape
-        np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, sizes))
+        np.testing.assert_allclose(y, want, rtol=0, atol=(3 if mode == "bicubic" else 1) * linear_atol(x, sizes))
 
 
 @pytest.mark.parametrize("coord", ["half_pixel", "align_corners"])
@@ -162,7 +165,42 @@ def test_a_scale_that_is_no_small_ratio_of_a_dynamic_size_is_a_shape_error():
 
 def test_unknown_mode_is_a_graph_error():
     with pytest.raises(dg.GraphError, match="must be one of"):
-        compile_op(K.Interpolate, [[D, 3, 8, 8]], attrs={"mode": "bicubic", "scales": [2.0, 2.0]})
+        compile_op(K.Interpolate, [[D, 3, 8, 8]], attrs={"mode": "area", "scales": [2.0, 2.0]})
+
+
+# -- bicubic (2-D only; PyTorch's kernel) ---------------------------------------------------
+
+
+def test_bicubic_to_sizes_that_are_expressions(rng):
+    """Up along one axis, down along the other; a single row and column take every tap clamped."""
+    h, w = dg.Dim("h", max=500), dg.Dim("w", max=500)
+    cp = compile_op(K.Interpolate, [[D, 2, h, w]], attrs={"mode": "bicubic", "sizes": [2 * h + 1, 3],
+                                                          "data_format": "NCX"})
+    for n, hv, wv in [(1, 1, 1), (2, 4, 9), (1, 30, 12)]:
+        x = rng.standard_normal((n, 2, hv, wv)).astype(np.float32)
+        (y,) = run(cp, x)
+        want = ref.interpolate(x, [2 * hv + 1, 3], "bicubic")
+        assert y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=0, atol=3 * linear_atol(x, [2 * hv + 1, 3]))
+
+
+def test_bicubic_reference_is_pytorchs():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 7)).astype(np.float32)
+    for size, ac in [((11, 3), False), ((11, 3), True), ((2, 16), False)]:
+        want = torch.nn.functional.interpolate(torch.from_numpy(x), size=size, mode="bicubic", align_corners=ac)
+        got = ref.interpolate(x, list(size), "bicubic", "align_corners" if ac else "half_pixel")
+        np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs,match", [
+    ({"scales": [2.0, 2.0, 2.0]}, "is for 2-D data"),
+    ({"scales": [2.0, 2.0], "coordinate_transformation_mode": "asymmetric"}, "mode 'nearest'"),
+])
+def test_bad_bicubic_attributes_are_shape_errors(attrs, match):
+    shape = [D, 3, 4, 8, 8] if len(attrs["scales"]) == 3 else [D, 3, 8, 8]
+    with pytest.raises(dg.ShapeError, match=match):
+        compile_op(K.Interpolate, [shape], attrs={"data_format": "NCX", "mode": "bicubic", **attrs})
 
 
 # -- 3 spatial axes: depth, then (H, W) (backend/lower/interpolate.cpp) -------------------

@@ -247,16 +247,27 @@ def test_one_fallback_in_deepseek_v3_routing_costs_one_boundary(monkeypatch, tar
     assert_matches_eager(run, module, [[torch.randn(n, 64)] for n in SIZES])
 
 
-@pytest.mark.parametrize("how", ["scale", "size", "scale-align-corners"])
-def test_bicubic_with_a_dynamic_size_runs_in_torch_as_one_node(how):
-    # torch's decomposition computes bicubic coordinates with symbolic floats: kept whole, it is one node
+@pytest.mark.parametrize("converted", [True, False], ids=["converted", "in-pytorch"])
+@pytest.mark.parametrize("how", ["scale", "size", "scale-align-corners", "down"])
+def test_bicubic_with_a_dynamic_size(how, converted, monkeypatch):
+    # converted whole; without its converter, one node in PyTorch (torch's decomposition computes
+    # bicubic coordinates with symbolic floats: kept whole, it stays one node)
+    if not converted:
+        from dyngraph.torch.converters.registry import CONVERTERS
+
+        for op in (torch.ops.aten.upsample_bicubic2d.vec, torch.ops.aten.upsample_bicubic2d.default):
+            monkeypatch.delitem(CONVERTERS, op)
     resize = {
         "scale": lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"),
         "size": lambda x: F.interpolate(x, size=(x.shape[2] * 2, 5), mode="bicubic"),
         "scale-align-corners": lambda x: F.interpolate(x, scale_factor=2.0, mode="bicubic", align_corners=True),
+        "down": lambda x: F.interpolate(x, size=(x.shape[2] // 2 + 1, 3), mode="bicubic"),
     }[how]
     module = mk(lambda x: torch.tanh(resize(torch.relu(x))) + 1)
     run = compile_module(module, [torch.randn(1, 2, 6, 7)], ({2: torch.export.Dim("h", min=2, max=32)},))
-    assert [f.target for f in run.fallbacks] == ["aten.upsample_bicubic2d.vec"], run.report()
-    assert len(run.compiled_partitions) == 2  # the relu before it, the tanh and add after it (sized 2 * h)
+    if converted:
+        assert run.fallbacks == [] and len(run.compiled_partitions) == 1, run.report()
+    else:
+        assert [f.target for f in run.fallbacks] == ["aten.upsample_bicubic2d.vec"], run.report()
+        assert len(run.compiled_partitions) == 2  # the relu before it, the tanh and add after it (sized 2 * h)
     assert_matches_eager(run, module, [[torch.randn(1, 2, h, 7)] for h in (2, 6, 11)])

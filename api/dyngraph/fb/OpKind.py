@@ -96,4 +96,7 @@ class OpKind(object):
     MatMulId = 90
     QuantizedConvolution = 91
     Dropout = 92
-    End = 93
+    Acos = 93
+    Asin = 94
+    Atan = 95
+    End = 96

@@ -12,7 +12,8 @@ from .common import ONE, broadcast_shapes, normalize_axis
 from .registry import AttrSpec, TensorType, register
 
 UNARY_FLOAT = (K.ReLU, K.SiLU, K.Sigmoid, K.Tanh, K.Exp, K.Log, K.Sqrt, K.Square, K.Abs, K.Neg, K.Sin, K.Cos,
-               K.Reciprocal, K.Rsqrt, K.Erf, K.HardSwish, K.Mish, K.Round, K.Ceil, K.Floor)
+               K.Reciprocal, K.Rsqrt, K.Erf, K.HardSwish, K.Mish, K.Round, K.Ceil, K.Floor, K.Acos, K.Asin,
+               K.Atan)
 _BROADCAST = {"auto_broadcast": AttrSpec("str", "numpy", ("numpy", "none"))}
 
 
@@ -73,7 +74,8 @@ def unary(attrs, ins, ctx):
     """y = f(x), same shape and dtype; x is floating point. Reciprocal is 1/x
     (inf at 0), Rsqrt 1/sqrt(x), HardSwish x min(max(x + 3, 0), 6) / 6, Mish
     x tanh(softplus(x)), Round to the nearest integer with ties to even (as
-    numpy and torch), Ceil and Floor toward +inf / -inf."""
+    numpy and torch), Ceil and Floor toward +inf / -inf, Acos and Asin NaN
+    outside [-1, 1] (as numpy and torch)."""
     return [ins[0]]
 
 

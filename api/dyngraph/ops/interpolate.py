@@ -1,6 +1,8 @@
 """Shape rule of Interpolate (oneDNN Graph's attributes and semantics), 1-D,
 2-D and 3-D spatial (``linear`` is 1-D linear or 3-D trilinear, ``bilinear``
-2-D).
+2-D; ``bicubic``, 2-D, is not a oneDNN mode: PyTorch's, Keys' cubic
+convolution with a = -0.75 over 4 x 4 neighbours, indices clamped to the
+input).
 
 The output's spatial sizes are ``sizes`` (ints or dimension expressions) or
 ``floor(size * scale)`` for ``scales``. A scale that is a ratio of small
@@ -13,11 +15,12 @@ what oneDNN computes, ``trunc(f32(size) * f32(scale))`` in f32 arithmetic
 - ``half_pixel``: ``x_src = (x + 0.5) / scale - 0.5`` (linear; nearest takes
   ``floor((x + 0.5) / scale)``, PyTorch's ``nearest-exact`` and oneDNN's
   nearest);
-- ``align_corners``: ``x_src = x * (in - 1) / (out - 1)`` (linear only);
+- ``align_corners``: ``x_src = x * (in - 1) / (out - 1)`` (linear and bicubic);
 - ``asymmetric`` (not a oneDNN mode; PyTorch's ``nearest``):
   ``floor(x / scale)`` (nearest only).
 
-Linear modes clamp the source coordinate to the input (PyTorch's rule).
+Linear modes clamp the source coordinate to the input (PyTorch's rule);
+bicubic clamps the indices of its taps instead (PyTorch's rule too).
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def scaled_size(size, scale: float, ctx) -> Expr:
 @register(
     K.Interpolate,
     attrs={
-        "mode": AttrSpec("str", choices=("nearest", "linear", "bilinear")),
+        "mode": AttrSpec("str", choices=("nearest", "linear", "bilinear", "bicubic")),
         "coordinate_transformation_mode": AttrSpec("str", "half_pixel", ("half_pixel", "align_corners", "asymmetric")),
         "sizes": AttrSpec("exprs", ()),
         "scales": AttrSpec("floats", (), finite=True),
@@ -76,11 +79,11 @@ def scaled_size(size, scale: float, ctx) -> Expr:
     high_rank="lowering",
 )
 def interpolate(attrs, ins, ctx):
-    """Resize the spatial axes: nearest neighbour or (bi)linear."""
+    """Resize the spatial axes: nearest neighbour, (bi)linear or bicubic."""
     x = ins[0]
     n_sp = check_spatial_rank(x, ctx)
     mode, coord = attrs["mode"], attrs["coordinate_transformation_mode"]
-    if mode != "nearest" and mode != ("bilinear" if n_sp == 2 else "linear"):
+    if mode != "nearest" and mode not in (("bilinear", "bicubic") if n_sp == 2 else ("linear",)):
         raise ctx.error(f"mode {mode!r} is for {'1-D or 3-D' if mode == 'linear' else '2-D'} data, "
                         f"the input has {n_sp} spatial axes")
     if mode == "nearest" and coord == "align_corners":

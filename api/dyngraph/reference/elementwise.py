@@ -83,6 +83,9 @@ _UNARY.update({
     K.Round: np.round,  # ties to even
     K.Ceil: np.ceil,
     K.Floor: np.floor,
+    K.Acos: np.arccos,  # NaN outside [-1, 1]
+    K.Asin: np.arcsin,
+    K.Atan: np.arctan,
 })
 
 

@@ -138,7 +138,7 @@ def group_norm(attrs, ins, ctx):
 
 @implements(K.Interpolate)
 def interpolate(attrs, ins, ctx):
-    mode = "nearest" if attrs["mode"] == "nearest" else "linear"
+    mode = {"nearest": "nearest", "bicubic": "bicubic"}.get(attrs["mode"], "linear")
     coord = attrs["coordinate_transformation_mode"]
     if mode == "linear" and coord == "asymmetric":
         raise NoReferenceError(f"{ctx.op.label}: linear interpolation with asymmetric coordinates")

@@ -175,6 +175,28 @@ def linear_weights(n, L, align_corners):
     return out
 
 
+def cubic_weights(n, L, align_corners, a=-0.75):
+    """(the 4 tap indices, their weights) per output of an axis: PyTorch's source
+    coordinate (not clamped), Keys' cubic kernel, the taps clamped to [0, L)."""
+    def near(t):  # |t| <= 1
+        return ((a + 2) * t - (a + 3)) * t * t + 1
+
+    def far(t):  # 1 < |t| < 2
+        return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+
+    out = []
+    for o in range(n):
+        if align_corners:
+            src = o * (L - 1) / (n - 1) if n > 1 else 0.0
+        else:
+            src = (o + 0.5) * L / n - 0.5
+        i = int(np.floor(src))
+        t = src - i
+        taps = [min(max(i + k, 0), L - 1) for k in (-1, 0, 1, 2)]
+        out.append((taps, [far(t + 1), near(t), near(1 - t), far(2 - t)]))
+    return out
+
+
 def interpolate(x, sizes, mode, coord="half_pixel", fmt="NCX"):
     x = to_ncx(x.astype(np.float64), fmt)
     ns = x.ndim - 2
@@ -184,6 +206,12 @@ def interpolate(x, sizes, mode, coord="half_pixel", fmt="NCX"):
         if mode == "nearest":
             idx = [nearest_index(o, L, n, coord == "half_pixel") for o in range(n)]
             y = np.take(y, idx, axis=2 + a)
+        elif mode == "bicubic":
+            m = np.zeros((n, L))  # the axis as a product: out[o] = sum_k m[o, k] in[k]
+            for o, (taps, ws) in enumerate(cubic_weights(n, L, coord == "align_corners")):
+                for k, w in zip(taps, ws):
+                    m[o, k] += w
+            y = np.moveaxis(np.tensordot(m, y, axes=([1], [2 + a])), 0, 2 + a)
         else:
             w = linear_weights(n, L, coord == "align_corners")
             lo = np.take(y, [i0 for i0, _, _ in w], axis=2 + a)

@@ -253,6 +253,9 @@ _UNARY = {
     aten.round.default: K.Round,
     aten.ceil.default: K.Ceil,
     aten.floor.default: K.Floor,
+    aten.acos.default: K.Acos,
+    aten.asin.default: K.Asin,
+    aten.atan.default: K.Atan,
 }
 _IDENTITY_ON_INTEGERS = (K.Round, K.Ceil, K.Floor)
 

@@ -1,15 +1,14 @@
 """Interpolation: upsample_nearest1d/2d (PyTorch's "nearest": asymmetric
 coordinates), _upsample_nearest_exact1d/2d ("nearest-exact": half-pixel),
-upsample_linear1d / upsample_bilinear2d (half-pixel or align_corners).
+upsample_linear1d / upsample_bilinear2d and upsample_bicubic2d (half-pixel or
+align_corners).
 
 The output sizes are the node's (expressions of the input's). Interpolate
 maps coordinates by the real size ratio, PyTorch by 1 / scale_factor when
 one is given: they agree when the scale factor is an integer; other scale
-factors run in PyTorch.
-
-Bicubic interpolation has no dyngraph form yet: upsample_bicubic2d is kept
-whole (torch's decomposition computes its coordinates with symbolic floats
-when a size is dynamic) and runs in PyTorch as one node."""
+factors run in PyTorch. upsample_bicubic2d is kept whole (torch's
+decomposition computes its coordinates with symbolic floats when a size is
+dynamic)."""
 
 from __future__ import annotations
 
@@ -72,4 +71,4 @@ def upsample_linear(cx, node, a):
 
 @converter(aten.upsample_bicubic2d.vec, aten.upsample_bicubic2d.default, keep=(aten.upsample_bicubic2d.vec,))
 def upsample_bicubic(cx, node, a):
-    raise Unsupported("bicubic interpolation")
+    return _interpolate(cx, node, a, "bicubic", "align_corners" if a.align_corners else "half_pixel")
