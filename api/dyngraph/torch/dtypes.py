@@ -41,6 +41,8 @@ def to_numpy(t) -> np.ndarray:
     if t.device.type != "cpu":
         raise ExecutionError(f"tensors must be on the CPU, got one on {t.device}")
     t = t.detach()
+    if t.is_neg() or t.is_conj():  # a lazy view (``z.conj().imag``): its values, copied
+        t = t.resolve_conj().resolve_neg()
     if t.dtype is torch.bfloat16:
         return t.view(torch.int16).numpy().view(np.uint16)
     try:

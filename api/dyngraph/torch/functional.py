@@ -28,6 +28,7 @@ import torch.fx as fx
 from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind, OutputSpec, TensorArgument
 
 from .converters import converter_of
+from .converters.registry import COMPLEX_CONVERTERS, canonical
 
 aten = torch.ops.aten
 
@@ -73,7 +74,7 @@ def _handled(node: fx.Node, ignored) -> bool:
     val = node.meta.get("val")
     if isinstance(val, torch.SymBool):
         return False
-    if converter_of(t) is not None or t in ignored or t is operator.getitem:
+    if converter_of(t) is not None or canonical(t) in COMPLEX_CONVERTERS or t in ignored or t is operator.getitem:
         return True
     return isinstance(val, (int, torch.SymInt)) and not isinstance(val, bool)
 

@@ -5,6 +5,7 @@ from . import attention  # noqa: F401
 from . import complex  # noqa: F401
 from . import compare  # noqa: F401
 from . import elementwise  # noqa: F401
+from . import fft  # noqa: F401
 from . import generate  # noqa: F401
 from . import indexing  # noqa: F401
 from . import layout  # noqa: F401

@@ -14,6 +14,8 @@ the parts; views reshape to torch's shape plus the axis of 2.
 
 from __future__ import annotations
 
+import torch
+
 from ...dtypes import DataType
 from ...op import OpKind as K
 from ...symbolic import as_expr
@@ -101,14 +103,33 @@ def complex_(cx, node, a):
     return _join(cx, re, im)
 
 
+def parts_of(cx, arg):
+    """The real and imaginary parts of a complex argument at torch's shape (the
+    imaginary None where it is known to be zero)."""
+    v = cx.value(arg)
+    if isinstance(v, Complex) and v.parts is not None:
+        return v.parts
+    return tuple(cx.reshape(p, cx.shape_of(arg)) for p in _split(cx, cx.complex(arg)))
+
+
+def from_parts(cx, re, im):
+    """A complex value of the node's shape from float32 parts at torch's shape (``im``
+    None: zero)."""
+    shape = tuple(cx.out_shape())
+    one = shape + (1,)
+    im_ = cx.full(0.0, F32, one) if im is None else cx.reshape(im, one)
+    return Complex(cx.emit(K.Concat, [cx.reshape(re, one), im_], {"axis": len(shape)}), (re, im))
+
+
 @complex_converter(aten.real.default)
 def real(cx, node, a):
-    return cx.reshape(_split(cx, cx.complex(a.self))[0], cx.out_shape())
+    return cx.reshape(parts_of(cx, a.self)[0], cx.out_shape())
 
 
 @complex_converter(aten.imag.default)
 def imag(cx, node, a):
-    return cx.reshape(_split(cx, cx.complex(a.self))[1], cx.out_shape())
+    im = parts_of(cx, a.self)[1]
+    return cx.full(0.0, F32, cx.out_shape()) if im is None else cx.reshape(im, cx.out_shape())
 
 
 @complex_converter(aten.abs.default)
@@ -209,6 +230,8 @@ def identity(cx, node, a):
 @complex_converter(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten.type_as.default)
 def to_copy(cx, node, a):
     out = cx.out
+    if out.dtype is torch.complex64 and not cx.is_complex(node.args[0]):  # a real tensor as complex
+        return from_parts(cx, cx.cast(cx.tensor(node.args[0]), F32), None)
     if not (out.dtype.is_complex and cx.is_complex(node.args[0])):
         raise Unsupported(f"a cast between complex and {out.dtype}")
     return Complex(cx.complex(node.args[0]))

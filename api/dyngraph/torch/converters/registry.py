@@ -31,7 +31,7 @@ KEPT_WHOLE: Set[object] = set()
 _ALIAS_NAMES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div", "clip": "clamp",
                 "negative": "neg", "absolute": "abs", "greater": "gt", "greater_equal": "ge", "less": "lt",
                 "less_equal": "le", "not_equal": "ne", "concatenate": "cat", "special_expit": "sigmoid",
-                "special_erf": "erf"}
+                "special_erf": "erf", "_neg_view": "neg"}
 
 
 def _aliases() -> dict:
@@ -126,10 +126,13 @@ class Complex:
     shape and one more axis of 2, the real and imaginary parts
     (``torch.view_as_real``'s layout)."""
 
-    __slots__ = ("lt",)
+    __slots__ = ("lt", "parts")
 
-    def __init__(self, lt):
+    def __init__(self, lt, parts=None):
         self.lt = lt
+        # where known: the real and imaginary parts at torch's shape (the imaginary None
+        # where it is zero), so that .real or a transform of a real tensor need not slice
+        self.parts = parts
 
     def __repr__(self) -> str:
         return f"Complex({self.lt!r})"
