@@ -1,4 +1,4 @@
-"""Every causal-LM (or masked-LM, image-classification, CTC speech) architecture transformers
+"""Every causal-LM (or masked-LM, seq2seq-LM, vision, CTC speech) architecture transformers
 ships, tiny and random, through dyngraph.torch: what converts whole, what falls back, what
 fails, what differs.
 
@@ -14,10 +14,14 @@ exported with a dynamic sequence length (``use_cache=False``; torch's AUTO
 where the model's code guards the length), compiled once, and its logits
 compared with eager PyTorch at 1, 7 and 30 tokens (those in the exported
 range; f32, 1e-4 absolute). ``--task masked-lm`` does the same for encoders;
+``--task seq2seq-lm`` for encoder-decoders (an attention mask of ones, and
+``decoder_input_ids`` of a dynamic length of their own, n // 3 + 1 at n tokens);
 ``--task image-classification`` builds vision models at 32 x 32 pixels (2 stages of
 widths 16 and 32 for the convolutional ones, weights drawn with variance 1 / fan-in), exports a
 dynamic batch and compares at batches of 1, 2 and 5, within 1e-4 of the largest output
-(some stacks' outputs are far below 1); ``--task ctc`` builds speech models on raw audio
+(some stacks' outputs are far below 1), and ``--task semantic-segmentation``,
+``depth-estimation`` and ``object-detection`` do the same for dense vision
+heads (their logits, depth map, or first output); ``--task ctc`` builds speech models on raw audio
 (their 7-layer feature encoder 32 channels wide), exports a dynamic sample count and
 compares at 1359, 1999 and 4559 samples, likewise. One line per architecture:
 
@@ -53,7 +57,11 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
 FAMILY = dict(rotary_dim=8, n_inner=128,  # GPT-J, CodeGen
               expand=2, num_heads=8, state_size=16, n_groups=1, chunk_size=32,  # Mamba2 (one chunk: AUTO exports guard it)
               d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-              encoder_ffn_dim=128, decoder_ffn_dim=128)  # BART-style decoders
+              encoder_ffn_dim=128, decoder_ffn_dim=128,  # BART-style decoders
+              d_ff=128, num_layers=2, num_encoder_layers=2, num_decoder_layers=2, d_kv=16,  # T5, ProphetNet
+              block_sizes=[1, 1])  # Funnel (2 blocks: the sequence pooled once)
+# what one model needs set that its defaults leave unset
+PER_MODEL = {"esm": dict(pad_token_id=1), "xmod": dict(default_language="en_XX")}
 # vision models: small images, patches and stages (only the keys a config has are set)
 TINY_IMAGE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, image_size=32,
                   patch_size=8, num_channels=3, num_labels=3, embed_dim=16, hidden_sizes=[16, 32], depths=[1, 1],
@@ -70,30 +78,58 @@ ATOL = 1e-4
 
 
 class Task:
-    """What a sweep builds and feeds: the model classes, the one input, its dynamic dimension
-    (index, name and range) and the sizes compared."""
+    """What a sweep builds and feeds: the model classes, the input, its dynamic dimension
+    (index, name and range) and the sizes compared; ``decoder``: a second input,
+    ``decoder_input_ids``, of a dynamic length of its own (about a third of the input's)."""
 
-    def __init__(self, mapping, tiny, input_name, dim, sizes, name="seq", least=1, most=128, trace=5):
+    def __init__(self, mapping, tiny, input_name, dim, sizes, name="seq", least=1, most=128, trace=5,
+                 decoder=False):
         self.mapping, self.tiny, self.input_name, self.dim, self.sizes = mapping, tiny, input_name, dim, sizes
         self.name, self.least, self.most, self.trace = name, least, most, trace  # (trace: the size exported at)
+        self.decoder = decoder
 
     def example(self, cfg, n):
+        """The inputs, by name, at size ``n``."""
         import torch
 
         if self.input_name == "input_ids":
-            return torch.randint(0, cfg.vocab_size, (1, n))
-        if self.input_name == "input_values":  # raw audio
-            return torch.randn(1, n)
-        side = getattr(cfg, "image_size", 32)
-        side = side[0] if isinstance(side, (list, tuple)) else side
-        return torch.randn(n, getattr(cfg, "num_channels", 3), side, side)
+            x = torch.randint(0, cfg.vocab_size, (1, n))
+        elif self.input_name == "input_values":  # raw audio
+            x = torch.randn(1, n)
+        else:
+            side = getattr(cfg, "image_size", 32)
+            side = side[0] if isinstance(side, (list, tuple)) else side
+            x = torch.randn(n, getattr(cfg, "num_channels", 3), side, side)
+        if not self.decoder:
+            return {self.input_name: x}
+        return {self.input_name: x, "attention_mask": torch.ones_like(x),  # (LongT5's traced path wants one)
+                "decoder_input_ids": torch.randint(0, cfg.vocab_size, (1, n // 3 + 1))}
+
+    def dynamic(self, auto=False):
+        """torch.export's dynamic_shapes: named ranges, or torch's AUTO everywhere."""
+        import torch
+
+        Dim = torch.export.Dim
+        seq = Dim.AUTO if auto else Dim(self.name, min=self.least, max=self.most)
+        shapes = {self.input_name: {self.dim: seq}}
+        if self.decoder:
+            shapes["attention_mask"] = {1: seq}
+            shapes["decoder_input_ids"] = {1: Dim.AUTO if auto else Dim("dec", min=1, max=self.most)}
+        return shapes
 
 
 TASKS = {
     "causal-lm": Task("MODEL_FOR_CAUSAL_LM_MAPPING", TINY, "input_ids", 1, LENGTHS),
     "masked-lm": Task("MODEL_FOR_MASKED_LM_MAPPING", TINY, "input_ids", 1, LENGTHS),
+    "seq2seq-lm": Task("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING", TINY, "input_ids", 1, LENGTHS, decoder=True),
     "image-classification": Task("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING", TINY_IMAGE, "pixel_values", 0, BATCHES,
                                  "batch", 1, 16, trace=2),
+    "semantic-segmentation": Task("MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING", TINY_IMAGE, "pixel_values", 0, BATCHES,
+                                  "batch", 1, 16, trace=2),
+    "depth-estimation": Task("MODEL_FOR_DEPTH_ESTIMATION_MAPPING", TINY_IMAGE, "pixel_values", 0, BATCHES,
+                             "batch", 1, 16, trace=2),
+    "object-detection": Task("MODEL_FOR_OBJECT_DETECTION_MAPPING", TINY_IMAGE, "pixel_values", 0, BATCHES,
+                             "batch", 1, 16, trace=2),
     "ctc": Task("MODEL_FOR_CTC_MAPPING", TINY_AUDIO, "input_values", 1, SAMPLES, "samples", 400, 16000, trace=1999),
 }
 
@@ -116,6 +152,9 @@ def tiny_config(model_type: str, keys=tuple(TINY), tiny=TINY):
                 kwargs[k] = (v * len(have))[: len(have)] if len(set(v)) == 1 else v[: len(have)]
     elif keys == tuple(TINY):
         kwargs.update({k: v for k, v in FAMILY.items() if k in vars(base) and k not in kwargs})
+    if "num_encoder_layers" in kwargs or "block_sizes" in kwargs:  # (ProphetNet, Funnel refuse num_hidden_layers)
+        kwargs.pop("num_hidden_layers", None)
+    kwargs.update(PER_MODEL.get(model_type, {}))
     if hasattr(base, "qk_rope_head_dim"):  # multi-head latent attention: head_dim is the rotary part's,
         kwargs.pop("head_dim", None)  # and as many kv heads as query heads
         kwargs["num_key_value_heads"] = kwargs.get("num_attention_heads", 4)
@@ -165,7 +204,7 @@ def one(model_type: str, task: Task) -> dict:
                                                      f"not {task.input_name}"}
             ids = task.example(cfg, task.trace)
             with torch.no_grad():
-                model(**{task.input_name: ids})
+                model(**ids)
             break
         except Exception as e:  # noqa: BLE001 - the model or its config, not dyngraph
             failed = {"status": "model", "detail": f"{type(e).__name__}: {e}"[:300]}
@@ -173,9 +212,9 @@ def one(model_type: str, task: Task) -> dict:
         return failed
     # a named range first; where the model's code guards seq (chunked scans pad to a multiple), AUTO
     name = task.input_name
-    for seq in (torch.export.Dim(task.name, min=task.least, max=task.most), torch.export.Dim.AUTO):
+    for auto in (False, True):
         try:
-            ep = torch.export.export(model, (), {name: ids}, dynamic_shapes={name: {task.dim: seq}}, strict=False)
+            ep = torch.export.export(model, (), ids, dynamic_shapes=task.dynamic(auto), strict=False)
             break
         except Exception as e:  # noqa: BLE001
             failed = {"status": "export", "detail": f"{type(e).__name__}: {e}"[:300]}
@@ -197,9 +236,9 @@ def one(model_type: str, task: Task) -> dict:
         for n in task.sizes:
             x = task.example(cfg, n)
             with torch.no_grad():
-                want = _first(model(**{name: x}))
+                want = _first(model(**x))
             try:
-                got = run(**{name: x})
+                got = run(**x)
             except dg.ShapeError as e:  # a length the export's range or guards leave out (AUTO may start
                 if "outside its range" in str(e) or "fail a condition torch.export traced" in str(e):  # it at 2)
                     continue
