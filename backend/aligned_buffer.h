@@ -48,23 +48,49 @@ public:
     // huge_pages: buffers of 2 MiB and more are 2 MiB aligned, a whole number
     // of 2 MiB pages, and advised to be backed by huge pages
     explicit AlignedBuffer(bool huge_pages) : huge_(huge_pages) {}
-    ~AlignedBuffer() { std::free(p_); }
+    ~AlignedBuffer() { release(); }
     AlignedBuffer(const AlignedBuffer&) = delete;
     AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-    AlignedBuffer(AlignedBuffer&& o) noexcept : p_(o.p_), size_(o.size_), huge_(o.huge_) {
+    AlignedBuffer(AlignedBuffer&& o) noexcept : p_(o.p_), size_(o.size_), huge_(o.huge_), mapped_(o.mapped_) {
         o.p_ = nullptr;
-        o.size_ = 0;
+        o.size_ = o.mapped_ = 0;
     }
     AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
         if (this != &o) {
-            std::free(p_);
+            release();
             p_ = o.p_;
             size_ = o.size_;
             huge_ = o.huge_;
+            mapped_ = o.mapped_;
             o.p_ = nullptr;
-            o.size_ = 0;
+            o.size_ = o.mapped_ = 0;
         }
         return *this;
+    }
+
+    // Exactly n bytes (n > 0) of zeros, replacing the contents. On Linux fresh anonymous pages,
+    // which the kernel zeroes on first touch: memory is committed as it is written, so a state
+    // sized for a long context (a KV cache) costs what is used of it, and no time to clear.
+    // Elsewhere an allocation cleared now. Throws std::bad_alloc as reserve does.
+    void reserve_zeroed(size_t n) {
+#if defined(__linux__)
+        if (n == 0 || n > (SIZE_MAX >> 2)) throw std::bad_alloc();
+        const size_t page = size_t(sysconf(_SC_PAGESIZE));
+        const size_t align = huge_ && n >= kHugePage ? kHugePage : page;
+        const size_t len = (n + align - 1) / align * align, over = align > page ? align : 0;
+        void* base = mmap(nullptr, len + over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) throw std::bad_alloc();
+        const uintptr_t b = reinterpret_cast<uintptr_t>(base), q = (b + align - 1) & ~uintptr_t(align - 1);
+        if (q > b) munmap(base, q - b);  // (the unaligned head and tail of a huge-page-aligned range)
+        if (b + len + over > q + len) munmap(reinterpret_cast<void*>(q + len), b + len + over - (q + len));
+        release();
+        p_ = reinterpret_cast<void*>(q);
+        size_ = mapped_ = len;
+        if (align == kHugePage) advise_huge_pages(p_, len);
+#else
+        reserve(n);
+        std::memset(p_, 0, n);
+#endif
     }
 
     // Grow to at least n bytes (contents are not kept). Returns true if the base moved.
@@ -77,7 +103,7 @@ public:
         void* q = nullptr;
         if (posix_memalign(&q, huge ? kHugePage : 64, n) != 0) throw std::bad_alloc();
         if (huge) advise_huge_pages(q, n);
-        std::free(p_);
+        release();
         p_ = q;
         size_ = n;
         return true;
@@ -86,9 +112,24 @@ public:
     size_t size() const { return size_; }
 
 private:
+    void release() {
+#if defined(__linux__)
+        if (mapped_) {
+            munmap(p_, mapped_);
+            p_ = nullptr;
+            size_ = mapped_ = 0;
+            return;
+        }
+#endif
+        std::free(p_);
+        p_ = nullptr;
+        size_ = 0;
+    }
+
     void* p_ = nullptr;
     size_t size_ = 0;
     bool huge_ = false;
+    size_t mapped_ = 0;  // reserve_zeroed's mapping (munmap, not free)
 };
 
 }  // namespace dg

@@ -257,8 +257,10 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         (t.property == Property::State ? states : repacked[i] ? packed : consts).push_back(g);
     }
     // host memory of our own (huge pages) for plain CPU buffers, `buft`'s own allocation otherwise
+    // (zeroed: host memory of our own comes zero-filled, a device's buffer is cleared)
     auto alloc = [&](std::vector<ggml_tensor*>& ts, ggml_backend_buffer_t& buf, const char* what,
-                     AlignedBuffer* mem, ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type()) {
+                     AlignedBuffer* mem, ggml_backend_buffer_type_t buft = ggml_backend_cpu_buffer_type(),
+                     bool zeroed = false) {
         if (ts.empty()) return;
         if (place) {  // the device's own allocation
             buft = place->buft;
@@ -285,7 +287,8 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
                                  physical_memory(), " bytes of memory");
         if (mem) {
             try {
-                mem->reserve(total);
+                if (zeroed) mem->reserve_zeroed(total);
+                else mem->reserve(total);
             } catch (const std::bad_alloc&) {
                 fail<ExecutionError>("cannot allocate ", total, " bytes for the partition's ", what);
             }
@@ -297,6 +300,7 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         if (!buf)
             fail<ExecutionError>("cannot allocate ", total, " bytes for the partition's ", what,
                                  place ? cat(" on device ", place->device) : std::string());
+        if (zeroed && !mem) ggml_backend_buffer_clear(buf, 0);
         ggml_tallocr ta = ggml_tallocr_new(buf);
         for (auto* g : ts)
             if (ggml_tallocr_alloc(&ta, g) != GGML_STATUS_SUCCESS)
@@ -304,8 +308,7 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
     };
     alloc(consts, const_buf_, "constants", &const_mem_);
     alloc(packed, packed_buf_, "repacked weights", nullptr, repack_buffer_type());
-    alloc(states, state_buf_, "state", &state_mem_);
-    if (state_buf_) ggml_backend_buffer_clear(state_buf_, 0);
+    alloc(states, state_buf_, "state", &state_mem_, ggml_backend_cpu_buffer_type(), true);
 
     for (size_t i = 0; i < prog.tensors.size(); ++i) {
         const TensorDef& t = prog.tensors[i];
