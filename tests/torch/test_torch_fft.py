@@ -53,6 +53,15 @@ def test_transform_matches_eager(case, decomposed):
     assert_matches_eager(run, module, [at(n) for n in (2, 7, 33)], atol=2e-5 * 33, rtol=1e-4)
 
 
+def test_an_axis_that_may_be_long_runs_in_pytorch():
+    """The DFT matrices are n^2: an axis whose range reaches past 8192 is not converted."""
+    module = mk(lambda x: torch.fft.fft(x, dim=1).real * 2)
+    run = dgt.compile(module, (torch.randn(3, 7),), dynamic_shapes=({1: torch.export.Dim("n", max=100_000)},))
+    why = {str(t): reason for _, t, reason in run.fallbacks}
+    assert "at most 8192" in why["aten._fft_r2c.default"], run.report()
+    assert_matches_eager(run, module, [[torch.randn(3, n)] for n in (2, 9)], atol=1e-5)
+
+
 def test_a_large_axis_takes_its_matrices_from_the_graph():
     """A known size past the constants' limit (1024) and a dynamic one give the same matrices."""
     module = mk(lambda x: parts(torch.fft.fft(x, dim=0)))

@@ -6,7 +6,8 @@ dimensions of any size, dynamic ones included: along an axis of ``n`` the
 transform is ``x @ (C - i s S)`` with ``C[j, k] = cos(2 pi (jk mod n) / n)``,
 ``S`` the sine and ``s`` +1 forward, -1 inverse (``T = -s S`` is the matrix held). O(n^2) per axis where an FFT
 is O(n log n): fine for the sizes models transform (FNet's sequence and
-width, at most a few thousand), not a signal-processing FFT. The matrices
+width, at most a few thousand), not a signal-processing FFT: an axis that may
+be longer than 8192 (a dynamic one without a smaller max) runs in PyTorch. The matrices
 are constants where ``n`` is known, computed in the graph where it is a
 size expression; the product ``jk`` is int64 before its modulo, so the
 angle is exact at every size.
@@ -33,6 +34,7 @@ from .registry import Unsupported, complex_converter
 
 F32, I64 = DataType.f32, DataType.i64
 CONSTANT_UP_TO = 1024  # a known size's matrices as constants up to this (4 MB each)
+LARGEST_AXIS = 8192  # an axis that may be longer runs in PyTorch (its matrices: 256 MiB each and more)
 
 
 def _matrices(cx, n, sign):
@@ -85,6 +87,9 @@ def _dft(cx, arg, dims, sign, scale_mode, pads=None):
     count = 1
     for d in dims:
         n = shape[d]
+        if as_expr(n).bounds()[1] > LARGEST_AXIS:
+            raise Unsupported(f"an axis of up to {as_expr(n).bounds()[1]} entries: the DFT matrices are n^2 floats "
+                              f"(dyngraph takes axes of at most {LARGEST_AXIS}; give the dimension a smaller max)")
         c, t = _matrices(cx, n, sign)
         ax = d + offset
         # (a + ib)(C + iT) = (aC - bT) + i(aT + bC)
