@@ -4,13 +4,14 @@
 (and the ``_fft_c2c`` / ``_fft_r2c`` a decomposed program holds) along
 dimensions of any size, dynamic ones included: along an axis of ``n`` the
 transform is ``x @ (C - i s S)`` with ``C[j, k] = cos(2 pi (jk mod n) / n)``,
-``S`` the sine and ``s`` +1 forward, -1 inverse (``T = -s S`` is the matrix held). O(n^2) per axis where an FFT
-is O(n log n): fine for the sizes models transform (FNet's sequence and
-width, at most a few thousand), not a signal-processing FFT: an axis that may
-be longer than 8192 (a dynamic one without a smaller max) runs in PyTorch. The matrices
-are constants where ``n`` is known, computed in the graph where it is a
-size expression; the product ``jk`` is int64 before its modulo, so the
-angle is exact at every size.
+``S`` the sine and ``s`` +1 forward, -1 inverse (``T = -s S`` is the matrix
+held). O(n^2) per axis where an FFT is O(n log n): fine for the sizes models
+transform (FNet's sequence and width, at most a few thousand), not a
+signal-processing FFT: an axis that may be longer than 8192 (a dynamic one
+without a smaller max) runs in PyTorch. The matrices are constants where
+``n`` is known, computed in the graph where it is a size expression; the
+product ``jk`` is int64 before its modulo, so the angle is exact at every
+size.
 
 A real input costs two products along its first axis (its imaginary part is
 known to be zero), and ``.real`` of a result reads the real part without
