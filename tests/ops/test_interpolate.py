@@ -5,7 +5,8 @@ U times the coordinate (up to the axis length L), which moves the result by
 that much times the difference of two neighbours (<= 2 max|x|): the bound
 is 8 * U * (L + 2) * max|x| (errors measured: below a quarter of it).
 Bicubic sums four taps whose weights' slopes add to at most 3 (Keys'
-kernel, a = -0.75): three times that bound."""
+kernel, a = -0.75), but measured it stays within a tenth of the same bound
+(0.08 of it, scales 0.5-3, up to 40 x 33): held to it."""
 
 import numpy as np
 import pytest
@@ -96,7 +97,7 @@ def test_2d_by_scales_matches_numpy(mode, fmt, coord, scales, rng):
         sizes = [int(h * scales[0]), int(w * scales[1])]
         want = ref.interpolate(x, sizes, mode, coord, fmt)
         assert y.shape == want.shape
-        np.testing.assert_allclose(y, want, rtol=0, atol=(3 if mode == "bicubic" else 1) * linear_atol(x, sizes))
+        np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, sizes))
 
 
 @pytest.mark.parametrize("coord", ["half_pixel", "align_corners"])
@@ -181,7 +182,7 @@ def test_bicubic_to_sizes_that_are_expressions(rng):
         (y,) = run(cp, x)
         want = ref.interpolate(x, [2 * hv + 1, 3], "bicubic")
         assert y.shape == want.shape
-        np.testing.assert_allclose(y, want, rtol=0, atol=3 * linear_atol(x, [2 * hv + 1, 3]))
+        np.testing.assert_allclose(y, want, rtol=0, atol=linear_atol(x, [2 * hv + 1, 3]))
 
 
 def test_bicubic_reference_is_pytorchs():

@@ -49,8 +49,8 @@ def test_transform_matches_eager(case, decomposed):
     def at(n):
         return [torch.randn(*[n if i == dim else s for i, s in enumerate(shape)])]
 
-    # (O(n) sums of products of unit size: float32 rounding grows with n)
-    assert_matches_eager(run, module, [at(n) for n in (2, 7, 33)], atol=2e-5 * 33, rtol=1e-4)
+    for n in (2, 7, 33):  # sums of n products of unit size: measured at most 1e-6, 5e-6, 1.5e-5
+        assert_matches_eager(run, module, [at(n)], atol=2e-6 * n, rtol=1e-5)
 
 
 def test_an_axis_that_may_be_long_runs_in_pytorch():
@@ -68,7 +68,7 @@ def test_a_large_axis_takes_its_matrices_from_the_graph():
     x = torch.randn(1031, 2)
     run = dgt.compile(module, (x,))
     assert run.fallbacks == [], run.report()
-    assert_matches_eager(run, module, [[x]], atol=5e-3, rtol=1e-3)
+    assert_matches_eager(run, module, [[x]], atol=2e-4, rtol=1e-5)  # (measured 3.8e-5 of outputs up to 87)
 
 
 @pytest.mark.parametrize("n", [16, 4])
