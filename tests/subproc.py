@@ -11,7 +11,12 @@ IMPORT_TESTS = f"import sys\nsys.path.insert(0, {TESTS!r})\n"
 
 
 def run_python(code: str, timeout: float = 120, env_vars: dict = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, **(env_vars or {}))
+    env = dict(os.environ)
+    for name, value in (env_vars or {}).items():  # None: unset (the variable the test runner was given)
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     if env.get("DYNGRAPH_DEV") == "1":
         env["PYTHONPATH"] = API + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)

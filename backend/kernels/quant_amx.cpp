@@ -29,7 +29,10 @@ namespace {
     else OP(7)
 
 struct RealTiles {
-    DG_AMX_TARGET void config(const TileConfig& cfg) { _tile_loadconfig(&cfg); }
+    // Not _tile_loadconfig: GCC 12's intrinsic gives its asm the operand *(const void**)config, so
+    // the compiler sees 8 of the 64 bytes read and drops the stores of the rows and widths as dead
+    // (then the first TILELOADD faults: tiles not configured). The operand here is the whole config.
+    DG_AMX_TARGET void config(const TileConfig& cfg) { __asm__ volatile("ldtilecfg %0" : : "m"(cfg)); }
     template <int T>
     DG_AMX_TARGET void zero() {
         static_assert(T >= 0 && T < 8);

@@ -25,7 +25,7 @@ import pytest
 import dyngraph as dg
 from oputil import compile_weight_product
 from quant_rounding import rounded_rows
-from subproc import run_python
+from subproc import IMPORT_TESTS, run_python
 
 quants = pytest.importorskip("gguf.quants")
 Q = pytest.importorskip("gguf").GGMLQuantizationType
@@ -101,11 +101,11 @@ PROBE = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("env,expected_env,expected_isa", [
-    ({}, "None", None),  # off by default: not asked for
+    ({"DYNGRAPH_AMX": None}, "None", None),  # off by default: not asked for
     ({"DYNGRAPH_AMX": "0"}, "0", None),
     ({"DYNGRAPH_AMX": "1", "DYNGRAPH_KERNEL_ISA": "avx2"}, "1", "avx2"),
-    ({"DYNGRAPH_KERNEL_ISA": "avx2"}, "None", "avx2"),
-    ({"DYNGRAPH_KERNEL_ISA": "avx512"}, "None", "avx512"),
+    ({"DYNGRAPH_AMX": None, "DYNGRAPH_KERNEL_ISA": "avx2"}, "None", "avx2"),
+    ({"DYNGRAPH_AMX": None, "DYNGRAPH_KERNEL_ISA": "avx512"}, "None", "avx512"),
 ])
 def test_the_switches_turn_it_off_before_the_permission_is_asked(env, expected_env, expected_isa):
     r = run_python(PROBE, env_vars=env)
@@ -128,6 +128,57 @@ def test_the_tile_code_is_built_in_where_the_compiler_has_amx():
     clang = "__clang__" in r.stdout
     major = int(defs["__clang_major__"] if clang else defs["__GNUC__"])
     assert B.amx_compiled() is (major >= (12 if clang else 11))
+
+
+# -- the products on the real tiles, where the machine has them ---------------------------------------
+
+
+def amx_hardware() -> bool:
+    """The CPU lists AMX-TILE and AMX-INT8 and the OS enabled the tile state (what the rule reads
+    but the opt-in and Linux's permission)."""
+    p = B.amx_probe()
+    return bool(B.amx_compiled() and p["leaf7_edx"] & TILE and p["leaf7_edx"] & INT8
+                and p["leaf1_ecx"] & OSXSAVE and (p["xcr0"] & (XTILECFG | XTILEDATA)) == (XTILECFG | XTILEDATA))
+
+
+REAL = IMPORT_TESTS + textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import quantize
+    from oputil import compile_weight_product
+
+    assert dg._backend.amx_int8(), dg._backend.amx_probe()
+    rng = np.random.default_rng(3)
+    cases = 0
+    for storage in ("q8_0", "q4_0"):
+        for k in (32, 96, 1024):
+            for n in (1, 17, 64, 130):
+                raw = quantize(rng.standard_normal((n, k)).astype(np.float32), getattr(Q, storage.upper()))
+                for threads in (1, 2):
+                    cp = compile_weight_product(n, k, dg.StoredWeight((n, k), storage, raw),
+                                                dg.Engine(dg.Engine.CPU, num_threads=threads))
+                    for m in (16, 33, 100):
+                        a = rng.standard_normal((m, k)).astype(np.float32) * rng.uniform(0.01, 100, (m, 1)).astype(np.float32)
+                        a[m // 2, :32] = 0
+                        (real,) = cp(a)
+                        emulated = np.zeros((m, n), dtype=np.float32)
+                        dg._backend.quant_gemm_emulated_amx(storage, a, raw, n, emulated)
+                        assert np.array_equal(real, emulated), (storage, k, n, threads, m, np.abs(real - emulated).max())
+                        cases += 1
+    print(cases)
+""")
+
+
+@pytest.mark.skipif(not amx_hardware(), reason="needs a CPU with AMX-TILE and AMX-INT8 enabled by the OS")
+def test_the_real_tiles_give_the_emulated_tiles_bits():
+    # The same algorithm on the instructions (DYNGRAPH_AMX=1 asks for them) and on their emulation:
+    # the same int32 sums and the same f32 steps in the same order, so the same bits, at every thread
+    # count (the threads split the columns). This is what found GCC 12's _tile_loadconfig dropping the
+    # configuration's stores (quant_amx.cpp): SIGILL at the first tile load.
+    r = run_python(REAL, env_vars={"DYNGRAPH_AMX": "1", "DYNGRAPH_KERNEL_ISA": None}, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == str(2 * 3 * 4 * 2 * 3)
 
 
 # -- the products on emulated tiles -------------------------------------------------------------------
