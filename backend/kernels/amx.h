@@ -8,9 +8,9 @@
 //   returned 0 (requested only when everything else says yes);
 // - the kernel level: avx512vnni (every AMX CPU has it); DYNGRAPH_KERNEL_ISA asking for a lower
 //   one switches AMX off with the rest;
-// - DYNGRAPH_AMX=1 asks for it: off by default (any other value, or none), because the tile code
-//   has been compiled and tested on emulated tiles but never run, nor timed, on AMX hardware; the
-//   default flips when it has been (against the VNNI variant, in tests/benchmarks).
+// - DYNGRAPH_AMX=1 asks for it: off by default (any other value, or none), because on the AMX
+//   machine it has run on (2026-12-02) the tile products took 3.6-6.2x the time of the VNNI panels
+//   (docs/design/gemm-choices.md); the default flips when they beat them.
 // The tile code needs GCC >= 11 or Clang >= 12 on x86-64 Linux; elsewhere it is compiled out and the
 // answer is no.
 #pragma once

@@ -8,7 +8,7 @@
 // do: only the order of the f32 additions differs. Nothing is rounded to f16 or bf16.
 // The algorithm is written once (quant_amx_tiles.h) over the tile operations; the real ones are
 // the AMX instructions, and the same algorithm runs on emulated tiles (amx_emulated.h) for the
-// tests on any CPU. The real variant has never run on AMX hardware in this project's tests.
+// tests on any CPU; where the machine has AMX the tests compare the two bit for bit.
 #pragma once
 
 #include <cstddef>

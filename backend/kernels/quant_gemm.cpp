@@ -12,9 +12,9 @@ namespace dg::kernels {
 
 void quant_gemm_nt(ggml_type type, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const char* W,
                    size_t ldw, float* C, int64_t ldc) {
-    // prefill on AMX tiles where the OS enabled them (amx.h; kernel_isa() checked again for
-    // set_kernel_isa_for_benchmark). Never taken on a CPU without AMX, such as the one this was
-    // written and tested on: tests/ops/test_amx.py runs the same algorithm on emulated tiles.
+    // prefill on AMX tiles where the OS enabled them and DYNGRAPH_AMX=1 asked (amx.h; kernel_isa()
+    // checked again for set_kernel_isa_for_benchmark); tests/ops/test_amx.py runs the same algorithm
+    // on emulated tiles, and compares the two where the machine has AMX.
     if (M >= amx::kMinRows && amx::supports(type) && amx_int8() && kernel_isa() >= Isa::avx512vnni)
         return amx::quant_gemm_nt(type, M, N, K, A, lda, W, ldw, C, ldc);
     vnni::quant_gemm_nt(type, M, N, K, A, lda, W, ldw, C, ldc);

@@ -46,6 +46,10 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
     for (int m = 0; m < MR; ++m) f[m][0] = f[m][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = panel + size_t(b) * bs;
+        // fewer rows than a tile (decode): the weights come from memory, read once; kPrefetchAhead ahead
+        // into L2 (one row, from memory: 10-17% less time on an AVX-512 Xeon, gemm-choices.md)
+        if constexpr (MR < kTileRows)
+            for (size_t l = 0; l < bs; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchAhead + l), _MM_HINT_T1);
         __m512i s[MR][2][CH];
         for (int m = 0; m < MR; ++m) {
             const __m512i c = _mm512_set1_epi32(corr[m * nb + b]);
