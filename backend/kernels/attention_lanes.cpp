@@ -13,8 +13,13 @@ namespace dg::kernels {
 namespace {
 
 constexpr int64_t kKeyBlock = 512;  // S^T of a block: 512 keys x 16 rows, 32 KiB (the L1 cache)
-constexpr int kTileKeys = 6;        // Q K^T tiles: 16 rows x 6 keys, 12 accumulators (16 AVX2 registers)
-constexpr int kTileCols = 6;        // P V tiles: 16 rows x 6 value columns
+// Q K^T tiles: 16 rows x kTileKeys keys, P V tiles: 16 rows x kTileCols value columns (the
+// accumulators: 12 of the 16 AVX2 registers as two halves of 8 lanes; with AVX-512 12 of 32, 16 lanes
+// in one register: Wide below)
+constexpr int kTileKeys = 6;
+constexpr int kTileCols = 6;
+constexpr int kWideTileKeys = 12;
+constexpr int kWideTileCols = 12;
 constexpr int64_t kValueKeys = 64;  // P V: keys per pass of the column tiles (64 values of 128 floats: 32 KiB)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -34,9 +39,82 @@ typedef int32_t Vec8i __attribute__((vector_size(32)));
 // function merely inline may stay a call to its baseline SSE copy).
 #define DG_INLINE inline __attribute__((always_inline))
 
+// name(args): body<L, tile>(args) at vector_level()'s level (vector_clones.h), the 16 lanes as one
+// 512-bit vector (Vec16, `wide` a tile) in the x86-64-v4 variant, as two of 256 or 128 bits (Pair,
+// `narrow` a tile) in the others: the same sums in the same order, so the same bits.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define DG_BY_WIDTH(ret, name, params, body, narrow, wide, args)                                                   \
+    __attribute__((target("arch=x86-64-v4"))) static ret name##_v4 params { return body<Vec16, wide> args; }  \
+    __attribute__((target("arch=x86-64-v3"))) static ret name##_v3 params { return body<Pair, narrow> args; } \
+    static ret name params {                                                                                  \
+        switch (::dg::kernels::vector_level()) {                                                              \
+            case 2: return name##_v4 args;                                                                     \
+            case 1: return name##_v3 args;                                                                     \
+            default: return body<Pair, narrow> args;                                                           \
+        }                                                                                                      \
+    }
+#else
+#define DG_BY_WIDTH(ret, name, params, body, narrow, wide, args) \
+    static ret name params { return body<Pair, narrow> args; }
+#endif
+
 DG_INLINE void load8(Vec8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 DG_INLINE void store8(float* p, const Vec8& v) { std::memcpy(p, &v, sizeof v); }
 DG_INLINE void max8(Vec8& m, const Vec8& v) { m = v > m ? v : m; }
+
+// The 16 lanes of the tiles below, held as two vectors of 8 (Pair: the x86-64-v3 and baseline variants)
+// or as one of 16 (Vec16: the x86-64-v4 variant only; GCC spills it to memory where a register has 8).
+// The same operations in the same order on every lane: the same bits either way.
+struct Pair {
+    Vec8 lo, hi;
+};
+typedef float Vec16 __attribute__((vector_size(64)));
+typedef int32_t Vec16i __attribute__((vector_size(64)));
+
+DG_INLINE void zero16(Pair& v) { v.lo = v.hi = Vec8{}; }
+DG_INLINE void zero16(Vec16& v) { v = Vec16{}; }
+DG_INLINE void load16(Pair& v, const float* p) { load8(v.lo, p), load8(v.hi, p + 8); }
+DG_INLINE void load16(Vec16& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+DG_INLINE void store16(float* p, const Pair& v) { store8(p, v.lo), store8(p + 8, v.hi); }
+DG_INLINE void store16(float* p, const Vec16& v) { std::memcpy(p, &v, sizeof v); }
+DG_INLINE void fma16(Pair& a, float k, const Pair& q) { a.lo += k * q.lo, a.hi += k * q.hi; }
+DG_INLINE void fma16(Vec16& a, float k, const Vec16& q) { a += k * q; }
+DG_INLINE void mul16(Pair& a, float k) { a.lo *= k, a.hi *= k; }
+DG_INLINE void mul16(Vec16& a, float k) { a *= k; }
+DG_INLINE void add16(Pair& a, float k) { a.lo += k, a.hi += k; }
+DG_INLINE void add16(Vec16& a, float k) { a += k; }
+DG_INLINE void add16(Pair& a, const Pair& b) { a.lo += b.lo, a.hi += b.hi; }
+DG_INLINE void add16(Vec16& a, const Vec16& b) { a += b; }
+DG_INLINE void max16(Pair& m, const Pair& v) { max8(m.lo, v.lo), max8(m.hi, v.hi); }
+DG_INLINE void max16(Vec16& m, const Vec16& v) { m = v > m ? v : m; }
+DG_INLINE void fill16(Pair& v, float x) { v.lo = v.hi = Vec8{} + x; }
+DG_INLINE void fill16(Vec16& v, float x) { v = Vec16{} + x; }
+// lane l becomes `x` where keep[l] == 0
+DG_INLINE void cut16(Pair& v, const int32_t* keep, float x) {
+    Vec8i k0, k1;
+    std::memcpy(&k0, keep, sizeof k0);
+    std::memcpy(&k1, keep + 8, sizeof k1);
+    v.lo = k0 != 0 ? v.lo : Vec8{} + x;
+    v.hi = k1 != 0 ? v.hi : Vec8{} + x;
+}
+DG_INLINE void cut16(Vec16& v, const int32_t* keep, float x) {
+    Vec16i k;
+    std::memcpy(&k, keep, sizeof k);
+    v = k != 0 ? v : Vec16{} + x;
+}
+// lane l becomes `x` where key > last[l]
+DG_INLINE void cut_after16(Pair& v, float key, const float* last, float x) {
+    Vec8 l0, l1;
+    load8(l0, last);
+    load8(l1, last + 8);
+    v.lo = key <= l0 ? v.lo : Vec8{} + x;
+    v.hi = key <= l1 ? v.hi : Vec8{} + x;
+}
+DG_INLINE void cut_after16(Vec16& v, float key, const float* last, float x) {
+    Vec16 l;
+    std::memcpy(&l, last, sizeof l);
+    v = key <= l ? v : Vec16{} + x;
+}
 
 // What the scores of a block of keys add or cut besides the scale (key n counted from the block's first):
 struct BlockMask {
@@ -50,80 +128,56 @@ struct BlockMask {
 };
 
 // St[n][0..16) = scale * sum_d Qt[d][0..16) K[n][d] for the NK keys j .. j + NK of the block, masked as
-// bm says, the lanes' maxima into mx.
-template <int NK>
+// bm says, the lanes' maxima into mx (L: Pair or Vec16).
+template <class L, int NK>
 DG_INLINE void scores_tile(int64_t D, const float* Qt, const float* K, int64_t ldk, float scale, const BlockMask& bm,
-                           int64_t j, float* St, Vec8& mx0, Vec8& mx1) {
-    Vec8 a[NK][2];
-#pragma GCC unroll 8
-    for (int n = 0; n < NK; ++n) a[n][0] = a[n][1] = Vec8{};
+                           int64_t j, float* St, L& mx) {
+    L a[NK];
+#pragma GCC unroll 16
+    for (int n = 0; n < NK; ++n) zero16(a[n]);
     for (int64_t d = 0; d < D; ++d) {
-        Vec8 q0, q1;
-        load8(q0, Qt + d * kLanes);
-        load8(q1, Qt + d * kLanes + 8);
-#pragma GCC unroll 8
-        for (int n = 0; n < NK; ++n) {
-            const float k = K[(j + n) * ldk + d];
-            a[n][0] += k * q0;
-            a[n][1] += k * q1;
-        }
+        L q;
+        load16(q, Qt + d * kLanes);
+#pragma GCC unroll 16
+        for (int n = 0; n < NK; ++n) fma16(a[n], K[(j + n) * ldk + d], q);
     }
-    const Vec8 ninf = Vec8{} + kNegInf;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int n = 0; n < NK; ++n) {
-        Vec8 s0 = a[n][0] * scale, s1 = a[n][1] * scale;
+        L s = a[n];
+        mul16(s, scale);
         const int64_t key = j + n, at = key * kLanes;
-        if (bm.shared) s0 += bm.shared[key], s1 += bm.shared[key];
-        if (bm.shared_keep && bm.shared_keep[key] == 0) s0 = ninf, s1 = ninf;
+        if (bm.shared) add16(s, bm.shared[key]);
+        if (bm.shared_keep && bm.shared_keep[key] == 0) fill16(s, kNegInf);
         if (bm.add) {
-            Vec8 m0, m1;
-            load8(m0, bm.add + at);
-            load8(m1, bm.add + at + 8);
-            s0 += m0, s1 += m1;
+            L m;
+            load16(m, bm.add + at);
+            add16(s, m);
         }
-        if (bm.keep) {
-            Vec8i k0, k1;
-            std::memcpy(&k0, bm.keep + at, sizeof k0);
-            std::memcpy(&k1, bm.keep + at + 8, sizeof k1);
-            s0 = k0 != 0 ? s0 : ninf;
-            s1 = k1 != 0 ? s1 : ninf;
-        }
-        if (bm.last && key >= bm.cut_from) {
-            Vec8 l0, l1;
-            load8(l0, bm.last);
-            load8(l1, bm.last + 8);
-            s0 = float(key) <= l0 ? s0 : ninf;
-            s1 = float(key) <= l1 ? s1 : ninf;
-        }
-        store8(St + at, s0);
-        store8(St + at + 8, s1);
-        max8(mx0, s0);
-        max8(mx1, s1);
+        if (bm.keep) cut16(s, bm.keep + at, kNegInf);
+        if (bm.last && key >= bm.cut_from) cut_after16(s, float(key), bm.last, kNegInf);
+        store16(St + at, s);
+        max16(mx, s);
     }
 }
 
-// The scores of a block's nk keys for the 16 lanes (scores_tile), their maxima into mx[16].
-DG_VECTOR_BODY void scores_body(int64_t D, int64_t nk, const float* Qt, const float* K, int64_t ldk, float scale,
-                                const BlockMask& bm, float* St, float* mx) {
-    Vec8 mx0, mx1;
-    load8(mx0, mx);
-    load8(mx1, mx + 8);
+// The scores of a block's nk keys for the 16 lanes (scores_tile, TK keys a tile), their maxima into mx[16].
+template <class L, int TK>
+DG_INLINE void scores_lanes(int64_t D, int64_t nk, const float* Qt, const float* K, int64_t ldk, float scale,
+                            const BlockMask& bm, float* St, float* mx) {
+    L m;
+    load16(m, mx);
     int64_t j = 0;
-    for (; j + kTileKeys <= nk; j += kTileKeys) scores_tile<kTileKeys>(D, Qt, K, ldk, scale, bm, j, St, mx0, mx1);
-    switch (nk - j) {
-        case 5: scores_tile<5>(D, Qt, K, ldk, scale, bm, j, St, mx0, mx1); break;
-        case 4: scores_tile<4>(D, Qt, K, ldk, scale, bm, j, St, mx0, mx1); break;
-        case 3: scores_tile<3>(D, Qt, K, ldk, scale, bm, j, St, mx0, mx1); break;
-        case 2: scores_tile<2>(D, Qt, K, ldk, scale, bm, j, St, mx0, mx1); break;
-        case 1: scores_tile<1>(D, Qt, K, ldk, scale, bm, j, St, mx0, mx1); break;
-        default: break;
-    }
-    store8(mx, mx0);
-    store8(mx + 8, mx1);
+    for (; j + TK <= nk; j += TK) scores_tile<L, TK>(D, Qt, K, ldk, scale, bm, j, St, m);
+    // the keys left, fewer than a tile: a tile of 4 and of 2 where they fit, then one
+    if constexpr (TK > 4)
+        for (; j + 4 <= nk; j += 4) scores_tile<L, 4>(D, Qt, K, ldk, scale, bm, j, St, m);
+    for (; j + 2 <= nk; j += 2) scores_tile<L, 2>(D, Qt, K, ldk, scale, bm, j, St, m);
+    if (j < nk) scores_tile<L, 1>(D, Qt, K, ldk, scale, bm, j, St, m);
+    store16(mx, m);
 }
-DG_VECTORIZED(void, scores, (int64_t D, int64_t nk, const float* Qt, const float* K, int64_t ldk, float scale,
-                             const BlockMask& bm, float* St, float* mx),
-              (D, nk, Qt, K, ldk, scale, bm, St, mx))
+DG_BY_WIDTH(void, scores, (int64_t D, int64_t nk, const float* Qt, const float* K, int64_t ldk, float scale,
+                           const BlockMask& bm, float* St, float* mx),
+            scores_lanes, kTileKeys, kWideTileKeys, (D, nk, Qt, K, ldk, scale, bm, St, mx))
 
 // St = e^(St - top) per lane (top finite, or 0 where a lane's keys are all masked out: its scores are
 // -inf and become 0), the sums into sum[16].
@@ -140,55 +194,46 @@ DG_VECTOR_BODY void exp_sums_body(int64_t nk, float* St, const float* top, float
     }
     for (int l = 0; l < kLanes; ++l) sum[l] += acc[l];
 }
-DG_VECTORIZED(void, exp_sums, (int64_t nk, float* St, const float* top, float* sum), (nk, St, top, sum))
+DG_VECTORIZED_512(void, exp_sums, (int64_t nk, float* St, const float* top, float* sum), (nk, St, top, sum))
 
 // Ot[c][0..16) += sum_j Pt[j][0..16) V[j][c] for c < NC: the sums stay in registers while V's columns stream past.
-template <int NC>
+template <class L, int NC>
 DG_INLINE void values_tile(int64_t nk, const float* Pt, const float* V, int64_t ldv, float* Ot) {
-    Vec8 a[NC][2];
-#pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) a[c][0] = a[c][1] = Vec8{};
+    L a[NC];
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; ++c) zero16(a[c]);
     for (int64_t j = 0; j < nk; ++j) {
-        Vec8 p0, p1;
-        load8(p0, Pt + j * kLanes);
-        load8(p1, Pt + j * kLanes + 8);
-#pragma GCC unroll 8
-        for (int c = 0; c < NC; ++c) {
-            const float v = V[j * ldv + c];
-            a[c][0] += v * p0;
-            a[c][1] += v * p1;
-        }
+        L p;
+        load16(p, Pt + j * kLanes);
+#pragma GCC unroll 16
+        for (int c = 0; c < NC; ++c) fma16(a[c], V[j * ldv + c], p);
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int c = 0; c < NC; ++c) {
-        Vec8 o0, o1;
-        load8(o0, Ot + c * kLanes);
-        load8(o1, Ot + c * kLanes + 8);
-        store8(Ot + c * kLanes, o0 + a[c][0]);
-        store8(Ot + c * kLanes + 8, o1 + a[c][1]);
+        L o;
+        load16(o, Ot + c * kLanes);
+        add16(o, a[c]);
+        store16(Ot + c * kLanes, o);
     }
 }
 
-DG_VECTOR_BODY void values_body(int64_t nk, int64_t Dv, const float* Pt, const float* V, int64_t ldv, float* Ot) {
+template <class L, int TC>
+DG_INLINE void values_lanes(int64_t nk, int64_t Dv, const float* Pt, const float* V, int64_t ldv, float* Ot) {
     // chunks of keys whose values stay in L1 while every column tile passes over them
     for (int64_t j0 = 0; j0 < nk; j0 += kValueKeys) {
         const int64_t n = std::min(kValueKeys, nk - j0);
         const float* P = Pt + j0 * kLanes;
         const float* Vj = V + j0 * ldv;
         int64_t c = 0;
-        for (; c + kTileCols <= Dv; c += kTileCols) values_tile<kTileCols>(n, P, Vj + c, ldv, Ot + c * kLanes);
-        switch (Dv - c) {
-            case 5: values_tile<5>(n, P, Vj + c, ldv, Ot + c * kLanes); break;
-            case 4: values_tile<4>(n, P, Vj + c, ldv, Ot + c * kLanes); break;
-            case 3: values_tile<3>(n, P, Vj + c, ldv, Ot + c * kLanes); break;
-            case 2: values_tile<2>(n, P, Vj + c, ldv, Ot + c * kLanes); break;
-            case 1: values_tile<1>(n, P, Vj + c, ldv, Ot + c * kLanes); break;
-            default: break;
-        }
+        for (; c + TC <= Dv; c += TC) values_tile<L, TC>(n, P, Vj + c, ldv, Ot + c * kLanes);
+        if constexpr (TC > 4)
+            for (; c + 4 <= Dv; c += 4) values_tile<L, 4>(n, P, Vj + c, ldv, Ot + c * kLanes);
+        for (; c + 2 <= Dv; c += 2) values_tile<L, 2>(n, P, Vj + c, ldv, Ot + c * kLanes);
+        if (c < Dv) values_tile<L, 1>(n, P, Vj + c, ldv, Ot + c * kLanes);
     }
 }
-DG_VECTORIZED(void, values, (int64_t nk, int64_t Dv, const float* Pt, const float* V, int64_t ldv, float* Ot),
-              (nk, Dv, Pt, V, ldv, Ot))
+DG_BY_WIDTH(void, values, (int64_t nk, int64_t Dv, const float* Pt, const float* V, int64_t ldv, float* Ot),
+            values_lanes, kTileCols, kWideTileCols, (nk, Dv, Pt, V, ldv, Ot))
 
 // Ot[c][l] *= a[l] for c < Dv.
 DG_VECTOR_BODY void scale_lanes_body(int64_t Dv, float* Ot, const float* a) {
@@ -197,7 +242,7 @@ DG_VECTOR_BODY void scale_lanes_body(int64_t Dv, float* Ot, const float* a) {
         for (int l = 0; l < kLanes; ++l) Ot[c * kLanes + l] *= a[l];
     }
 }
-DG_VECTORIZED(void, scale_lanes, (int64_t Dv, float* Ot, const float* a), (Dv, Ot, a))
+DG_VECTORIZED_512(void, scale_lanes, (int64_t Dv, float* Ot, const float* a), (Dv, Ot, a))
 
 // out[n * 16 + l] = rows[l][n] (32-bit words) for n < nk and l < 16: 8 x 8 blocks transposed in
 // registers (three rounds of shuffles), the keys past the last whole 8 one by one.

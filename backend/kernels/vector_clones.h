@@ -21,10 +21,15 @@ int vector_level();
 
 }  // namespace dg::kernels
 
+// DG_VECTORIZED_512 is the same with the x86-64-v4 variant's loops in 512-bit vectors (GCC's
+// default for that level is 256): for loops over 16 lanes that do not depend on each other.
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define DG_VECTOR_BODY static inline __attribute__((always_inline))
-#define DG_VECTORIZED(ret, name, params, args)                                                         \
-    __attribute__((target("arch=x86-64-v4"))) static ret name##_v4 params { return name##_body args; } \
+#define DG_VECTORIZED(ret, name, params, args) DG_VECTORIZED_AT("arch=x86-64-v4", ret, name, params, args)
+#define DG_VECTORIZED_512(ret, name, params, args) \
+    DG_VECTORIZED_AT("arch=x86-64-v4,prefer-vector-width=512", ret, name, params, args)
+#define DG_VECTORIZED_AT(v4, ret, name, params, args)                                                  \
+    __attribute__((target(v4))) static ret name##_v4 params { return name##_body args; }               \
     __attribute__((target("arch=x86-64-v3"))) static ret name##_v3 params { return name##_body args; } \
     ret name params {                                                                                   \
         switch (::dg::kernels::vector_level()) {                                                        \
@@ -37,4 +42,5 @@ int vector_level();
 #define DG_VECTOR_BODY static inline
 #define DG_VECTORIZED(ret, name, params, args) \
     ret name params { return name##_body args; }
+#define DG_VECTORIZED_512(ret, name, params, args) DG_VECTORIZED(ret, name, params, args)
 #endif
