@@ -47,7 +47,7 @@ void tile(int64_t nb, const ActBlock* act, const int32_t* corr, const uint8_t* p
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = panel + size_t(b) * bs;
         // fewer rows than a tile (decode): the weights come from memory, read once; kPrefetchAhead ahead
-        // into L2 (one row, from memory: 10-17% less time on an AVX-512 Xeon, gemm-choices.md)
+        // into L2 (one row, from memory: 10-17% less time on an AVX-512 Xeon, docs/performance.md)
         if constexpr (MR < kTileRows)
             for (size_t l = 0; l < bs; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchAhead + l), _MM_HINT_T1);
         __m512i s[MR][2][CH];

@@ -1,15 +1,19 @@
 """The host attention kernel's path for 8 query rows or more (backend/kernels/attention_lanes.h):
 16 query rows of a head in vector lanes, scores kept transposed, masks transposed per key block.
 Tested where its tiles and groups have edges (groups of 16 rows with a partial last one, Q K^T
-tiles of 6 keys, P V tiles of 6 value columns, mask blocks transposed 8 x 8 with keys left over,
+tiles of 6 keys, P V tiles of 6 value columns (12 and 12 in the AVX-512 variant, then 4, 2, 1), mask
+blocks transposed 8 x 8 with keys left over,
 key blocks of 512), with every mask kind (none, one f32 row shared, an f32 row per query, a bool
 row per query or shared), the causal cut with fewer or more keys than rows, and its claim that a
 row's result does not depend on the rows beside it. Reference: float64 numpy (test_attention)."""
+
+import textwrap
 
 import numpy as np
 import pytest
 
 import dyngraph as dg
+from subproc import IMPORT_TESTS, run_python
 from ops.test_attention import check, qkv, randn
 
 SDPA = dg.OpKind.ScaledDotProductAttention
@@ -43,8 +47,8 @@ KINDS = [None, "f32 shared", "f32 rows", "f32 alike", "bool shared", "bool rows"
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: str(k))
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_group_and_tile_edges(rng, kind, is_causal):
-    """Rows 8 .. 33 (one group, a partial one, two and a bit), keys 1 .. 520 (tiles of 6 and the
-    8 x 8 mask blocks with keys left over, a second key block), head sizes that fill no tile."""
+    """Rows 8 .. 33 (one group, a partial one, two and a bit), keys 1 .. 520 (tiles of 6 or 12 and
+    the 8 x 8 mask blocks with keys left over, a second key block), head sizes that fill no tile."""
     s, t = dg.Dim("s"), dg.Dim("t")
     for d, dv in ((1, 13), (7, 6), (80, 5)):
         mshape = None if kind is None else [1, 1, 1, t] if kind.endswith("shared") else [1, 2, s, t]
@@ -177,3 +181,41 @@ def test_a_masked_key_before_the_last_seen_one_is_still_read(rng, rows):
     k[:, :, 10] = np.nan
     k[:, :, 20:], v[:, :, 20:] = np.nan, np.nan
     assert np.isnan(cp(q, k, v, m)[0]).all()
+
+
+WIDTHS = IMPORT_TESTS + textwrap.dedent("""
+    import numpy as np
+    import dyngraph as dg
+    from ops.test_attention_lanes import width_cases
+    np.save(OUT, np.concatenate([o.ravel() for o in width_cases()]))
+""")
+
+
+def width_cases():
+    """Masked (f32 rows, bool shared) and causal GQA attention at 37, 128 and 700 rows, head sizes 32
+    and 64 with 13 value columns: every tile of both widths and their remainders."""
+    rng = np.random.default_rng(7)
+    s, t = dg.Dim("s"), dg.Dim("t")
+    outs = []
+    for kind, causal, d, dv in (("f32 rows", False, 32, 32), ("bool shared", False, 64, 13), (None, True, 64, 64)):
+        mshape = None if kind is None else [1, 1, 1, t] if kind.endswith("shared") else [1, 4, s, t]
+        mdt = None if kind is None else dg.f32 if kind.startswith("f32") else dg.boolean
+        cp = compile_sdpa([[1, 4, s, d], [1, 2, t, d], [1, 2, t, dv]] + ([mshape] if mshape else []), mdt,
+                          is_causal=causal)
+        for n in (37, 128, 700):
+            q, k, v = qkv(rng, 1, 4, 2, n, n, d, dv)
+            m = mask_of(rng, kind, 4, n, n)
+            outs.append(cp(*((q, k, v) if m is None else (q, k, v, m)))[0])
+    return outs
+
+
+@pytest.mark.skipif(dg._backend.kernel_isa() not in ("avx512", "avx512vnni"),
+                    reason="the AVX-512 variant (one 512-bit register of 16 lanes) needs an AVX-512 CPU")
+def test_the_avx512_and_avx2_variants_give_the_same_bits(tmp_path):
+    # attention_lanes.cpp: 16 lanes in one register, tiles of 12, against two registers of 8, tiles of 6:
+    # every lane takes the same steps in the same order (both contract to FMAs), so the same bits
+    here = np.concatenate([o.ravel() for o in width_cases()])
+    out = tmp_path / "avx2.npy"
+    r = run_python(f"OUT = {str(out)!r}\n" + WIDTHS, env_vars={"DYNGRAPH_KERNEL_ISA": "avx2"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(out), here)
