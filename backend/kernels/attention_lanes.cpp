@@ -42,21 +42,9 @@ typedef int32_t Vec8i __attribute__((vector_size(32)));
 // name(args): body<L, tile>(args) at vector_level()'s level (vector_clones.h), the 16 lanes as one
 // 512-bit vector (Vec16, `wide` a tile) in the x86-64-v4 variant, as two of 256 or 128 bits (Pair,
 // `narrow` a tile) in the others: the same sums in the same order, so the same bits.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define DG_BY_WIDTH(ret, name, params, body, narrow, wide, args)                                                   \
-    __attribute__((target("arch=x86-64-v4"))) static ret name##_v4 params { return body<Vec16, wide> args; }  \
-    __attribute__((target("arch=x86-64-v3"))) static ret name##_v3 params { return body<Pair, narrow> args; } \
-    static ret name params {                                                                                  \
-        switch (::dg::kernels::vector_level()) {                                                              \
-            case 2: return name##_v4 args;                                                                     \
-            case 1: return name##_v3 args;                                                                     \
-            default: return body<Pair, narrow> args;                                                           \
-        }                                                                                                      \
-    }
-#else
-#define DG_BY_WIDTH(ret, name, params, body, narrow, wide, args) \
-    static ret name params { return body<Pair, narrow> args; }
-#endif
+#define DG_BY_WIDTH(ret, name, params, body, narrow, wide, args)                                 \
+    DG_VECTOR_LEVELS("arch=x86-64-v4", ret, name, params, args, (body<Vec16, wide> args), \
+                     (body<Pair, narrow> args), (body<Pair, narrow> args))
 
 DG_INLINE void load8(Vec8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
 DG_INLINE void store8(float* p, const Vec8& v) { std::memcpy(p, &v, sizeof v); }

@@ -23,24 +23,30 @@ int vector_level();
 
 // DG_VECTORIZED_512 is the same with the x86-64-v4 variant's loops in 512-bit vectors (GCC's
 // default for that level is 256): for loops over 16 lanes that do not depend on each other.
+//
+// DG_VECTOR_LEVELS(v4, ret, name, params, args, at_v4, at_v3, at_base), under both: name(params)
+// returning the expression at_v4 compiled for target v4 (an x86-64-v4 target string), at_v3 for
+// x86-64-v3, at_base as built, picked by vector_level(); where the variants call different code (a
+// template instantiated per level), each its own expression (parenthesized where it holds a comma).
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define DG_VECTOR_BODY static inline __attribute__((always_inline))
-#define DG_VECTORIZED(ret, name, params, args) DG_VECTORIZED_AT("arch=x86-64-v4", ret, name, params, args)
-#define DG_VECTORIZED_512(ret, name, params, args) \
-    DG_VECTORIZED_AT("arch=x86-64-v4,prefer-vector-width=512", ret, name, params, args)
-#define DG_VECTORIZED_AT(v4, ret, name, params, args)                                                  \
-    __attribute__((target(v4))) static ret name##_v4 params { return name##_body args; }               \
-    __attribute__((target("arch=x86-64-v3"))) static ret name##_v3 params { return name##_body args; } \
-    ret name params {                                                                                   \
-        switch (::dg::kernels::vector_level()) {                                                        \
-            case 2: return name##_v4 args;                                                              \
-            case 1: return name##_v3 args;                                                              \
-            default: return name##_body args;                                                           \
-        }                                                                                               \
+#define DG_VECTOR_LEVELS(v4, ret, name, params, args, at_v4, at_v3, at_base)        \
+    __attribute__((target(v4))) static ret name##_v4 params { return at_v4; }               \
+    __attribute__((target("arch=x86-64-v3"))) static ret name##_v3 params { return at_v3; } \
+    ret name params {                                                                       \
+        switch (::dg::kernels::vector_level()) {                                            \
+            case 2: return name##_v4 args;                                                  \
+            case 1: return name##_v3 args;                                                  \
+            default: return at_base;                                                        \
+        }                                                                                   \
     }
 #else
 #define DG_VECTOR_BODY static inline
-#define DG_VECTORIZED(ret, name, params, args) \
-    ret name params { return name##_body args; }
-#define DG_VECTORIZED_512(ret, name, params, args) DG_VECTORIZED(ret, name, params, args)
+#define DG_VECTOR_LEVELS(v4, ret, name, params, args, at_v4, at_v3, at_base) \
+    ret name params { return at_base; }
 #endif
+#define DG_VECTORIZED_AT(v4, ret, name, params, args) \
+    DG_VECTOR_LEVELS(v4, ret, name, params, args, name##_body args, name##_body args, name##_body args)
+#define DG_VECTORIZED(ret, name, params, args) DG_VECTORIZED_AT("arch=x86-64-v4", ret, name, params, args)
+#define DG_VECTORIZED_512(ret, name, params, args) \
+    DG_VECTORIZED_AT("arch=x86-64-v4,prefer-vector-width=512", ret, name, params, args)
