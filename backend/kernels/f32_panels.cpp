@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "ggml.h"
@@ -156,7 +157,7 @@ constexpr int kLanes = 16;
 constexpr int kTileRows = 8;  // 24 accumulators and 3 panel vectors of 32 registers (the broadcast is an operand)
 constexpr int kTileVecs = 3;  // a panel's 48 floats
 constexpr int kWideRows = kTileRows;
-constexpr int64_t kDepthBlock = int64_t(1) << 40;  // (not measured cut: a tile over all of K)
+constexpr int64_t kDepthBlock = 768;  // (a Xeon: docs/design/gemm-choices.md, "Large products on AVX-512")
 inline V vzero() { return _mm512_setzero_ps(); }
 inline V vloadu(const float* p) { return _mm512_loadu_ps(p); }
 inline V vbroadcast(const float* p) { return _mm512_set1_ps(*p); }

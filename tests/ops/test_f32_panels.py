@@ -44,7 +44,7 @@ CHECK = textwrap.dedent("""
             B = rng.standard_normal(n).astype(np.float32)
             cp = p.compile([x, w, b], [y], e, constants={1: W, 2: B})
             assert cp.cache_info().panel_bytes == 4 * k * n, (k, n, cp.cache_info())
-            for m in (1, 2, 3, 4, 5, 7, 8, 9, 17, 64, 130, 1, 3):
+            for m in (1, 2, 3, 4, 5, 7, 8, 9, 17, 64, 130, 600, 1, 3):  # 600: blocks of rows at K >= 513
                 a = rng.standard_normal((m, k)).astype(np.float32)
                 (out,) = cp(a)
                 ref = np.maximum(a.astype(np.float64) @ W.astype(np.float64) + B, 0)
