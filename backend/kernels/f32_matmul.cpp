@@ -115,10 +115,15 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         // C[M, N] = A[M, K] . B[N, K]^T (+ bias), row-major
         const int64_t n = n1 - n0;
         bool bias_added = false;  // sgemm adds the product to the bias written first
-        if (panels && x->type == GGML_TYPE_F32) {
-            f32_gemm_panels(M, N, K, n0, n1, A, lda, reinterpret_cast<const float*>(W - n0 * x->nb[1]), C + n0, ldc);
-        } else if (panels && half) {
-            half_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint16_t*>(W - n0 * x->nb[1]), C + n0, ldc);
+        if (float_panels) {  // (the bias and the activation tile by tile, in cache)
+            const PanelEpilogue epi{bias ? bias + n0 : nullptr, act};
+            if (half)
+                half_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint16_t*>(W - n0 * x->nb[1]),
+                                 C + n0, ldc, epi);
+            else
+                f32_gemm_panels(M, N, K, n0, n1, A, lda, reinterpret_cast<const float*>(W - n0 * x->nb[1]), C + n0, ldc,
+                                epi);
+            continue;
         } else if (panels) {
             quant_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint8_t*>(W - n0 * x->nb[1]), C + n0, ldc);
         } else if (x->type != GGML_TYPE_F32 && M <= kQuantRowsMax && quant_rows_supports(x->type)) {

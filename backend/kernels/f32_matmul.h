@@ -88,6 +88,7 @@ int64_t dequant_min_rows(ggml_type type);
 // a node of its own: a thread's block of the result is then far out of cache when the activation would
 // run on it, so applying it in the product's kernel saves nothing, and on two threads it was 1.02-1.08x
 // the time of the two nodes (MiniLM at batch 32 x 128 tokens, its FFN's 4096 x 1536; 2026-11-28).
+// Not for weights in f32, f16 or bf16 panels: their product applies it tile by tile (f32_panels.h).
 constexpr int64_t kActivationFuseMaxValues = int64_t(1) << 21;
 
 // Whether constant f32 matmul weights read only by MatMul are laid out in

@@ -126,7 +126,7 @@ inline float to_f32(ggml_bf16_t h) { return ggml_bf16_to_fp32(h); }
 // local array the compiler keeps in vector registers.
 template <class Wt>
 void gemm_panels_portable(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
-                          const Wt* P, float* C, int64_t ldc) {
+                          const Wt* P, float* C, int64_t ldc, PanelEpilogue epi) {
     const int64_t s = panel_split();
     for (int64_t p0 = n0; p0 < n1; p0 += kPanelWidth) {
         const int64_t width = std::min(kPanelWidth, N - p0), cols = std::min(width, n1 - p0);
@@ -144,6 +144,10 @@ void gemm_panels_portable(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n
             }
         }
     }
+    for (int64_t m = 0; m < M; ++m)
+        if (epi.bias)
+            for (int64_t j = 0; j < n1 - n0; ++j) C[m * ldc + j] += epi.bias[j];
+    activate(epi.act, M, n1 - n0, C, ldc);
 }
 
 #ifdef DG_F32_PANELS_X86
@@ -162,6 +166,7 @@ inline V vzero() { return _mm512_setzero_ps(); }
 inline V vloadu(const float* p) { return _mm512_loadu_ps(p); }
 inline V vbroadcast(const float* p) { return _mm512_set1_ps(*p); }
 inline V vfma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline V vadd(V a, V b) { return _mm512_add_ps(a, b); }
 inline void vstoreu(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline Mask mask_of(int n) { return Mask((1u << n) - 1); }
 inline V vload_mask(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
@@ -190,6 +195,7 @@ inline V vzero() { return _mm256_setzero_ps(); }
 inline V vloadu(const float* p) { return _mm256_loadu_ps(p); }
 inline V vbroadcast(const float* p) { return _mm256_broadcast_ss(p); }
 inline V vfma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V vadd(V a, V b) { return _mm256_add_ps(a, b); }
 inline void vstoreu(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline Mask mask_of(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 inline V vload_mask(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
@@ -213,7 +219,8 @@ namespace avx512bf16 {
 // (AVX-512's tile shape and stores)
 using avx512::kLanes, avx512::kTileRows, avx512::kTileVecs, avx512::kWideRows, avx512::kDepthBlock, avx512::Mask,
     avx512::V;
-using avx512::mask_of, avx512::vload_mask, avx512::vloadu, avx512::vstore_mask, avx512::vstoreu, avx512::vzero;
+using avx512::mask_of, avx512::vadd, avx512::vload_mask, avx512::vloadu, avx512::vstore_mask, avx512::vstoreu,
+    avx512::vzero;
 inline V vbroadcast(const float* p) {  // (a pair of bf16 where the tiles see a float: its bits, copied)
     uint32_t pair;
     std::memcpy(&pair, p, sizeof pair);
@@ -243,20 +250,20 @@ void round_rows(int64_t M, int64_t K, const float* A, int64_t lda, uint16_t* out
 }  // namespace
 
 void f32_gemm_panels(int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A, int64_t lda,
-                     const float* P, float* C, int64_t ldc) {
+                     const float* P, float* C, int64_t ldc, PanelEpilogue epi) {
 #ifdef DG_F32_PANELS_X86
     // (AVX-512's tiles need whole panels: sub-panels of 24, packed where the process began at AVX2, go
     // to AVX2's tiles, which take either)
     const int64_t split = panel_split();
     if (kernel_isa() >= Isa::avx512 && split == kPanelWidth)
-        return avx512::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, split, C, ldc);
-    if (kernel_isa() >= Isa::avx2) return avx2::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, split, C, ldc);
+        return avx512::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, split, C, ldc, epi);
+    if (kernel_isa() >= Isa::avx2) return avx2::f32::gemm_panels(M, N, K, n0, n1, A, lda, P, split, C, ldc, epi);
 #endif
-    gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc);
+    gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc, epi);
 }
 
 void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n0, int64_t n1, const float* A,
-                      int64_t lda, const uint16_t* P, float* C, int64_t ldc) {
+                      int64_t lda, const uint16_t* P, float* C, int64_t ldc, PanelEpilogue epi) {
     const auto* B = reinterpret_cast<const ggml_bf16_t*>(P);  // (bf16: ggml's struct of its 16 bits)
 #ifdef DG_F32_PANELS_X86
     if (type == GGML_TYPE_BF16 && bf16_pair_panels(K)) {
@@ -264,17 +271,17 @@ void half_gemm_panels(ggml_type type, int64_t M, int64_t N, int64_t K, int64_t n
         if (rows.size() < size_t(M * K)) rows.resize(size_t(M * K));
         avx512bf16::round_rows(M, K, A, lda, rows.data());
         return avx512bf16::gemm_panels(M, N, K / 2, n0, n1, reinterpret_cast<const float*>(rows.data()), K / 2,
-                                       reinterpret_cast<const uint32_t*>(P), kPanelWidth, C, ldc);
+                                       reinterpret_cast<const uint32_t*>(P), kPanelWidth, C, ldc, epi);
     }
     if (kernel_isa() >= Isa::avx512 && panel_split() == kPanelWidth)
-        return type == GGML_TYPE_F16 ? avx512::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, kPanelWidth, C, ldc)
-                                     : avx512::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, kPanelWidth, C, ldc);
+        return type == GGML_TYPE_F16 ? avx512::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, kPanelWidth, C, ldc, epi)
+                                     : avx512::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, kPanelWidth, C, ldc, epi);
     if (kernel_isa() >= Isa::avx2)
-        return type == GGML_TYPE_F16 ? avx2::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, panel_split(), C, ldc)
-                                     : avx2::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, panel_split(), C, ldc);
+        return type == GGML_TYPE_F16 ? avx2::f16::gemm_panels(M, N, K, n0, n1, A, lda, P, panel_split(), C, ldc, epi)
+                                     : avx2::bf16::gemm_panels(M, N, K, n0, n1, A, lda, B, panel_split(), C, ldc, epi);
 #endif
-    if (type == GGML_TYPE_F16) gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc);
-    else gemm_panels_portable(M, N, K, n0, n1, A, lda, B, C, ldc);
+    if (type == GGML_TYPE_F16) gemm_panels_portable(M, N, K, n0, n1, A, lda, P, C, ldc, epi);
+    else gemm_panels_portable(M, N, K, n0, n1, A, lda, B, C, ldc, epi);
 }
 
 }  // namespace dg::kernels

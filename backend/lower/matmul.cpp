@@ -74,9 +74,12 @@ void lower_matmul(LowerCtx& c) {
     // and the activation that reads it, where that kernel computes the product with its bias
     const OpDef* reader = nullptr;
     kernels::Activation act = fused_activation(c, c.op.outputs[0], &reader);
+    // (weights in f32, f16 or bf16 panels: applied tile by tile, in cache, at any size: f32_panels.h)
+    const bool tiled = kernels::in_panels(x) && (x->type == GGML_TYPE_F32 || x->type == GGML_TYPE_F16 ||
+                                                 x->type == GGML_TYPE_BF16);
     if (act != kernels::Activation::None &&
         (!kernels::computes(x, y) || (bias != nullptr && !fused) ||
-         x->ne[1] * y->ne[1] * y->ne[2] * y->ne[3] > kernels::kActivationFuseMaxValues))
+         (!tiled && x->ne[1] * y->ne[1] * y->ne[2] * y->ne[3] > kernels::kActivationFuseMaxValues)))
         act = kernels::Activation::None;
     if (act != kernels::Activation::None) c.absorb(*reader);
     ggml_tensor* r = fused || act != kernels::Activation::None ? kernels::f32_mul_mat(c.ctx, x, y, bias, act)

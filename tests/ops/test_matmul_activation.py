@@ -174,16 +174,21 @@ def test_batched_rows_fuse(rng):
         np.testing.assert_allclose(y, gelu_ref(ref), rtol=4e-6, atol=float(SUM_ULPS * F32_EPS * scale.max()))
 
 
-def test_a_product_beyond_the_cache_keeps_its_activation_apart(rng):
+@pytest.mark.parametrize("repack", [True, False])
+def test_a_product_beyond_the_cache_keeps_its_activation_apart(repack, rng):
     """Above kActivationFuseMaxValues (2^21 values of the product) the GELU stays a node of its own: the
-    product's block is out of cache by then (kernels/f32_matmul.h). Either side of it, the values are
-    the GELU of the product."""
+    product's block is out of cache by then (kernels/f32_matmul.h); but not where the weights are in
+    panels, whose product applies it tile by tile (f32_panels.h). Either way the values are the GELU
+    of the product, with the bits of the GELU as a node of its own."""
     k, n = 8, 1024
     w, bias = randn(rng, (k, n)), randn(rng, (n,))
-    cp = compiled("gelu", k, n, w, bias)
-    for m, fused in ((2048, True), (2049, False)):
+    cp = compiled("gelu", k, n, w, bias, repack_weights=repack)
+    apart = compiled("gelu", k, n, w, bias, also_product=True, repack_weights=repack)
+    in_panels = repack and cp.cache_info().panel_bytes > 0
+    for m, fused in ((2048, True), (2049, in_panels), (4096, in_panels)):
         a = randn(rng, (m, k))
         (y,) = run(cp, a)
         assert nodes(cp) == (1 if fused else 2), m
+        np.testing.assert_array_equal(y, run(apart, a)[0], err_msg=f"{m} rows")
         ref, scale = reference(a, w, bias)
         np.testing.assert_allclose(y, gelu_ref(ref), rtol=4e-6, atol=float(SUM_ULPS * F32_EPS * scale.max()))
