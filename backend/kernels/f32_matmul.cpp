@@ -76,6 +76,19 @@ DG_VECTOR_BODY void add_bias_body(int64_t M, int64_t n, const float* bias, float
 }
 DG_VECTORIZED(void, add_bias, (int64_t M, int64_t n, const float* bias, float* C, int ldc), (M, n, bias, C, ldc))
 
+// Rows each thread takes where the threads share a product of weights in f32/f16/bf16 panels by rows
+// (each all the columns) rather than by columns (each all the rows); 0 where by columns. Columns go
+// by whole panels (`align`), and where those do not share out evenly (N = 256 on 2 threads: 144 and
+// 112 columns) a thread's share of the rows (multiples of a tile's) is the smaller work, as long as
+// each thread has rows enough (kMinRows) to pay for reading all the weights. The sums do not depend
+// on the split: each output is one tile's, over k in order either way.
+int64_t panel_rows_each(int64_t M, int64_t N, int64_t align, int nth) {
+    constexpr int64_t kRowAlign = 8, kMinRows = 64;
+    const int64_t cols = std::min(N, ((N + nth - 1) / nth + align - 1) / align * align);
+    const int64_t rows = ((M + nth - 1) / nth + kRowAlign - 1) / kRowAlign * kRowAlign;
+    return nth > 1 && rows >= kMinRows && rows * N < cols * M ? rows : 0;
+}
+
 // The custom op's userdata: a pointer to one of these (static, so a graph keeps no side storage).
 constexpr Activation kActivations[] = {Activation::None, Activation::Relu, Activation::GeluErf};
 
@@ -100,8 +113,12 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
     const int64_t align = !panels ? kColumnAlign : float_panels ? kPanelWidth : kQuantPanelWidth;
     // whole batches per thread when there are enough of them, else a share of every batch's columns
     const bool by_batch = batches >= nth;
-    int64_t n0 = 0, n1 = N;
-    if (!by_batch) {
+    const int64_t rows_each = !by_batch && float_panels ? panel_rows_each(M, N, align, nth) : 0;
+    int64_t n0 = 0, n1 = N, m0 = 0;
+    if (rows_each > 0) {
+        m0 = std::min(M, rows_each * ith);
+        if (m0 >= M) return;
+    } else if (!by_batch) {
         const int64_t per = ((N + nth - 1) / nth + align - 1) / align * align;
         n0 = std::min(N, per * ith);
         n1 = std::min(N, n0 + per);
@@ -117,11 +134,15 @@ void f32_matmul_kernel(ggml_tensor* dst, int ith, int nth, void* userdata) {
         bool bias_added = false;  // sgemm adds the product to the bias written first
         if (float_panels) {  // (the bias and the activation tile by tile, in cache)
             const PanelEpilogue epi{bias ? bias + n0 : nullptr, act};
+            // (rows m0 on: a share of the rows, rows_each > 0)
+            const int64_t rows = rows_each > 0 ? std::min(rows_each, M - m0) : M;
+            const float* a = A + m0 * lda;
+            float* c = C + m0 * ldc + n0;
             if (half)
-                half_gemm_panels(x->type, M, N, K, n0, n1, A, lda, reinterpret_cast<const uint16_t*>(W - n0 * x->nb[1]),
-                                 C + n0, ldc, epi);
+                half_gemm_panels(x->type, rows, N, K, n0, n1, a, lda, reinterpret_cast<const uint16_t*>(W - n0 * x->nb[1]),
+                                 c, ldc, epi);
             else
-                f32_gemm_panels(M, N, K, n0, n1, A, lda, reinterpret_cast<const float*>(W - n0 * x->nb[1]), C + n0, ldc,
+                f32_gemm_panels(rows, N, K, n0, n1, a, lda, reinterpret_cast<const float*>(W - n0 * x->nb[1]), c, ldc,
                                 epi);
             continue;
         } else if (panels) {

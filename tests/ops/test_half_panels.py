@@ -54,7 +54,7 @@ CHECK = IMPORT_TESTS + textwrap.dedent("""
                 assert half.cache_info().panel_bytes == 2 * n * k, (storage, k, n, half.cache_info())
                 assert f32.cache_info().panel_bytes == 4 * n * k
                 pairs = storage == "bf16" and dg._backend.bf16_pair_panels(k)
-                for m in (1, 2, 3, 4, 5, 7, 8, 9, 17, 64, 130, 1, 3):
+                for m in (1, 2, 3, 4, 5, 7, 8, 9, 17, 24, 64, 130, 600, 1, 3):  # (600 on 3 threads: by rows)
                     a = rng.standard_normal((m, k)).astype(np.float32)
                     (out,) = half(a)
                     if not pairs:  # the f32 product of the converted weights
