@@ -6,8 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "activation.h"
+#include "gelu_erf_simd.h"
 #include "ggml.h"
 #include "isa.h"
+#include "vector_clones.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <cpuid.h>
@@ -177,6 +180,8 @@ inline V vload_bf16(const ggml_bf16_t* p) {  // (a bf16 is the top half of its f
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 inline int lanes_in(Mask m) { return __builtin_popcount(unsigned(m)); }
+inline V vgelu(V x) { return gelu::avx512::gelu_erf_v(x); }
+inline V vrelu(V x) { return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, vzero(), _CMP_LE_OQ), vzero()); }
 #include "f32_panels_types.inc"
 }  // namespace avx512
 #pragma GCC pop_options
@@ -206,6 +211,8 @@ inline V vload_bf16(const ggml_bf16_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 inline int lanes_in(Mask m) { return __builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(m)))); }
+inline V vgelu(V x) { return gelu::avx2::gelu_erf_v(x); }
+inline V vrelu(V x) { return _mm256_blendv_ps(x, vzero(), _mm256_cmp_ps(x, vzero(), _CMP_LE_OQ)); }
 #include "f32_panels_types.inc"
 }  // namespace avx2
 #pragma GCC pop_options
@@ -219,8 +226,8 @@ namespace avx512bf16 {
 // (AVX-512's tile shape and stores)
 using avx512::kLanes, avx512::kTileRows, avx512::kTileVecs, avx512::kWideRows, avx512::kDepthBlock, avx512::Mask,
     avx512::V;
-using avx512::mask_of, avx512::vadd, avx512::vload_mask, avx512::vloadu, avx512::vstore_mask, avx512::vstoreu,
-    avx512::vzero;
+using avx512::mask_of, avx512::vadd, avx512::vgelu, avx512::vload_mask, avx512::vloadu, avx512::vrelu,
+    avx512::vstore_mask, avx512::vstoreu, avx512::vzero;
 inline V vbroadcast(const float* p) {  // (a pair of bf16 where the tiles see a float: its bits, copied)
     uint32_t pair;
     std::memcpy(&pair, p, sizeof pair);
