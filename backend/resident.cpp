@@ -19,6 +19,8 @@ namespace dg {
 
 namespace {
 
+constexpr size_t kCacheLine = 64;
+
 std::vector<int64_t> static_shape(const Program& prog, const TensorDef& t) { return prog.static_shape(t); }
 
 int64_t numel(const std::vector<int64_t>& s) { return checked_numel(s); }
@@ -270,6 +272,9 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
         if (align == 0 || (align & (align - 1)) != 0)  // (a device's answer: checked when it was opened, and here)
             fail<DeviceError>("device ", place ? place->device : std::string("CPU"), " reported an alignment of ", align,
                               " (not a power of two)");
+        // host tensors whole cache lines apart (ggml's CPU buffers align to 32 bytes: weights in panels 32
+        // bytes off a line split every vector load of their products across two lines)
+        if (!place) align = std::max(align, kCacheLine);
         for (auto* g : ts) {
             // (a device may pad a tensor: CUDA pads quantized rows; its allocator places by that size)
             const size_t n = place ? ggml_backend_buft_get_alloc_size(buft, g) : ggml_nbytes(g);
@@ -302,6 +307,8 @@ ResidentTensors::ResidentTensors(const Program& prog, const std::map<int32_t, Ho
                                  place ? cat(" on device ", place->device) : std::string());
         if (zeroed && !mem) ggml_backend_buffer_clear(buf, 0);
         ggml_tallocr ta = ggml_tallocr_new(buf);
+        // (a base off a line, which ggml's and our allocations never give: the buffer's own alignment)
+        if (reinterpret_cast<uintptr_t>(ta.base) % align == 0) ta.alignment = std::max(ta.alignment, align);
         for (auto* g : ts)
             if (ggml_tallocr_alloc(&ta, g) != GGML_STATUS_SUCCESS)
                 fail<ExecutionError>("cannot place a ", what, " tensor in its buffer");
