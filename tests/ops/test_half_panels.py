@@ -23,7 +23,7 @@ import dyngraph as dg
 from ops.test_f32_panels import SPLITS, run_split
 from ops.test_kernel_isa import ORDER
 from oputil import compile_weight_product
-from subproc import IMPORT_TESTS, run_python
+from subproc import IMPORT_TESTS
 
 
 CHECK = IMPORT_TESTS + textwrap.dedent("""
